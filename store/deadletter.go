@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DeadLetter is a delivery that failed for good: the original webhook and
+// why jethook gave up on it for one destination.
+type DeadLetter struct {
+	Envelope    *Envelope
+	Destination string
+	Seq         uint64 // sequence of the original in WEBHOOKS
+	Reason      string // "permanent", "redirect" or "exhausted"
+	LastStatus  int    // last HTTP status, 0 if none
+	LastError   string // last network error, if any
+	Attempts    int
+	FirstSeen   time.Time // when the original was stored
+	LastAttempt time.Time
+	DLQSeq      uint64 // sequence in WEBHOOKS_DLQ, set when read back
+}
+
+const (
+	hdrDest        = "Jethook-Destination"
+	hdrSeq         = "Jethook-Seq"
+	hdrReason      = "Jethook-Reason"
+	hdrLastStatus  = "Jethook-Last-Status"
+	hdrLastError   = "Jethook-Last-Error"
+	hdrAttempts    = "Jethook-Attempts"
+	hdrFirstSeen   = "Jethook-First-Seen"
+	hdrLastAttempt = "Jethook-Last-Attempt"
+)
+
+// DLQSubject is the subject of one destination's dead letters.
+func DLQSubject(route, destination string) string {
+	return "dlq." + route + "." + destination
+}
+
+// AddDeadLetter stores d and waits for the stream's ack. The caller may
+// Term the original only after this returns nil: acks and terms are
+// fire-and-forget, the dead letter must not be. Nats-Msg-Id is derived from
+// the original's sequence, so a crash between the two stores it once.
+func (s *Store) AddDeadLetter(ctx context.Context, d DeadLetter) error {
+	e := d.Envelope
+	m := e.msg(DLQSubject(e.Route, d.Destination))
+	m.Header.Set(hdrDest, d.Destination)
+	m.Header.Set(hdrSeq, strconv.FormatUint(d.Seq, 10))
+	m.Header.Set(hdrReason, d.Reason)
+	m.Header.Set(hdrLastStatus, strconv.Itoa(d.LastStatus))
+	m.Header.Set(hdrLastError, oneLine(d.LastError))
+	m.Header.Set(hdrAttempts, strconv.Itoa(d.Attempts))
+	m.Header.Set(hdrFirstSeen, d.FirstSeen.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(hdrLastAttempt, d.LastAttempt.UTC().Format(time.RFC3339Nano))
+	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+	defer cancel()
+	id := fmt.Sprintf("%s/%d", d.Destination, d.Seq)
+	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(DLQStreamName)); err != nil {
+		return fmt.Errorf("%w: dead letter: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// DeadLetters reads the dead letters whose subject matches filter (for
+// example "dlq.>" or DLQSubject(route, destination)), oldest first, at most
+// limit of them.
+func (s *Store) DeadLetters(ctx context.Context, filter string, limit int) ([]DeadLetter, error) {
+	c, err := s.js.OrderedConsumer(ctx, DLQStreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+	}
+	var out []DeadLetter
+	for len(out) < limit {
+		batch, err := c.FetchNoWait(min(256, limit-len(out)))
+		if err != nil {
+			return nil, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			d, err := decodeDeadLetter(m)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, d)
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+func decodeDeadLetter(m jetstream.Msg) (DeadLetter, error) {
+	h := m.Headers()
+	e, err := decodeEnvelope(m.Subject(), h, m.Data())
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	d := DeadLetter{
+		Envelope:    e,
+		Destination: h.Get(hdrDest),
+		Reason:      h.Get(hdrReason),
+		LastError:   h.Get(hdrLastError),
+	}
+	d.Seq, _ = strconv.ParseUint(h.Get(hdrSeq), 10, 64)
+	d.LastStatus, _ = strconv.Atoi(h.Get(hdrLastStatus))
+	d.Attempts, _ = strconv.Atoi(h.Get(hdrAttempts))
+	d.FirstSeen, _ = time.Parse(time.RFC3339Nano, h.Get(hdrFirstSeen))
+	d.LastAttempt, _ = time.Parse(time.RFC3339Nano, h.Get(hdrLastAttempt))
+	if md, err := m.Metadata(); err == nil {
+		d.DLQSeq = md.Sequence.Stream
+	}
+	return d, nil
+}
+
+// oneLine keeps a header value legal: NATS headers end at a line break.
+func oneLine(s string) string {
+	out := []rune(s)
+	for i, r := range out {
+		if r == '\r' || r == '\n' {
+			out[i] = ' '
+		}
+	}
+	return string(out)
+}
+

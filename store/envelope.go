@@ -1,0 +1,104 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Envelope is one received webhook as jethook keeps it: the body byte for
+// byte and the request facts a backend may need.
+type Envelope struct {
+	Route      string
+	EventID    string
+	Method     string
+	Host       string // the Host the provider called
+	Proto      string // "http" or "https", as the provider saw it
+	RemoteAddr string // the provider's address (host:port)
+	ReceivedAt time.Time
+	// Header holds the original request headers, keys canonical as
+	// net/http gives them. http.Header converts to and from it directly.
+	Header map[string][]string
+	Body   []byte
+}
+
+// Header names jethook writes on stored messages. Original request headers
+// are kept under the "H-" prefix so they never collide with these or with
+// NATS's own headers.
+const (
+	hdrEventID    = "Jethook-Event-Id"
+	hdrMethod     = "Jethook-Method"
+	hdrHost       = "Jethook-Host"
+	hdrProto      = "Jethook-Proto"
+	hdrRemote     = "Jethook-Remote"
+	hdrReceived   = "Jethook-Received"
+	hdrOrigPrefix = "H-"
+)
+
+// Subject is the subject a route's webhooks are published to.
+func Subject(route string) string { return "webhooks." + route }
+
+// ReplaySubject is the subject only one destination's consumer reads replays from.
+func ReplaySubject(route, destination string) string {
+	return "replay." + route + "." + destination
+}
+
+func (e *Envelope) msg(subject string) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = e.Body
+	for k, vs := range e.Header {
+		for _, v := range vs {
+			m.Header.Add(hdrOrigPrefix+k, v)
+		}
+	}
+	m.Header.Set(hdrEventID, e.EventID)
+	m.Header.Set(hdrMethod, e.Method)
+	m.Header.Set(hdrHost, e.Host)
+	m.Header.Set(hdrProto, e.Proto)
+	m.Header.Set(hdrRemote, e.RemoteAddr)
+	m.Header.Set(hdrReceived, e.ReceivedAt.UTC().Format(time.RFC3339Nano))
+	return m
+}
+
+// decodeEnvelope reads an envelope back from a stored message's subject,
+// headers and data.
+func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, error) {
+	route, err := routeOf(subject)
+	if err != nil {
+		return nil, err
+	}
+	e := &Envelope{
+		Route:      route,
+		EventID:    h.Get(hdrEventID),
+		Method:     h.Get(hdrMethod),
+		Host:       h.Get(hdrHost),
+		Proto:      h.Get(hdrProto),
+		RemoteAddr: h.Get(hdrRemote),
+		Header:     make(map[string][]string),
+		Body:       data,
+	}
+	if e.EventID == "" {
+		return nil, fmt.Errorf("message on %s has no %s header", subject, hdrEventID)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, h.Get(hdrReceived)); err == nil {
+		e.ReceivedAt = t
+	}
+	for k, vs := range h {
+		if name, ok := strings.CutPrefix(k, hdrOrigPrefix); ok {
+			e.Header[name] = append([]string(nil), vs...)
+		}
+	}
+	return e, nil
+}
+
+// routeOf returns the route token of webhooks.<route>, replay.<route>.<dest>
+// or dlq.<route>.<dest>.
+func routeOf(subject string) (string, error) {
+	parts := strings.Split(subject, ".")
+	if len(parts) < 2 || parts[1] == "" {
+		return "", fmt.Errorf("subject %q names no route", subject)
+	}
+	return parts[1], nil
+}

@@ -1,0 +1,58 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stored is what the stream said about a publish.
+type Stored struct {
+	Seq       uint64 // stream sequence (of the first copy, for a duplicate)
+	Duplicate bool   // the event id was already in the dedup window
+}
+
+// Publish writes e to webhooks.<route> with Nats-Msg-Id = e.EventID and
+// waits for the stream's ack, so a nil error means the message is on disk
+// (see DESIGN.md, Durability). Publishes are sent asynchronously, so
+// concurrent callers share the wire; each waits only for its own ack. Any
+// failure wraps ErrUnavailable.
+func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+	defer cancel()
+	fut, err := s.js.PublishMsgAsync(e.msg(Subject(e.Route)),
+		jetstream.WithMsgID(e.EventID),
+		jetstream.WithExpectStream(StreamName),
+		jetstream.WithStallWait(s.opts.PublishTimeout))
+	if err != nil {
+		return Stored{}, fmt.Errorf("%w: publish: %v", ErrUnavailable, err)
+	}
+	select {
+	case ack := <-fut.Ok():
+		return Stored{Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	case err := <-fut.Err():
+		return Stored{}, fmt.Errorf("%w: publish: %v", ErrUnavailable, err)
+	case <-ctx.Done():
+		return Stored{}, fmt.Errorf("%w: no ack from the stream: %v", ErrUnavailable, ctx.Err())
+	}
+}
+
+// Stats counts what the streams hold.
+type Stats struct {
+	Messages    uint64 // webhooks retained in WEBHOOKS (delivered or not)
+	DeadLetters uint64 // messages in WEBHOOKS_DLQ
+}
+
+// Stats reads the streams' message counts.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	mi, err := s.main.Info(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	di, err := s.dlq.Info(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return Stats{Messages: mi.State.Msgs, DeadLetters: di.State.Msgs}, nil
+}

@@ -1,0 +1,267 @@
+// Package store keeps webhooks durably in NATS JetStream. It runs an embedded
+// nats-server (the default) or connects to an external one, creates the
+// streams and consumers jethook needs, publishes received webhooks with their
+// event id as Nats-Msg-Id, and records dead letters. It knows nothing of HTTP.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	neturl "net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream and subject names. Every route publishes to webhooks.<route>; a
+// replay for one destination goes to replay.<route>.<destination>, a subject
+// only that destination's consumer filters on; dead letters go to
+// dlq.<route>.<destination> in their own stream.
+const (
+	StreamName    = "WEBHOOKS"
+	DLQStreamName = "WEBHOOKS_DLQ"
+)
+
+// ErrUnavailable means the store could not take or confirm a write; the
+// caller must not report success (ingress answers 503).
+var ErrUnavailable = errors.New("store unavailable")
+
+// Options configure Open. The zero value (plus DataDir) runs an embedded
+// server with the defaults DESIGN.md gives.
+type Options struct {
+	// DataDir holds the embedded server's JetStream files.
+	DataDir string
+	// URL of an external NATS server or cluster; empty runs an embedded server.
+	URL string
+	// ClientListen, if set ("127.0.0.1:4222"), opens the embedded server's
+	// client port so the nats CLI can look inside. Closed by default.
+	ClientListen string
+	// Retention is the streams' MaxAge (default 72h).
+	Retention time.Duration
+	// DedupWindow is how long an event id is remembered (default 24h,
+	// capped by Retention).
+	DedupWindow time.Duration
+	// SyncAlways makes the embedded server fsync every write before it
+	// acks. Off, it fsyncs every two minutes (nats-server's default).
+	SyncAlways bool
+	// Replicas for the streams on an external cluster (default 1).
+	Replicas int
+	// MaxPayload is the largest message the embedded server accepts
+	// (default 8 MiB, so a 5 MiB body and its headers fit).
+	MaxPayload int32
+	// MaxAckPending bounds the messages each consumer may have delivered
+	// and not yet acked, including those waiting in backoff (default 100,000).
+	MaxAckPending int
+	// PublishTimeout bounds how long a publish waits for the stream's ack
+	// (default 5s).
+	PublishTimeout time.Duration
+	// Logger receives connection events; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o *Options) applyDefaults() {
+	if o.Retention <= 0 {
+		o.Retention = 72 * time.Hour
+	}
+	if o.DedupWindow <= 0 {
+		o.DedupWindow = 24 * time.Hour
+	}
+	if o.DedupWindow > o.Retention {
+		o.DedupWindow = o.Retention
+	}
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.MaxPayload <= 0 {
+		o.MaxPayload = 8 << 20
+	}
+	if o.MaxAckPending <= 0 {
+		o.MaxAckPending = 100_000
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Store is an open connection to JetStream with jethook's streams in place.
+type Store struct {
+	opts Options
+	srv  *server.Server // nil when external
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	dlq  jetstream.Stream
+	main jetstream.Stream
+}
+
+// Open starts the embedded server or connects to opts.URL, then creates or
+// updates the WEBHOOKS and WEBHOOKS_DLQ streams.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	opts.applyDefaults()
+	s := &Store{opts: opts}
+	var err error
+	if opts.URL == "" {
+		if err = s.startEmbedded(); err != nil {
+			return nil, err
+		}
+	}
+	if err = s.connect(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err = s.ensureStreams(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) startEmbedded() error {
+	o := &server.Options{
+		ServerName: "jethook",
+		JetStream:  true,
+		StoreDir:   s.opts.DataDir,
+		SyncAlways: s.opts.SyncAlways,
+		MaxPayload: s.opts.MaxPayload,
+		NoSigs:     true,
+		NoLog:      true,
+		DontListen: s.opts.ClientListen == "",
+	}
+	if s.opts.ClientListen != "" {
+		host, port, err := net.SplitHostPort(s.opts.ClientListen)
+		if err != nil {
+			return fmt.Errorf("nats client listen %q: %w", s.opts.ClientListen, err)
+		}
+		o.Host = host
+		if o.Port, err = strconv.Atoi(port); err != nil {
+			return fmt.Errorf("nats client listen %q: bad port", s.opts.ClientListen)
+		}
+	}
+	srv, err := server.NewServer(o)
+	if err != nil {
+		return fmt.Errorf("embedded nats-server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		return fmt.Errorf("embedded nats-server in %s did not start", s.opts.DataDir)
+	}
+	s.srv = srv
+	return nil
+}
+
+func (s *Store) connect() error {
+	log := s.opts.Logger
+	nopts := []nats.Option{
+		nats.Name("jethook"),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+	}
+	url := s.opts.URL
+	if s.srv != nil {
+		nopts = append(nopts, nats.InProcessServer(s.srv))
+		url = ""
+	}
+	nc, err := nats.Connect(url, nopts...)
+	if err != nil {
+		return fmt.Errorf("connect to nats %s: %w", redact(url), err)
+	}
+	s.nc = nc
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	s.js = js
+	return nil
+}
+
+func (s *Store) ensureStreams(ctx context.Context) error {
+	main, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamName,
+		Description: "jethook: every received webhook, byte for byte",
+		Subjects:    []string{"webhooks.>", "replay.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      s.opts.Retention,
+		Duplicates:  s.opts.DedupWindow,
+		Replicas:    s.opts.Replicas,
+		// The default stream limit is 1,000 consumers; jethook has one per
+		// route × destination and says so plainly instead.
+		MaxConsumers: -1,
+		MaxMsgSize:   s.opts.MaxPayload,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", StreamName, err)
+	}
+	dlq, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        DLQStreamName,
+		Description: "jethook: deliveries that failed for good",
+		Subjects:    []string{"dlq.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      s.opts.Retention,
+		Duplicates:  s.opts.DedupWindow,
+		Replicas:    s.opts.Replicas,
+		MaxMsgSize:  s.opts.MaxPayload,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", DLQStreamName, err)
+	}
+	s.main, s.dlq = main, dlq
+	return nil
+}
+
+// MaxPayload is the largest message the server accepts (body plus headers).
+func (s *Store) MaxPayload() int64 { return s.nc.MaxPayload() }
+
+// Ready reports whether the store can take writes now.
+func (s *Store) Ready(ctx context.Context) error {
+	if s.nc == nil || !s.nc.IsConnected() {
+		return ErrUnavailable
+	}
+	if _, err := s.main.Info(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Close drains nothing: callers finish their publishes first. It closes the
+// connection and shuts the embedded server down, which flushes its files.
+func (s *Store) Close() error {
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+	}
+	return nil
+}
+
+func redact(url string) string {
+	if url == "" {
+		return "(embedded)"
+	}
+	parts := strings.Split(url, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}

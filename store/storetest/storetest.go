@@ -1,0 +1,44 @@
+// Package storetest opens a real embedded store for tests: JetStream on a
+// temporary directory, closed when the test ends. There is no fake store.
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/store"
+)
+
+// Open starts an embedded store in opts.DataDir (a new t.TempDir() when
+// empty) and closes it at the end of the test.
+func Open(t testing.TB, opts store.Options) *store.Store {
+	t.Helper()
+	if opts.DataDir == "" {
+		opts.DataDir = t.TempDir()
+	}
+	if opts.PublishTimeout == 0 {
+		opts.PublishTimeout = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, opts)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// Eventually polls cond every few milliseconds until it is true or the
+// deadline passes, then fails the test with msg.
+func Eventually(t testing.TB, within time.Duration, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", within, msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
