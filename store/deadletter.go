@@ -132,4 +132,3 @@ func oneLine(s string) string {
 	}
 	return string(out)
 }
-

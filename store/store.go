@@ -29,6 +29,10 @@ const (
 	DLQStreamName = "WEBHOOKS_DLQ"
 )
 
+// maxConsumers bounds the consumers of WEBHOOKS: one per route ×
+// destination, far above any sane configuration.
+const maxConsumers = 10_000
+
 // ErrUnavailable means the store could not take or confirm a write; the
 // caller must not report success (ingress answers 503).
 var ErrUnavailable = errors.New("store unavailable")
@@ -200,9 +204,10 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 		MaxAge:      s.opts.Retention,
 		Duplicates:  s.opts.DedupWindow,
 		Replicas:    s.opts.Replicas,
-		// The default stream limit is 1,000 consumers; jethook has one per
-		// route × destination and says so plainly instead.
-		MaxConsumers: -1,
+		// An unset (or -1) MaxConsumers still means the server's default of
+		// 1,000 per stream (pinned in jetstream_facts_test.go); jethook has
+		// one consumer per route × destination and sets its own bound.
+		MaxConsumers: maxConsumers,
 		MaxMsgSize:   s.opts.MaxPayload,
 	})
 	if err != nil {

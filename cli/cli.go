@@ -1,0 +1,94 @@
+// Package cli holds jethook's subcommands, one per file. It reads process
+// settings from the environment, wires the store, proxy and forwarder
+// together, and prints; the logic it runs lives in the other packages.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"syscall"
+)
+
+// errUsage marks a command-line mistake; Main exits 2 for it.
+var errUsage = errors.New("usage")
+
+type command struct {
+	name  string
+	usage string
+	run   func(ctx context.Context, args []string, out io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the proxy (the default)", runServe},
+		{"check", "validate policies.yaml and list its routes", runCheck},
+		{"schedule", "print the retry schedule of a route", runSchedule},
+	}
+}
+
+// Main runs the subcommand named by args[0] (serve when there is none) and
+// returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	name := "serve"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		name, args = args[0], args[1:]
+	}
+	if name == "help" || name == "-h" || name == "--help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		err := c.run(ctx, args, stdout)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			fmt.Fprintf(stderr, "jethook %s: %v\n", name, err)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "jethook %s: %v\n", name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "jethook: unknown command %q\n\n", name)
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: jethook [command] [flags]")
+	fmt.Fprintln(w, "\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.usage)
+	}
+	fmt.Fprintln(w, "\nSettings come from JETHOOK_* environment variables; see README.md.")
+}
+
+// flags returns a flag set whose errors go to out and whose parse errors
+// are usage errors.
+func flags(name string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("jethook "+name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/store"
+)
+
+// headerRoom is what a stored message may need beyond its body for the
+// original headers and jethook's own.
+const headerRoom = 256 << 10
+
+func runServe(ctx context.Context, args []string, out io.Writer) error {
+	fs := flags("serve", out)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	s, err := loadSettings(nil)
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, s, s.logger(os.Stderr), nil)
+}
+
+// Serve runs jethook until ctx is done, then shuts down gracefully: stop
+// accepting, finish the publishes in flight (each answered only after its
+// ack), stop fetching, let attempts in flight finish within
+// s.ShutdownGrace, and close the store. If ready is not nil it receives the
+// public listener's address once jethook accepts webhooks.
+func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.Addr) error {
+	cfg, err := policy.Load(s.Config)
+	if err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+	if maxAge := cfg.MaxAge(); maxAge >= s.Retention {
+		return fmt.Errorf("%s: a route's retry max_age (%s) must be shorter than JETHOOK_RETENTION (%s), or messages would expire while still being retried", s.Config, maxAge, s.Retention)
+	}
+	st, err := store.Open(ctx, store.Options{
+		DataDir:      s.DataDir,
+		URL:          s.NATSURL,
+		ClientListen: s.NATSListen,
+		Retention:    s.Retention,
+		DedupWindow:  s.DedupWindow,
+		SyncAlways:   s.StoreSync == "always",
+		Replicas:     s.Replicas,
+		Logger:       log,
+	})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, r := range cfg.Routes {
+		if r.MaxBody+headerRoom > st.MaxPayload() {
+			return fmt.Errorf("%s:%d: route %q: max_body %d is more than the NATS server's max_payload (%d) allows", cfg.File, r.Line, r.Name, r.MaxBody, st.MaxPayload())
+		}
+	}
+
+	fwd := &forward.Forwarder{Store: st, Logger: log}
+	if err := fwd.Start(ctx, cfg); err != nil {
+		return err
+	}
+	defer fwd.Stop(s.ShutdownGrace)
+
+	h, err := proxy.New(cfg, st, log)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	ln, err := net.Listen("tcp", s.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.Listen, err)
+	}
+	log.Info("jethook ready", "listen", ln.Addr().String(), "routes", len(cfg.Routes), "store", storeName(s))
+	if ready != nil {
+		ready <- ln.Addr()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", s.Listen, err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", s.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("http shutdown", "err", err)
+	}
+	return nil
+}
+
+func storeName(s Settings) string {
+	if s.NATSURL != "" {
+		return "external"
+	}
+	return "embedded:" + s.DataDir
+}

@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Settings are the process settings, read from JETHOOK_* variables.
+type Settings struct {
+	Listen        string        `env:"LISTEN" envDefault:":8080"`
+	AdminListen   string        `env:"ADMIN_LISTEN" envDefault:"127.0.0.1:8081"`
+	AdminToken    string        `env:"ADMIN_TOKEN"`
+	Config        string        `env:"CONFIG" envDefault:"policies.yaml"`
+	DataDir       string        `env:"DATA_DIR" envDefault:"./data"`
+	NATSURL       string        `env:"NATS_URL"`
+	NATSListen    string        `env:"NATS_LISTEN"`
+	Retention     time.Duration `env:"RETENTION" envDefault:"72h"`
+	DedupWindow   time.Duration `env:"DEDUP_WINDOW" envDefault:"24h"`
+	StoreSync     string        `env:"STORE_SYNC" envDefault:"interval"`
+	Replicas      int           `env:"REPLICAS" envDefault:"1"`
+	LogLevel      string        `env:"LOG_LEVEL" envDefault:"info"`
+	LogFormat     string        `env:"LOG_FORMAT" envDefault:"json"`
+	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"20s"`
+}
+
+// loadSettings reads and checks the environment.
+func loadSettings(environ map[string]string) (Settings, error) {
+	var s Settings
+	opts := env.Options{Prefix: "JETHOOK_"}
+	if environ != nil {
+		opts.Environment = environ
+	}
+	if err := env.ParseWithOptions(&s, opts); err != nil {
+		return s, fmt.Errorf("environment: %w", err)
+	}
+	switch s.StoreSync {
+	case "interval", "always":
+	default:
+		return s, fmt.Errorf("environment: JETHOOK_STORE_SYNC=%q: want interval or always", s.StoreSync)
+	}
+	switch s.LogFormat {
+	case "json", "text":
+	default:
+		return s, fmt.Errorf("environment: JETHOOK_LOG_FORMAT=%q: want json or text", s.LogFormat)
+	}
+	if _, err := parseLevel(s.LogLevel); err != nil {
+		return s, err
+	}
+	if s.Retention <= 0 || s.DedupWindow <= 0 || s.ShutdownGrace <= 0 {
+		return s, fmt.Errorf("environment: JETHOOK_RETENTION, JETHOOK_DEDUP_WINDOW and JETHOOK_SHUTDOWN_GRACE must be positive")
+	}
+	if s.Replicas < 1 || s.Replicas > 5 {
+		return s, fmt.Errorf("environment: JETHOOK_REPLICAS=%d: want 1 to 5", s.Replicas)
+	}
+	return s, nil
+}
+
+func parseLevel(v string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(v))); err != nil {
+		return l, fmt.Errorf("environment: JETHOOK_LOG_LEVEL=%q: want debug, info, warn or error", v)
+	}
+	return l, nil
+}
+
+func (s Settings) logger(w io.Writer) *slog.Logger {
+	level, _ := parseLevel(s.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if s.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

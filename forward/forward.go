@@ -1,0 +1,271 @@
+// Package forward delivers stored webhooks to their destinations. One loop
+// per route × destination fetches from that destination's durable consumer
+// no more messages than it has free request slots, posts each to the
+// backend, and settles it: Ack on 2xx, NakWithDelay on a transient failure,
+// or a dead letter (stored and acked first) then Term when the failure is
+// permanent or the retry policy is exhausted.
+package forward
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/store"
+)
+
+// ackMargin is added to a destination's timeout to make the consumer's
+// AckWait: the server redelivers only if jethook itself died mid-attempt.
+const ackMargin = 30 * time.Second
+
+// Forwarder runs the delivery loops. Set the fields, then call Start.
+type Forwarder struct {
+	// Store holds the messages and dead letters. Required.
+	Store *store.Store
+	// Client sends attempts. Nil uses a client that never follows redirects.
+	Client *http.Client
+	// Logger gets one line per failed attempt and per dead letter.
+	Logger *slog.Logger
+	// Now is the clock for Retry-After dates and dead-letter times.
+	Now func() time.Time
+	// FetchWait bounds one fetch from a consumer (default 2s); it is also how
+	// long Stop may wait for a loop to notice.
+	FetchWait time.Duration
+
+	stop     context.CancelFunc
+	abort    context.CancelFunc
+	loops    sync.WaitGroup
+	inflight sync.WaitGroup
+}
+
+// Start creates or updates the consumer of every destination in cfg and
+// starts delivering. It returns once every consumer exists.
+func (f *Forwarder) Start(ctx context.Context, cfg *policy.Config) error {
+	if f.Client == nil {
+		f.Client = &http.Client{
+			Transport: newTransport(),
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		}
+	}
+	if f.Logger == nil {
+		f.Logger = slog.New(slog.DiscardHandler)
+	}
+	if f.Now == nil {
+		f.Now = time.Now
+	}
+	if f.FetchWait <= 0 {
+		f.FetchWait = 2 * time.Second
+	}
+	var dests []*destination
+	for _, r := range cfg.Routes {
+		for _, d := range r.Destinations {
+			c, err := f.Store.Consumer(ctx, r.Name, d.Name, d.Timeout+ackMargin)
+			if err != nil {
+				return err
+			}
+			dests = append(dests, &destination{f: f, route: r, dest: d, cons: c,
+				log: f.Logger.With("route", r.Name, "destination", d.Name)})
+		}
+	}
+	fetchCtx, stop := context.WithCancel(context.Background())
+	attemptCtx, abort := context.WithCancel(context.Background())
+	f.stop, f.abort = stop, abort
+	for _, d := range dests {
+		f.loops.Add(1)
+		go func() {
+			defer f.loops.Done()
+			d.run(fetchCtx, attemptCtx)
+		}()
+	}
+	return nil
+}
+
+// Stop stops fetching, lets attempts in flight finish for up to grace, then
+// cancels the rest (they are Nak'd and redelivered later). Nothing is lost:
+// a message not settled stays in its consumer.
+func (f *Forwarder) Stop(grace time.Duration) {
+	if f.stop == nil {
+		return
+	}
+	f.stop()
+	f.loops.Wait()
+	done := make(chan struct{})
+	go func() { f.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		f.abort()
+		<-done
+	}
+	f.abort()
+}
+
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	t.MaxIdleConns = 1024
+	return t
+}
+
+// destination is the delivery loop of one route × destination.
+type destination struct {
+	f     *Forwarder
+	route policy.Route
+	dest  policy.Destination
+	cons  jetstream.Consumer
+	log   *slog.Logger
+}
+
+func (d *destination) run(fetchCtx, attemptCtx context.Context) {
+	slots := make(chan struct{}, d.dest.Concurrency)
+	release := func() { <-slots }
+	for {
+		// Hold at least one free slot before fetching, so a fetched message
+		// never waits for a slot while its AckWait runs.
+		select {
+		case slots <- struct{}{}:
+		case <-fetchCtx.Done():
+			return
+		}
+		free := 1
+		for free < cap(slots) {
+			select {
+			case slots <- struct{}{}:
+				free++
+				continue
+			default:
+			}
+			break
+		}
+		ctx, cancel := context.WithTimeout(fetchCtx, d.f.FetchWait)
+		batch, err := d.cons.Fetch(free, jetstream.FetchContext(ctx))
+		got := 0
+		if err == nil {
+			for m := range batch.Messages() {
+				got++
+				d.f.inflight.Add(1)
+				go func() {
+					defer d.f.inflight.Done()
+					defer release()
+					d.attempt(attemptCtx, m)
+				}()
+			}
+			err = batch.Error()
+		}
+		cancel()
+		for range free - got {
+			release()
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
+			!errors.Is(err, jetstream.ErrNoMessages) && fetchCtx.Err() == nil {
+			d.log.Warn("fetch failed", "err", err)
+			select {
+			case <-time.After(time.Second):
+			case <-fetchCtx.Done():
+			}
+		}
+	}
+}
+
+// attempt makes one HTTP attempt for m and settles it.
+func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil {
+		d.log.Error("message without metadata", "err", err)
+		_ = m.Nak()
+		return
+	}
+	e, err := store.Decode(m)
+	if err != nil {
+		d.log.Error("undecodable message; terminated", "seq", md.Sequence.Stream, "err", err)
+		_ = m.Term()
+		return
+	}
+	n := int(md.NumDelivered)
+	log := d.log.With("event_id", e.EventID, "attempt", n)
+
+	actx, cancel := context.WithTimeout(ctx, d.dest.Timeout)
+	defer cancel()
+	o := d.send(actx, e, n)
+	if ctx.Err() != nil && o.Kind != Delivered {
+		// Shutdown cut this attempt short: hand the message back at once.
+		_ = m.Nak()
+		return
+	}
+	now := d.f.Now()
+	switch o.Kind {
+	case Delivered:
+		if err := m.Ack(); err != nil {
+			log.Warn("ack failed; the backend may see this event again", "err", err)
+		}
+		return
+	case Transient:
+		retry := d.route.Retry
+		next := retry.Delay(n, e.EventID+"/"+d.dest.Name)
+		if o.RetryAfter > 0 {
+			next = retry.ClampRetryAfter(o.RetryAfter)
+		}
+		if !retry.Exhausted(n, now.Sub(md.Timestamp), next) {
+			log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, "next", next)
+			if err := m.NakWithDelay(next); err != nil {
+				log.Warn("nak failed; the message returns after its ack wait", "err", err)
+			}
+			return
+		}
+		d.deadLetter(ctx, m, md, e, o, n, "exhausted", log)
+	case Permanent:
+		d.deadLetter(ctx, m, md, e, o, n, "permanent", log)
+	}
+}
+
+// send makes the HTTP request and classifies what came back.
+func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) Outcome {
+	req, err := newRequest(ctx, d.dest.URL, e, attempt)
+	if err != nil {
+		return Outcome{Kind: Permanent, Err: err, Reason: "bad request: " + err.Error()}
+	}
+	resp, err := d.f.Client.Do(req)
+	if err != nil {
+		return Classify(d.route.Retry, nil, err, d.f.Now())
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return Classify(d.route.Retry, resp, nil, d.f.Now())
+}
+
+// deadLetter stores the dead letter, waits for its ack, then terminates the
+// original. If the dead letter cannot be stored the original is Nak'd and
+// comes back, so nothing is lost.
+func (d *destination) deadLetter(ctx context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, e *store.Envelope, o Outcome, n int, reason string, log *slog.Logger) {
+	dl := store.DeadLetter{
+		Envelope:    e,
+		Destination: d.dest.Name,
+		Seq:         md.Sequence.Stream,
+		Reason:      reason,
+		LastStatus:  o.Status,
+		Attempts:    n,
+		FirstSeen:   md.Timestamp,
+		LastAttempt: d.f.Now(),
+	}
+	if o.Err != nil {
+		dl.LastError = o.Err.Error()
+	}
+	if err := d.f.Store.AddDeadLetter(context.WithoutCancel(ctx), dl); err != nil {
+		log.Error("dead letter not stored; will try again", "err", err)
+		_ = m.NakWithDelay(5 * time.Second)
+		return
+	}
+	log.Warn("dead-lettered", "reason", reason, "outcome", o.Reason, "status", o.Status)
+	if err := m.Term(); err != nil {
+		log.Warn("term failed; the message may be dead-lettered again (stored once)", "err", err)
+	}
+}

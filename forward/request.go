@@ -1,0 +1,70 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+
+	"github.com/jethook/jethook/store"
+)
+
+// hopHeaders are meaningful only for one connection and are never
+// forwarded (RFC 9110 §7.6.1), nor are the headers jethook sets itself.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Content-Length", "Host",
+}
+
+// newRequest builds one attempt's request: the original method, the body
+// byte for byte, the original headers minus hop-by-hop ones, and jethook's
+// X-Webhook-* and X-Forwarded-* headers.
+func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int) (*http.Request, error) {
+	method := e.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(e.Body))
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header(e.Header).Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	for _, f := range h["Connection"] {
+		for name := range strings.SplitSeq(f, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+	h.Set("X-Webhook-Id", e.EventID)
+	h.Set("X-Webhook-Attempt", strconv.Itoa(attempt))
+	if ip, _, err := net.SplitHostPort(e.RemoteAddr); err == nil {
+		if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		h.Set("X-Forwarded-For", ip)
+	}
+	if e.Proto != "" {
+		h.Set("X-Forwarded-Proto", e.Proto)
+	}
+	if e.Host != "" {
+		h.Set("X-Forwarded-Host", e.Host)
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		// An explicit empty value keeps Go's default User-Agent out.
+		h["User-Agent"] = []string{""}
+	}
+	req.Header = h
+	req.ContentLength = int64(len(e.Body))
+	return req, nil
+}

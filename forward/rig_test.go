@@ -1,0 +1,157 @@
+package forward_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
+)
+
+// fastRetry is a policy with millisecond waits, so tests use real time.
+const fastRetry = `
+defaults:
+  retry: {backoff: exponential, base: 20ms, multiplier: 2, max_delay: 200ms, jitter: none, max_attempts: 6, max_age: 1h, retry_after_max: 5s}
+  timeout: 2s
+routes:
+  - name: shop
+    path: /hooks/shop
+    destinations:
+      - {name: app, url: "${BACKEND}/hook"}
+`
+
+// hit is one request a backend received.
+type hit struct {
+	at     time.Time
+	header http.Header
+	body   []byte
+	method string
+}
+
+// backend is a real HTTP server that answers with reply(n) for its n-th
+// request (1-based) and records every request.
+type backend struct {
+	*httptest.Server
+	mu    sync.Mutex
+	hits  []hit
+	reply func(n int, w http.ResponseWriter)
+}
+
+func newBackend(t *testing.T, reply func(n int, w http.ResponseWriter)) *backend {
+	b := &backend{reply: reply}
+	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		b.mu.Lock()
+		b.hits = append(b.hits, hit{at: time.Now(), header: r.Header.Clone(), body: body, method: r.Method})
+		n := len(b.hits)
+		b.mu.Unlock()
+		b.reply(n, w)
+	}))
+	t.Cleanup(b.Close)
+	return b
+}
+
+func (b *backend) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.hits)
+}
+
+func (b *backend) all() []hit {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]hit(nil), b.hits...)
+}
+
+func status(code int) func(int, http.ResponseWriter) {
+	return func(_ int, w http.ResponseWriter) { w.WriteHeader(code) }
+}
+
+// rig is jethook in one test: a real embedded store, the ingress handler
+// behind a real HTTP server, and a forwarder.
+type rig struct {
+	t       *testing.T
+	cfg     *policy.Config
+	store   *store.Store
+	ingress *httptest.Server
+	fwd     *forward.Forwarder
+}
+
+func parseConfig(t *testing.T, yaml, backendURL string) *policy.Config {
+	t.Helper()
+	cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) {
+		if k == "BACKEND" {
+			return backendURL, true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func newRig(t *testing.T, cfg *policy.Config, opts store.Options) *rig {
+	t.Helper()
+	r := &rig{t: t, cfg: cfg, store: storetest.Open(t, opts)}
+	h, err := proxy.New(cfg, r.store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ingress = httptest.NewServer(h)
+	t.Cleanup(r.ingress.Close)
+	r.startForwarder()
+	return r
+}
+
+func (r *rig) startForwarder() {
+	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: 200 * time.Millisecond}
+	if err := r.fwd.Start(context.Background(), r.cfg); err != nil {
+		r.t.Fatal(err)
+	}
+	fwd := r.fwd
+	r.t.Cleanup(func() { fwd.Stop(time.Second) })
+}
+
+// post sends a webhook to the ingress and returns the status and body.
+func (r *rig) post(path string, header http.Header, body []byte) (int, string) {
+	r.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, r.ingress.URL+path, bytes.NewReader(body))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(out))
+}
+
+func (r *rig) deadLetters() []store.DeadLetter {
+	r.t.Helper()
+	dls, err := r.store.DeadLetters(context.Background(), "dlq.>", 1000)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return dls
+}
+
+func eventually(t *testing.T, msg string, cond func() bool) {
+	t.Helper()
+	storetest.Eventually(t, 10*time.Second, msg, cond)
+}

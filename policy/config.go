@@ -1,0 +1,177 @@
+// Package policy owns policies.yaml: the model of routes, destinations and
+// retry policies, its strict loading (unknown keys are errors, and every
+// error names file, line and key), defaults and validation. It also holds
+// the pure retry math — backoff, jitter, when to give up, the published
+// schedule — which takes numbers and returns durations, with no clock and no
+// I/O.
+package policy
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"time"
+)
+
+// Config is a loaded, validated policies.yaml with defaults applied.
+type Config struct {
+	File     string // path it was loaded from, for messages
+	Defaults Defaults
+	Routes   []Route
+}
+
+// Defaults holds the `defaults:` block, which every route inherits.
+type Defaults struct {
+	Retry   Retry         // merged over DefaultRetry
+	Timeout time.Duration // per-attempt timeout, default 10s
+}
+
+// Route is one inbound webhook path and where its events go.
+type Route struct {
+	// Name identifies the route; [A-Za-z0-9_-]+, since it becomes a NATS
+	// subject token (webhooks.<name>).
+	Name string
+	// Path is the URL path the provider posts to: it starts with "/", has no
+	// spaces, "?" or "#", and is unique across routes.
+	Path string
+	// Methods are the accepted HTTP methods, upper-case, default ["POST"].
+	Methods []string
+	// MaxBody is the largest accepted body in bytes, default 5 MiB. YAML
+	// takes an integer or a size such as "512KiB", "5MiB", "1MB".
+	MaxBody int64
+	// Provider is how requests are verified: none (default), github,
+	// shopify, stripe, slack, standard-webhooks or hmac.
+	Provider string
+	// Secrets are the verification secrets, from YAML `secret` and
+	// `secrets` merged, in that order; several allow rotation.
+	Secrets []string
+	// Tolerance is how old a signature timestamp may be, default 5m.
+	Tolerance time.Duration
+	// HMAC describes the signature of provider hmac.
+	HMAC HMAC
+	// Retry is the route's `retry:` block merged field by field over
+	// defaults.retry.
+	Retry Retry
+	// Timeout is the route's per-attempt timeout, default defaults.timeout.
+	Timeout time.Duration
+	// Destinations are the backends each event is delivered to; at least
+	// one, names unique within the route.
+	Destinations []Destination
+	// Line is the line of the route in the file.
+	Line int
+}
+
+// HMAC describes a generic HMAC signature over the raw body, for provider
+// hmac.
+type HMAC struct {
+	Header    string // header carrying the signature; required
+	Algorithm string // sha1, sha256 (default) or sha512
+	Encoding  string // hex (default) or base64
+	Prefix    string // stripped before decoding, e.g. "sha256="
+	IDHeader  string `yaml:"id_header"` // optional header carrying the event id
+}
+
+// Destination is one backend a route delivers to. Each has its own consumer,
+// schedule state and dead letters.
+type Destination struct {
+	Name        string        // [A-Za-z0-9_-]+
+	URL         string        // absolute http or https URL with a host
+	Timeout     time.Duration // per-attempt timeout, default the route's
+	Concurrency int           // most requests in flight, default 8, at least 1
+	Rate        Rate          // YAML `rate: 50/s` (or /m, /h) and `burst: 10`; zero is unlimited
+	Resign      *Resign       // re-signing for the backend, nil if absent
+}
+
+// Rate is a token-bucket limit on requests to a destination.
+type Rate struct {
+	PerSecond float64 // 0 means unlimited
+	Burst     int     // default max(1, ceil(PerSecond))
+}
+
+// Resign makes jethook sign each delivery itself, so a backend can trust a
+// late retry whose provider signature timestamp has gone stale.
+type Resign struct {
+	Scheme string // "standard-webhooks" (default, the only one for now)
+	Secret string // "whsec_<base64>"
+}
+
+// Load reads the policies file at path, expands ${VAR} from the process
+// environment and parses it with Parse.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse decodes and validates a policies file. file names it in errors.
+// ${VAR} in a scalar value is replaced by lookup(VAR) after the YAML is
+// parsed, so a value cannot add structure; "$${" is a literal "${"; an unset
+// variable is an error. A nil lookup has no variables. Errors are *Error
+// values, several joined with errors.Join.
+func Parse(file string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	d := &decoder{file: file, lookup: lookup, seen: map[Error]bool{}}
+	cfg := &Config{File: file}
+	if root := d.document(data); root != nil {
+		d.config(cfg, root)
+	} else if len(d.errs) == 0 {
+		d.failf(nil, "routes", "at least one route is required (the file is empty)")
+	}
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Route returns the route called name.
+func (c *Config) Route(name string) (*Route, bool) {
+	for i := range c.Routes {
+		if c.Routes[i].Name == name {
+			return &c.Routes[i], true
+		}
+	}
+	return nil, false
+}
+
+// MaxAge returns the largest retry max_age across routes. The stream's
+// retention must exceed it, or events would expire while still being
+// retried.
+func (c *Config) MaxAge() time.Duration {
+	var m time.Duration
+	for _, r := range c.Routes {
+		m = max(m, r.Retry.MaxAge)
+	}
+	return m
+}
+
+// timestamped are the providers whose signatures carry a timestamp and go
+// stale after Tolerance.
+var timestamped = []string{"stripe", "slack", "standard-webhooks"}
+
+// Warnings lists what is valid but probably unsafe, one line each in the
+// form "<file>:<line>: route "<name>": ...": routes that verify nothing, and
+// timestamp-signed routes whose retries outlive the signature without
+// resign.
+func (c *Config) Warnings() []string {
+	var w []string
+	for _, r := range c.Routes {
+		at := fmt.Sprintf("%s:%d: route %q", c.File, r.Line, r.Name)
+		if r.Provider == "none" || r.Provider == "" {
+			w = append(w, at+": provider none: requests are not verified; unsafe on a public URL")
+		}
+		if !slices.Contains(timestamped, r.Provider) || r.Retry.MaxAge <= r.Tolerance {
+			continue
+		}
+		for _, dst := range r.Destinations {
+			if dst.Resign == nil {
+				w = append(w, fmt.Sprintf("%s: destination %q: provider %s signatures expire after %v but retries run for up to %v; set resign if the backend verifies them",
+					at, dst.Name, r.Provider, r.Tolerance, r.Retry.MaxAge))
+			}
+		}
+	}
+	return w
+}

@@ -1,0 +1,384 @@
+package policy
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Route and destination defaults.
+const (
+	defaultTimeout     = 10 * time.Second
+	defaultMaxBody     = 5 << 20
+	defaultTolerance   = 5 * time.Minute
+	defaultConcurrency = 8
+)
+
+// providers are the known values of a route's `provider`.
+var providers = []string{"none", "github", "shopify", "stripe", "slack", "standard-webhooks", "hmac"}
+
+// config decodes the top-level mapping into cfg.
+func (d *decoder) config(cfg *Config, root *yaml.Node) {
+	top, ok := d.mapping(root, "", "defaults", "routes")
+	if !ok {
+		return
+	}
+	cfg.Defaults = Defaults{Retry: DefaultRetry(), Timeout: defaultTimeout}
+	var defSpec retrySpec
+	if e, ok := top["defaults"]; ok {
+		if m, ok := d.mapping(e.val, e.path, "retry", "timeout"); ok {
+			if r, ok := m["retry"]; ok {
+				defSpec = d.retrySpec(r.val, r.path)
+			}
+			if t, ok := m["timeout"]; ok {
+				if v, ok := d.positive(t); ok {
+					cfg.Defaults.Timeout = v
+				}
+			}
+		}
+		cfg.Defaults.Retry = d.retry(e.key, join(e.path, "retry"), defSpec)
+	}
+
+	e, ok := top["routes"]
+	if !ok {
+		d.failf(root, "routes", "missing; at least one route is required")
+		return
+	}
+	items, ok := d.list(e)
+	if !ok {
+		return
+	}
+	if len(items) == 0 {
+		d.failf(e.node(), e.path, "at least one route is required")
+		return
+	}
+	type first struct {
+		route string
+		line  int
+	}
+	names, paths := map[string]first{}, map[string]first{}
+	for _, it := range items {
+		r, name, path, ok := d.route(it, cfg.Defaults, defSpec)
+		if !ok {
+			continue
+		}
+		if f, dup := names[r.Name]; r.Name != "" && dup {
+			d.failf(name.node(), name.path, "duplicate route name %q (first at line %d)", r.Name, f.line)
+		} else if r.Name != "" {
+			names[r.Name] = first{r.Name, name.node().Line}
+		}
+		if f, dup := paths[r.Path]; r.Path != "" && dup {
+			d.failf(path.node(), path.path, "duplicate path %q (first used by route %q at line %d)", r.Path, f.route, f.line)
+		} else if r.Path != "" {
+			paths[r.Path] = first{r.Name, path.node().Line}
+		}
+		cfg.Routes = append(cfg.Routes, r)
+	}
+}
+
+// route decodes one item of `routes`. It returns the name and path entries
+// for the duplicate checks, with Name or Path left empty when unusable; ok
+// is false when the item is not a mapping.
+func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, name, path entry, ok bool) {
+	n := d.resolve(it.val, it.path)
+	m, ok := d.mapping(n, it.path, "name", "path", "methods", "max_body", "provider", "secret", "secrets",
+		"tolerance", "hmac", "retry", "timeout", "destinations")
+	if !ok {
+		return r, name, path, false
+	}
+	r = Route{
+		Methods:   []string{"POST"},
+		MaxBody:   defaultMaxBody,
+		Provider:  "none",
+		Tolerance: defaultTolerance,
+		Timeout:   def.Timeout,
+		Line:      n.Line,
+	}
+	required := func(key string) (entry, bool) {
+		e, ok := m[key]
+		if !ok {
+			d.failf(n, join(it.path, key), "missing")
+		}
+		return e, ok
+	}
+	if name, ok = required("name"); ok {
+		r.Name, _ = d.name(name)
+	}
+	if path, ok = required("path"); ok {
+		if p, ok := d.str(path); ok {
+			if err := checkPath(p); err != nil {
+				d.failf(path.node(), path.path, "%v", err)
+			} else {
+				r.Path = p
+			}
+		}
+	}
+	if e, ok := m["methods"]; ok {
+		r.Methods = d.methods(e)
+	}
+	if e, ok := m["max_body"]; ok {
+		if s, ok := d.str(e); ok {
+			if v, err := parseSize(s); err != nil {
+				d.failf(e.node(), e.path, "%v", err)
+			} else {
+				r.MaxBody = v
+			}
+		}
+	}
+	if e, ok := m["provider"]; ok {
+		if v, ok := d.oneOf(e, "provider", providers...); ok {
+			r.Provider = v
+		}
+	}
+	r.Secrets = d.secrets(m)
+	if e, ok := m["tolerance"]; ok {
+		if v, ok := d.positive(e); ok {
+			r.Tolerance = v
+		}
+	}
+	if e, ok := m["timeout"]; ok {
+		if v, ok := d.positive(e); ok {
+			r.Timeout = v
+		}
+	}
+	d.provider(&r, n, it.path, m)
+
+	var spec retrySpec
+	if e, ok := m["retry"]; ok {
+		spec = d.retrySpec(e.val, e.path)
+	}
+	r.Retry = d.retry(n, join(it.path, "retry"), defSpec, spec)
+
+	if e, ok := required("destinations"); ok {
+		r.Destinations = d.destinations(e, r.Timeout)
+	}
+	return r, name, path, true
+}
+
+// methods decodes a route's `methods` list.
+func (d *decoder) methods(e entry) []string {
+	items, ok := d.list(e)
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		d.failf(e.node(), e.path, "at least one method is required")
+		return nil
+	}
+	var out []string
+	for _, it := range items {
+		s, ok := d.str(it)
+		if !ok {
+			continue
+		}
+		m := strings.ToUpper(s)
+		switch {
+		case !slices.Contains(httpMethods, m):
+			d.failf(it.node(), it.path, "unknown HTTP method %q (want one of %s)", s, quoteList(httpMethods))
+		case slices.Contains(out, m):
+			d.failf(it.node(), it.path, "duplicate method %q", m)
+		default:
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// secrets merges `secret` and `secrets`, in that order. Messages never
+// quote a secret.
+func (d *decoder) secrets(m map[string]entry) []string {
+	var items []entry
+	if e, ok := m["secret"]; ok {
+		items = append(items, e)
+	}
+	if e, ok := m["secrets"]; ok {
+		list, _ := d.list(e)
+		items = append(items, list...)
+	}
+	var out []string
+	for _, it := range items {
+		s, ok := d.str(it)
+		switch {
+		case !ok:
+		case s == "":
+			d.failf(it.node(), it.path, "secret is empty")
+		case slices.Contains(out, s):
+			d.failf(it.node(), it.path, "secret is listed twice")
+		default:
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// provider checks that r's secrets and `hmac:` block fit its provider, and
+// decodes the block.
+func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]entry) {
+	switch {
+	case r.Provider == "none" && len(r.Secrets) > 0:
+		d.failf(n, join(path, "provider"), "a secret is set but provider is none, so requests would not be verified; set provider")
+	case r.Provider != "none" && len(r.Secrets) == 0:
+		if _, written := m["secret"]; !written {
+			if _, written := m["secrets"]; !written {
+				d.failf(n, join(path, "secret"), "provider %s requires a secret", r.Provider)
+			}
+		}
+	}
+	e, ok := m["hmac"]
+	if r.Provider != "hmac" {
+		if ok {
+			d.failf(e.key, e.path, "hmac block requires provider hmac")
+		}
+		return
+	}
+	r.HMAC = HMAC{Algorithm: "sha256", Encoding: "hex"}
+	if !ok {
+		d.failf(n, join(path, "hmac.header"), "provider hmac requires hmac.header")
+		return
+	}
+	hm, ok := d.mapping(e.val, e.path, "header", "algorithm", "encoding", "prefix", "id_header")
+	if !ok {
+		return
+	}
+	header := func(key string) string {
+		h, ok := hm[key]
+		if !ok {
+			return ""
+		}
+		s, ok := d.str(h)
+		if ok && !validHeader(s) {
+			d.failf(h.node(), h.path, "invalid header name %q", s)
+		}
+		return s
+	}
+	if _, ok := hm["header"]; !ok {
+		d.failf(e.node(), join(e.path, "header"), "provider hmac requires hmac.header")
+	}
+	r.HMAC.Header = header("header")
+	r.HMAC.IDHeader = header("id_header")
+	if a, ok := hm["algorithm"]; ok {
+		if v, ok := d.oneOf(a, "algorithm", "sha1", "sha256", "sha512"); ok {
+			r.HMAC.Algorithm = v
+		}
+	}
+	if c, ok := hm["encoding"]; ok {
+		if v, ok := d.oneOf(c, "encoding", "hex", "base64"); ok {
+			r.HMAC.Encoding = v
+		}
+	}
+	if p, ok := hm["prefix"]; ok {
+		r.HMAC.Prefix, _ = d.str(p)
+	}
+}
+
+// destinations decodes a route's `destinations` list; timeout is the route's.
+func (d *decoder) destinations(e entry, timeout time.Duration) []Destination {
+	items, ok := d.list(e)
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		d.failf(e.node(), e.path, "at least one destination is required")
+		return nil
+	}
+	var out []Destination
+	lines := map[string]int{}
+	for _, it := range items {
+		dst, name, ok := d.destination(it, timeout)
+		if !ok {
+			continue
+		}
+		if line, dup := lines[dst.Name]; dup {
+			d.failf(name.node(), name.path, "duplicate destination name %q (first at line %d)", dst.Name, line)
+			continue
+		}
+		lines[dst.Name] = name.node().Line
+		out = append(out, dst)
+	}
+	return out
+}
+
+// destination decodes one item of `destinations`.
+func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination, name entry, ok bool) {
+	n := d.resolve(it.val, it.path)
+	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign")
+	if !ok {
+		return dst, name, false
+	}
+	dst = Destination{Timeout: timeout, Concurrency: defaultConcurrency}
+	nameOK := false
+	if name, ok = m["name"]; ok {
+		dst.Name, nameOK = d.name(name)
+	} else {
+		d.failf(n, join(it.path, "name"), "missing")
+	}
+	if e, ok := m["url"]; ok {
+		if s, ok := d.str(e); ok {
+			if err := checkURL(s); err != nil {
+				d.failf(e.node(), e.path, "%v", err)
+			}
+			dst.URL = s
+		}
+	} else {
+		d.failf(n, join(it.path, "url"), "missing")
+	}
+	if e, ok := m["timeout"]; ok {
+		if v, ok := d.positive(e); ok {
+			dst.Timeout = v
+		}
+	}
+	if e, ok := m["concurrency"]; ok {
+		if v, ok := d.integer(e, 1, math.MaxInt); ok {
+			dst.Concurrency = v
+		}
+	}
+	if e, ok := m["rate"]; ok {
+		if s, ok := d.str(e); ok {
+			if v, err := parseRate(s); err != nil {
+				d.failf(e.node(), e.path, "%v", err)
+			} else {
+				dst.Rate = Rate{PerSecond: v, Burst: max(1, int(math.Min(math.Ceil(v), math.MaxInt32)))}
+			}
+		}
+	}
+	if e, ok := m["burst"]; ok {
+		if _, hasRate := m["rate"]; !hasRate {
+			d.failf(e.key, e.path, "burst requires rate")
+		} else if v, ok := d.integer(e, 1, math.MaxInt32); ok && dst.Rate.PerSecond > 0 {
+			dst.Rate.Burst = v
+		}
+	}
+	if e, ok := m["resign"]; ok {
+		dst.Resign = d.resign(e)
+	}
+	return dst, name, nameOK
+}
+
+// resign decodes a destination's `resign:` block.
+func (d *decoder) resign(e entry) *Resign {
+	m, ok := d.mapping(e.val, e.path, "scheme", "secret")
+	if !ok {
+		return nil
+	}
+	rs := &Resign{Scheme: "standard-webhooks"}
+	if s, ok := m["scheme"]; ok {
+		if v, ok := d.oneOf(s, "scheme", "standard-webhooks"); ok {
+			rs.Scheme = v
+		}
+	}
+	s, ok := m["secret"]
+	if !ok {
+		d.failf(e.node(), join(e.path, "secret"), "missing")
+		return rs
+	}
+	if v, ok := d.str(s); ok {
+		if !validWhsec(v) {
+			d.failf(s.node(), s.path, "secret must have the form whsec_<base64>")
+		}
+		rs.Secret = v
+	}
+	return rs
+}

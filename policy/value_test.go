@@ -1,0 +1,179 @@
+package policy
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseDuration(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"2s", 2 * time.Second, true},
+		{"1h30m", 90 * time.Minute, true},
+		{"3d", 72 * time.Hour, true},
+		{"1d12h", 36 * time.Hour, true},
+		{"1.5d", 36 * time.Hour, true},
+		{"0", 0, true},
+		{"2x", 0, false},
+		{"-1s", 0, false},
+		{"-1d", 0, false},
+		{"30", 0, false},
+		{"d", 0, false},
+		{"1dd", 0, false},
+		{"999999999d", 0, false},
+		{"", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run("duration "+tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseDuration(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Errorf("parseDuration(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1024", 1024, true},
+		{"512KiB", 512 << 10, true},
+		{"5MiB", 5 << 20, true},
+		{"1MB", 1_000_000, true},
+		{"100kB", 100_000, true},
+		{"2GiB", 2 << 30, true},
+		{"1.5MiB", 3 << 19, true},
+		{"5 MiB", 5 << 20, true},
+		{"0", 0, false},
+		{"5XB", 0, false},
+		{"MiB", 0, false},
+		{"-1", 0, false},
+		{"99999999999GiB", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run("size "+tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseSize(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Errorf("parseSize(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"50/s", 50, true},
+		{"120/m", 2, true},
+		{"7200/h", 2, true},
+		{"0.5/s", 0.5, true},
+		{"50 / s", 50, true},
+		{"50", 0, false},
+		{"0/s", 0, false},
+		{"-1/s", 0, false},
+		{"NaN/s", 0, false},
+		{"Inf/s", 0, false},
+		{"1e3/s", 0, false},
+		{"50/d", 0, false},
+		{"50/s burst 20", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run("rate "+tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseRate(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Errorf("parseRate(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want StatusMatch
+		ok   bool
+	}{
+		{"429", StatusMatch{Code: 429}, true},
+		{"5xx", StatusMatch{Class: 5}, true},
+		{"4XX", StatusMatch{Class: 4}, true},
+		{"2xx", StatusMatch{}, false},
+		{"302", StatusMatch{}, false},
+		{"600", StatusMatch{}, false},
+		{"abc", StatusMatch{}, false},
+	}
+	for _, tt := range tests {
+		t.Run("status "+tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseStatus(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Errorf("parseStatus(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestCheckPath(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in string
+		ok bool
+	}{
+		{"/hooks/github", true},
+		{"/", true},
+		{"/hooks/", true},
+		{"hooks", false},
+		{"/a b", false},
+		{"/a\tb", false},
+		{"/a?b", false},
+		{"/a#b", false},
+		{"/a/{id}", false},
+		{"/a//b", false},
+		{"/a/../b", false},
+	}
+	for _, tt := range tests {
+		t.Run("path "+tt.in, func(t *testing.T) {
+			t.Parallel()
+			if err := checkPath(tt.in); (err == nil) != tt.ok {
+				t.Errorf("checkPath(%q) = %v, want ok=%v", tt.in, err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestValidWhsec(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in string
+		ok bool
+	}{
+		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true},
+		{"whsec_c2VjcmV0", true},
+		{"whsec_", false},
+		{"whsec_!!!", false},
+		{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", false},
+	}
+	for _, tt := range tests {
+		t.Run("secret "+tt.in, func(t *testing.T) {
+			t.Parallel()
+			if got := validWhsec(tt.in); got != tt.ok {
+				t.Errorf("validWhsec(%q) = %v, want %v", tt.in, got, tt.ok)
+			}
+		})
+	}
+}

@@ -1,0 +1,86 @@
+package provider_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"testing"
+
+	"github.com/jethook/jethook/proxy/provider"
+)
+
+func TestShopify(t *testing.T) {
+	t.Parallel()
+	checkPreset(t, preset{
+		cfg:       provider.Config{Name: "shopify", Secrets: []string{"shpss_0123456789abcdef"}},
+		wrong:     "shpss_fedcba9876543210",
+		sigHeader: "X-Shopify-Hmac-Sha256",
+	})
+}
+
+func TestShopifyMatchesAnIndependentHMAC(t *testing.T) {
+	t.Parallel()
+	const secret = "hush"
+	body := []byte(`{"id":820982911946154508,"email":"jon@example.com"}`)
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	sig := base64.StdEncoding.EncodeToString(m.Sum(nil))
+	p := mustNew(t, provider.Config{Name: "shopify", Secrets: []string{secret}})
+	if err := p.Verify(http.Header{"X-Shopify-Hmac-Sha256": {sig}}, body); err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	if err := p.Sign(h, body, secret, epoch); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Get("X-Shopify-Hmac-Sha256"); got != sig {
+		t.Fatalf("Sign = %q, want %q", got, sig)
+	}
+}
+
+func TestShopifyEventID(t *testing.T) {
+	t.Parallel()
+	p := mustNew(t, provider.Config{Name: "shopify", Secrets: []string{"s"}})
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		want string
+	}{
+		{"the webhook id wins", http.Header{"X-Shopify-Webhook-Id": {"w1"}, "X-Shopify-Event-Id": {"e1"}}, "w1"},
+		{"the event id is the fallback", http.Header{"X-Shopify-Event-Id": {"e1"}}, "e1"},
+		{"no header means no id", http.Header{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := p.EventID(tc.h, nil); got != tc.want {
+				t.Fatalf("EventID = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	h := http.Header{}
+	if err := p.Sign(h, nil, "s", epoch); err != nil {
+		t.Fatal(err)
+	}
+	if h.Get("X-Shopify-Webhook-Id") == "" {
+		t.Fatal("Sign set no X-Shopify-Webhook-Id")
+	}
+}
+
+func FuzzShopifyHeader(f *testing.F) {
+	const secret = "hush"
+	body := []byte(`{"id":1}`)
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	want := base64.StdEncoding.EncodeToString(m.Sum(nil))
+	for _, s := range []string{want, "", want[:len(want)-1], want + "=", " " + want, base64.RawStdEncoding.EncodeToString(m.Sum(nil)), base64.URLEncoding.EncodeToString(m.Sum(nil))} {
+		f.Add(s)
+	}
+	p := mustNew(f, provider.Config{Name: "shopify", Secrets: []string{secret}})
+	f.Fuzz(func(t *testing.T, sig string) {
+		err := p.Verify(http.Header{"X-Shopify-Hmac-Sha256": {sig}}, body)
+		if err == nil && sig != want {
+			t.Fatalf("accepted %q, the correct signature is %q", sig, want)
+		}
+		reason(t, err)
+	})
+}

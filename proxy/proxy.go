@@ -1,0 +1,214 @@
+// Package proxy is jethook's ingress: an http.Handler that routes a webhook
+// by path, enforces the method and body limits, verifies the provider's
+// signature, answers provider handshakes, and answers 200 only after the
+// store has acknowledged the payload. It never talks to the backend.
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/store"
+)
+
+// Handler is the public webhook endpoint. Create it with New; swap its
+// routes at run time with Load.
+type Handler struct {
+	// Store persists accepted webhooks.
+	Store *store.Store
+	// Logger gets rejected and failed requests (never bodies or secrets).
+	Logger *slog.Logger
+	// Now stamps the received time; nil is time.Now.
+	Now func() time.Time
+	// RetryAfter is what a 503 asks the provider to wait (default 5s).
+	RetryAfter time.Duration
+
+	routes atomic.Pointer[map[string]*route]
+}
+
+type route struct {
+	policy.Route
+	verifier provider.Provider
+}
+
+// New returns a handler serving cfg's routes.
+func New(cfg *policy.Config, st *store.Store, log *slog.Logger) (*Handler, error) {
+	h := &Handler{Store: st, Logger: log}
+	if h.Logger == nil {
+		h.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := h.Load(cfg); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Load replaces the routes atomically; requests in flight finish on the
+// routes they started with.
+func (h *Handler) Load(cfg *policy.Config) error {
+	table := make(map[string]*route, len(cfg.Routes))
+	for _, r := range cfg.Routes {
+		v, err := provider.New(provider.Config{
+			Name:      r.Provider,
+			Secrets:   r.Secrets,
+			Tolerance: r.Tolerance,
+			HMAC: provider.HMAC{
+				Header:    r.HMAC.Header,
+				Algorithm: r.HMAC.Algorithm,
+				Encoding:  r.HMAC.Encoding,
+				Prefix:    r.HMAC.Prefix,
+				IDHeader:  r.HMAC.IDHeader,
+			},
+			Now: h.Now,
+		})
+		if err != nil {
+			return fmt.Errorf("route %q: %w", r.Name, err)
+		}
+		table[r.Path] = &route{Route: r, verifier: v}
+	}
+	h.routes.Store(&table)
+	return nil
+}
+
+// maxEventID bounds a provider-supplied event id; a longer one is hashed.
+const maxEventID = 200
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := (*h.routes.Load())[r.URL.Path]
+	if rt == nil {
+		h.reject(w, r, nil, http.StatusNotFound, "no_route", "no webhook route at this path")
+		return
+	}
+	if !slices.Contains(rt.Methods, r.Method) {
+		w.Header().Set("Allow", strings.Join(rt.Methods, ", "))
+		h.reject(w, r, rt, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" not allowed on this route")
+		return
+	}
+	if r.ContentLength > rt.MaxBody {
+		h.reject(w, r, rt, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over the route's limit of %d bytes", rt.MaxBody))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			h.reject(w, r, rt, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over the route's limit of %d bytes", rt.MaxBody))
+			return
+		}
+		h.reject(w, r, rt, http.StatusBadRequest, "body_unreadable", "request body could not be read")
+		return
+	}
+	if err := rt.verifier.Verify(r.Header, body); err != nil {
+		reason := "bad_signature"
+		var pe *provider.Error
+		if errors.As(err, &pe) {
+			reason = pe.Reason
+		}
+		h.reject(w, r, rt, http.StatusUnauthorized, reason, "webhook not verified: "+err.Error())
+		return
+	}
+	if status, ctype, resp, ok := rt.verifier.Handshake(r.Header, body); ok {
+		w.Header().Set("Content-Type", ctype)
+		w.WriteHeader(status)
+		_, _ = w.Write(resp)
+		return
+	}
+	env := &store.Envelope{
+		Route:      rt.Name,
+		EventID:    eventID(rt.Name, rt.verifier.EventID(r.Header, body), body),
+		Method:     r.Method,
+		Host:       r.Host,
+		Proto:      "http",
+		RemoteAddr: r.RemoteAddr,
+		ReceivedAt: h.now(),
+		Header:     r.Header,
+		Body:       body,
+	}
+	if r.TLS != nil {
+		env.Proto = "https"
+	}
+	stored, err := h.Store.Publish(r.Context(), env)
+	if err != nil {
+		if errors.Is(r.Context().Err(), context.Canceled) {
+			return // the provider hung up; it will retry on its own
+		}
+		h.Logger.Error("store did not take the webhook", "route", rt.Name, "event_id", env.EventID, "err", err)
+		w.Header().Set("Retry-After", fmt.Sprint(int(h.retryAfter().Seconds())))
+		h.reject(w, r, rt, http.StatusServiceUnavailable, "store_unavailable", "the webhook was not stored; retry later")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": env.EventID, "duplicate": stored.Duplicate})
+}
+
+// eventID is the provider's id when it is usable as a Nats-Msg-Id, else a
+// SHA-256 of route and body, so an id-less redelivery still dedups.
+func eventID(route, id string, body []byte) string {
+	if id != "" && len(id) <= maxEventID && printableASCII(id) {
+		return id
+	}
+	sum := sha256.New()
+	sum.Write([]byte(route))
+	sum.Write([]byte{0})
+	if id != "" {
+		sum.Write([]byte(id))
+	} else {
+		sum.Write(body)
+	}
+	return "sha256:" + hex.EncodeToString(sum.Sum(nil))
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rt *route, status int, reason, msg string) {
+	name := ""
+	if rt != nil {
+		name = rt.Name
+	}
+	level := slog.LevelDebug
+	if status == http.StatusUnauthorized || status >= 500 {
+		level = slog.LevelWarn
+	}
+	h.Logger.Log(r.Context(), level, "webhook rejected", "route", name, "status", status, "reason", reason, "remote", r.RemoteAddr)
+	writeJSON(w, status, map[string]string{"error": reason, "message": msg})
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+func (h *Handler) retryAfter() time.Duration {
+	if h.RetryAfter > 0 {
+		return h.RetryAfter
+	}
+	return 5 * time.Second
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
