@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
 )
 
@@ -232,6 +233,13 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 	req, err := newRequest(ctx, d.dest.URL, e, attempt)
 	if err != nil {
 		return Outcome{Kind: Permanent, Err: err, Reason: "bad request: " + err.Error()}
+	}
+	if rs := d.dest.Resign; rs != nil {
+		// Fresh Standard Webhooks headers on every attempt, so a late retry
+		// still passes the backend's timestamp check.
+		if err := provider.Resign(req.Header, e.EventID, e.Body, rs.Secret, d.f.Now()); err != nil {
+			return Outcome{Kind: Permanent, Err: err, Reason: "resign: " + err.Error()}
+		}
 	}
 	resp, err := d.f.Client.Do(req)
 	if err != nil {
