@@ -114,6 +114,8 @@ func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 256
 	t.MaxIdleConns = 1024
+	// Forward the provider's Accept-Encoding (or none), not Go's own.
+	t.DisableCompression = true
 	return t
 }
 
@@ -205,6 +207,7 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	now := d.f.Now()
 	switch o.Kind {
 	case Delivered:
+		log.Debug("delivered", "status", o.Status)
 		if err := m.Ack(); err != nil {
 			log.Warn("ack failed; the backend may see this event again", "err", err)
 		}
@@ -216,7 +219,7 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 			next = retry.ClampRetryAfter(o.RetryAfter)
 		}
 		if !retry.Exhausted(n, now.Sub(md.Timestamp), next) {
-			log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, "next", next)
+			log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next)
 			if err := m.NakWithDelay(next); err != nil {
 				log.Warn("nak failed; the message returns after its ack wait", "err", err)
 			}
@@ -272,8 +275,16 @@ func (d *destination) deadLetter(ctx context.Context, m jetstream.Msg, md *jetst
 		_ = m.NakWithDelay(5 * time.Second)
 		return
 	}
-	log.Warn("dead-lettered", "reason", reason, "outcome", o.Reason, "status", o.Status)
+	log.Warn("dead-lettered", "reason", reason, "outcome", o.Reason, "status", o.Status, errAttr(o.Err))
 	if err := m.Term(); err != nil {
 		log.Warn("term failed; the message may be dead-lettered again (stored once)", "err", err)
 	}
+}
+
+// errAttr logs err under "err", or nothing when it is nil.
+func errAttr(err error) slog.Attr {
+	if err == nil {
+		return slog.Attr{}
+	}
+	return slog.String("err", err.Error())
 }

@@ -150,7 +150,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, rt, http.StatusServiceUnavailable, "store_unavailable", "the webhook was not stored; retry later")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": env.EventID, "duplicate": stored.Duplicate})
+	writeJSON(w, http.StatusOK, accepted{ID: env.EventID, Duplicate: stored.Duplicate})
+}
+
+// accepted is the 200 answer: the event id jethook stored the webhook
+// under, and whether it already had it.
+type accepted struct {
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate"`
 }
 
 // eventID is the provider's id when it is usable as a Nats-Msg-Id, else a
@@ -189,7 +196,13 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rt *route, stat
 		level = slog.LevelWarn
 	}
 	h.Logger.Log(r.Context(), level, "webhook rejected", "route", name, "status", status, "reason", reason, "remote", r.RemoteAddr)
-	writeJSON(w, status, map[string]string{"error": reason, "message": msg})
+	writeJSON(w, status, rejected{Error: reason, Message: msg})
+}
+
+// rejected is every error answer: a stable reason and a sentence.
+type rejected struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
 }
 
 func (h *Handler) now() time.Time {

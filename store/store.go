@@ -170,7 +170,9 @@ func (s *Store) connect() error {
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("nats disconnected", "err", err)
+			if err != nil { // nil: we closed it ourselves
+				log.Warn("nats disconnected", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
