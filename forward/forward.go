@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -74,7 +75,9 @@ func (f *Forwarder) Start(ctx context.Context, cfg *policy.Config) error {
 				return err
 			}
 			dests = append(dests, &destination{f: f, route: r, dest: d, cons: c,
-				log: f.Logger.With("route", r.Name, "destination", d.Name)})
+				log:   f.Logger.With("route", r.Name, "destination", d.Name),
+				gate:  newGate(d, f.Now),
+				ended: make(chan struct{}, 1)})
 		}
 	}
 	fetchCtx, stop := context.WithCancel(context.Background())
@@ -126,57 +129,94 @@ type destination struct {
 	dest  policy.Destination
 	cons  jetstream.Consumer
 	log   *slog.Logger
+	gate  *gate
+
+	inflight atomic.Int64
+	ended    chan struct{} // a signal each time an attempt ends
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
-	slots := make(chan struct{}, d.dest.Concurrency)
-	release := func() { <-slots }
-	for {
-		// Hold at least one free slot before fetching, so a fetched message
-		// never waits for a slot while its AckWait runs.
-		select {
-		case slots <- struct{}{}:
-		case <-fetchCtx.Done():
-			return
+	for fetchCtx.Err() == nil {
+		n, wait, probe := d.gate.admit(int(d.inflight.Load()))
+		if n == 0 {
+			d.idle(fetchCtx, wait)
+			continue
 		}
-		free := 1
-		for free < cap(slots) {
-			select {
-			case slots <- struct{}{}:
-				free++
-				continue
-			default:
-			}
-			break
+		if n = d.tokens(fetchCtx, n); n == 0 {
+			continue
 		}
-		ctx, cancel := context.WithTimeout(fetchCtx, d.f.FetchWait)
-		batch, err := d.cons.Fetch(free, jetstream.FetchContext(ctx))
-		got := 0
-		if err == nil {
-			for m := range batch.Messages() {
-				got++
-				d.f.inflight.Add(1)
-				go func() {
-					defer d.f.inflight.Done()
-					defer release()
-					d.attempt(attemptCtx, m)
-				}()
-			}
-			err = batch.Error()
-		}
-		cancel()
-		for range free - got {
-			release()
-		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
-			!errors.Is(err, jetstream.ErrNoMessages) && fetchCtx.Err() == nil {
-			d.log.Warn("fetch failed", "err", err)
-			select {
-			case <-time.After(time.Second):
-			case <-fetchCtx.Done():
-			}
+		got := d.fetch(fetchCtx, attemptCtx, n)
+		if probe && got == 0 {
+			d.gate.unprobe()
 		}
 	}
+}
+
+// idle waits until an attempt ends, wait passes (if not 0) or ctx ends.
+func (d *destination) idle(ctx context.Context, wait time.Duration) {
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-d.ended:
+	case <-timer:
+	case <-ctx.Done():
+	}
+}
+
+// tokens takes up to n tokens from the destination's rate limiter, waiting
+// for the first, so that no fetched message ever waits for one.
+func (d *destination) tokens(ctx context.Context, n int) int {
+	l := d.gate.limiter
+	if l == nil {
+		return n
+	}
+	if err := l.Wait(ctx); err != nil {
+		return 0
+	}
+	got := 1
+	for got < n && l.Allow() {
+		got++
+	}
+	return got
+}
+
+// fetch pulls up to n messages and starts an attempt for each; it returns
+// how many arrived.
+func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int) int {
+	ctx, cancel := context.WithTimeout(fetchCtx, d.f.FetchWait)
+	defer cancel()
+	batch, err := d.cons.Fetch(n, jetstream.FetchContext(ctx))
+	got := 0
+	if err == nil {
+		for m := range batch.Messages() {
+			got++
+			d.inflight.Add(1)
+			d.f.inflight.Add(1)
+			go func() {
+				defer d.f.inflight.Done()
+				d.attempt(attemptCtx, m)
+				d.inflight.Add(-1)
+				select {
+				case d.ended <- struct{}{}:
+				default:
+				}
+			}()
+		}
+		err = batch.Error()
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
+		!errors.Is(err, jetstream.ErrNoMessages) && fetchCtx.Err() == nil {
+		d.log.Warn("fetch failed", "err", err)
+		select {
+		case <-time.After(time.Second):
+		case <-fetchCtx.Done():
+		}
+	}
+	return got
 }
 
 // attempt makes one HTTP attempt for m and settles it.
@@ -205,6 +245,14 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	now := d.f.Now()
+	retry := d.route.Retry
+	if o.RetryAfter > 0 {
+		o.RetryAfter = retry.ClampRetryAfter(o.RetryAfter)
+	}
+	if d.gate.record(o.Kind, o.RetryAfter) {
+		log.Warn("breaker open: no attempts to this destination until the cooldown ends",
+			"failures", d.dest.Breaker.Failures, "cooldown", d.dest.Breaker.Cooldown)
+	}
 	switch o.Kind {
 	case Delivered:
 		log.Debug("delivered", "status", o.Status)
@@ -213,10 +261,9 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		}
 		return
 	case Transient:
-		retry := d.route.Retry
 		next := retry.Delay(n, e.EventID+"/"+d.dest.Name)
 		if o.RetryAfter > 0 {
-			next = retry.ClampRetryAfter(o.RetryAfter)
+			next = o.RetryAfter
 		}
 		if !retry.Exhausted(n, now.Sub(md.Timestamp), next) {
 			log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next)

@@ -80,12 +80,26 @@ type Destination struct {
 	Concurrency int           // most requests in flight, default 8, at least 1
 	Rate        Rate          // YAML `rate: 50/s` (or /m, /h) and `burst: 10`; zero is unlimited
 	Resign      *Resign       // re-signing for the backend, nil if absent
+	Breaker     Breaker       // YAML `breaker: {failures: 5, cooldown: 30s}`
+	SlowStart   time.Duration // YAML `slow_start`, default 30s; 0 turns it off
+}
+
+// Breaker stops deliveries to a destination that keeps failing: after
+// Failures consecutive transient failures it opens for Cooldown, then lets
+// one probe through; a success closes it (and slow start ramps back up), a
+// failure opens it again.
+type Breaker struct {
+	Failures int           // default 5; 0 means no breaker
+	Cooldown time.Duration // default 30s
 }
 
 // Rate is a token-bucket limit on requests to a destination.
 type Rate struct {
 	PerSecond float64 // 0 means unlimited
-	Burst     int     // default max(1, ceil(PerSecond))
+	// Burst is how many requests may go at once after an idle spell,
+	// default max(1, PerSecond/20): a backend then never sees more than
+	// 1.05 × the rate in any second.
+	Burst int
 }
 
 // Resign makes jethook sign each delivery itself, so a backend can trust a

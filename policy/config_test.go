@@ -46,7 +46,8 @@ func TestParseFullExample(t *testing.T) {
 		Retry: def, Timeout: 10 * time.Second, Line: 7,
 		Destinations: []Destination{{
 			Name: "app", URL: "http://127.0.0.1:3000/webhooks/github", Timeout: 10 * time.Second,
-			Concurrency: 8, Rate: Rate{PerSecond: 50, Burst: 50},
+			Concurrency: 8, Rate: Rate{PerSecond: 50, Burst: 2},
+			Breaker: Breaker{Failures: 5, Cooldown: 30 * time.Second}, SlowStart: 30 * time.Second,
 		}},
 	}
 	if !reflect.DeepEqual(*github, want) {
@@ -66,9 +67,11 @@ func TestParseFullExample(t *testing.T) {
 		Destinations: []Destination{{
 			Name: "billing", URL: "https://billing.internal:8443/stripe", Timeout: 30 * time.Second,
 			Concurrency: 2, Rate: Rate{PerSecond: 2, Burst: 5},
-			Resign: &Resign{Scheme: "standard-webhooks", Secret: "whsec_c2VjcmV0LXNoYXJlZC13aXRoLXRoZS1hcHA="},
+			Resign:  &Resign{Scheme: "standard-webhooks", Secret: "whsec_c2VjcmV0LXNoYXJlZC13aXRoLXRoZS1hcHA="},
+			Breaker: Breaker{Failures: 3, Cooldown: time.Minute},
 		}, {
 			Name: "audit", URL: "http://audit:9000/in", Timeout: 5 * time.Second, Concurrency: 8,
+			Breaker: Breaker{Failures: 5, Cooldown: 30 * time.Second}, SlowStart: 30 * time.Second,
 		}},
 	}
 	if !reflect.DeepEqual(*stripe, want) {
@@ -99,7 +102,7 @@ func TestParseFullExample(t *testing.T) {
 	}
 	wantWarnings := []string{
 		`policies.yaml:14: route "stripe": destination "audit": provider stripe signatures expire after 10m0s but retries run for up to 72h0m0s; set resign if the backend verifies them`,
-		`policies.yaml:52: route "internal": provider none: requests are not verified; unsafe on a public URL`,
+		`policies.yaml:54: route "internal": provider none: requests are not verified; unsafe on a public URL`,
 	}
 	if got := cfg.Warnings(); !reflect.DeepEqual(got, wantWarnings) {
 		t.Errorf("Warnings() =\n%q\nwant\n%q", got, wantWarnings)
@@ -208,6 +211,10 @@ func TestParseErrors(t *testing.T) {
 			nil, `p.yaml:4: routes[0].methods[1]: unknown HTTP method "FETCH" (want one of "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")`},
 		{"a duplicate destination name is rejected", "routes:\n  - name: a\n    path: /a\n    destinations:\n      - {name: a, url: 'http://a'}\n      - {name: a, url: 'http://b'}\n",
 			nil, `p.yaml:6: routes[0].destinations[1].name: duplicate destination name "a" (first at line 5)`},
+		{"a breaker with a zero cooldown is rejected", "routes:\n  - name: a\n    path: /a\n    destinations:\n      - name: a\n        url: 'http://a'\n        breaker: {failures: 3, cooldown: 0s}\n",
+			nil, `p.yaml:7: routes[0].destinations[0].breaker.cooldown: must be greater than 0`},
+		{"an unknown breaker key is rejected", "routes:\n  - name: a\n    path: /a\n    destinations:\n      - name: a\n        url: 'http://a'\n        breaker: {failure: 3}\n",
+			nil, `p.yaml:7: routes[0].destinations[0].breaker.failure: unknown key "failure"`},
 		{"a path with a query is rejected", "routes:\n  - name: a\n    path: /a?x=1\n    destinations: [{name: a, url: 'http://a'}]\n",
 			nil, `p.yaml:3: routes[0].path: path "/a?x=1" must not contain "?" or "#"`},
 		{"a relative path is rejected", "routes:\n  - name: a\n    path: a\n    destinations: [{name: a, url: 'http://a'}]\n",
@@ -286,8 +293,10 @@ func TestParseValues(t *testing.T) {
 			func(r Route) bool { return r.MaxBody == 2<<30 }},
 		{"a per-hour rate gets a burst of one", "    destinations: [{name: a, url: 'http://a', rate: 36/h}]\n",
 			func(r Route) bool { return r.Destinations[0].Rate == Rate{PerSecond: 0.01, Burst: 1} }},
-		{"a fractional per-second rate rounds the burst up", "    destinations: [{name: a, url: 'http://a', rate: 2.5/s}]\n",
-			func(r Route) bool { return r.Destinations[0].Rate == Rate{PerSecond: 2.5, Burst: 3} }},
+		{"a slow rate gets a burst of one", "    destinations: [{name: a, url: 'http://a', rate: 2.5/s}]\n",
+			func(r Route) bool { return r.Destinations[0].Rate == Rate{PerSecond: 2.5, Burst: 1} }},
+		{"a fast rate gets a burst of a twentieth of it", "    destinations: [{name: a, url: 'http://a', rate: 1000/s}]\n",
+			func(r Route) bool { return r.Destinations[0].Rate == Rate{PerSecond: 1000, Burst: 50} }},
 		{"the route timeout flows to destinations", "    timeout: 3s\n    destinations: [{name: a, url: 'http://a'}]\n",
 			func(r Route) bool { return r.Timeout == 3*time.Second && r.Destinations[0].Timeout == 3*time.Second }},
 		{"step defaults to the route's own base", "    retry: {backoff: linear, base: 7s}\n    destinations: [{name: a, url: 'http://a'}]\n",

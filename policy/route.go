@@ -15,6 +15,9 @@ const (
 	defaultMaxBody     = 5 << 20
 	defaultTolerance   = 5 * time.Minute
 	defaultConcurrency = 8
+	defaultFailures    = 5
+	defaultCooldown    = 30 * time.Second
+	defaultSlowStart   = 30 * time.Second
 )
 
 // providers are the known values of a route's `provider`.
@@ -304,11 +307,12 @@ func (d *decoder) destinations(e entry, timeout time.Duration) []Destination {
 // destination decodes one item of `destinations`.
 func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination, name entry, ok bool) {
 	n := d.resolve(it.val, it.path)
-	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign")
+	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start")
 	if !ok {
 		return dst, name, false
 	}
-	dst = Destination{Timeout: timeout, Concurrency: defaultConcurrency}
+	dst = Destination{Timeout: timeout, Concurrency: defaultConcurrency,
+		Breaker: Breaker{Failures: defaultFailures, Cooldown: defaultCooldown}, SlowStart: defaultSlowStart}
 	nameOK := false
 	if name, ok = m["name"]; ok {
 		dst.Name, nameOK = d.name(name)
@@ -340,7 +344,7 @@ func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination,
 			if v, err := parseRate(s); err != nil {
 				d.failf(e.node(), e.path, "%v", err)
 			} else {
-				dst.Rate = Rate{PerSecond: v, Burst: max(1, int(math.Min(math.Ceil(v), math.MaxInt32)))}
+				dst.Rate = Rate{PerSecond: v, Burst: max(1, int(math.Min(v/20, math.MaxInt32)))}
 			}
 		}
 	}
@@ -354,7 +358,34 @@ func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination,
 	if e, ok := m["resign"]; ok {
 		dst.Resign = d.resign(e)
 	}
+	if e, ok := m["breaker"]; ok {
+		d.breaker(e, &dst.Breaker)
+	}
+	if e, ok := m["slow_start"]; ok {
+		if v, ok := d.duration(e); ok {
+			dst.SlowStart = v
+		}
+	}
 	return dst, name, nameOK
+}
+
+// breaker decodes a destination's `breaker:` block over the defaults;
+// `failures: 0` turns the breaker off.
+func (d *decoder) breaker(e entry, b *Breaker) {
+	m, ok := d.mapping(e.val, e.path, "failures", "cooldown")
+	if !ok {
+		return
+	}
+	if f, ok := m["failures"]; ok {
+		if v, ok := d.integer(f, 0, 1_000_000); ok {
+			b.Failures = v
+		}
+	}
+	if c, ok := m["cooldown"]; ok {
+		if v, ok := d.positive(c); ok {
+			b.Cooldown = v
+		}
+	}
 }
 
 // resign decodes a destination's `resign:` block.
