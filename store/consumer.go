@@ -29,7 +29,7 @@ func (s *Store) Consumer(ctx context.Context, route, destination string, ackWait
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        ackWait,
 		MaxDeliver:     -1,
-		FilterSubjects: []string{Subject(route), ReplaySubject(route, destination)},
+		FilterSubjects: []string{"webhooks." + route + ".*", "replay." + route + "." + destination + ".*"},
 		MaxAckPending:  s.opts.MaxAckPending,
 		MaxWaiting:     512,
 		Replicas:       s.opts.Replicas,

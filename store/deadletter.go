@@ -35,9 +35,10 @@ const (
 	hdrLastAttempt = "Jethook-Last-Attempt"
 )
 
-// DLQSubject is the subject of one destination's dead letters.
-func DLQSubject(route, destination string) string {
-	return "dlq." + route + "." + destination
+// DLQSubject is the subject of one dead letter:
+// dlq.<route>.<destination>.<event token>.
+func DLQSubject(route, destination, eventID string) string {
+	return "dlq." + route + "." + destination + "." + EventToken(eventID)
 }
 
 // AddDeadLetter stores d and waits for the stream's ack. The caller may
@@ -46,7 +47,7 @@ func DLQSubject(route, destination string) string {
 // the original's sequence, so a crash between the two stores it once.
 func (s *Store) AddDeadLetter(ctx context.Context, d DeadLetter) error {
 	e := d.Envelope
-	m := e.msg(DLQSubject(e.Route, d.Destination))
+	m := e.msg(DLQSubject(e.Route, d.Destination, e.EventID))
 	m.Header.Set(hdrDest, d.Destination)
 	m.Header.Set(hdrSeq, strconv.FormatUint(d.Seq, 10))
 	m.Header.Set(hdrReason, d.Reason)
@@ -65,7 +66,7 @@ func (s *Store) AddDeadLetter(ctx context.Context, d DeadLetter) error {
 }
 
 // DeadLetters reads the dead letters whose subject matches filter (for
-// example "dlq.>" or DLQSubject(route, destination)), oldest first, at most
+// example "dlq.>" or "dlq.<route>.<destination>.*"), oldest first, at most
 // limit of them.
 func (s *Store) DeadLetters(ctx context.Context, filter string, limit int) ([]DeadLetter, error) {
 	c, err := s.js.OrderedConsumer(ctx, DLQStreamName, jetstream.OrderedConsumerConfig{

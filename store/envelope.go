@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -37,12 +39,22 @@ const (
 	hdrOrigPrefix = "H-"
 )
 
-// Subject is the subject a route's webhooks are published to.
-func Subject(route string) string { return "webhooks." + route }
+// Subject is the subject a webhook is stored under:
+// webhooks.<route>.<event token>, so the stream finds an event by its id.
+func Subject(route, eventID string) string { return "webhooks." + route + "." + EventToken(eventID) }
 
-// ReplaySubject is the subject only one destination's consumer reads replays from.
-func ReplaySubject(route, destination string) string {
-	return "replay." + route + "." + destination
+// ReplaySubject is where a replay for one destination goes: a subject only
+// that destination's consumer reads.
+func ReplaySubject(route, destination, eventID string) string {
+	return "replay." + route + "." + destination + "." + EventToken(eventID)
+}
+
+// EventToken is the subject token of an event id: provider ids may hold
+// '.', '*' or '>', so the token is the first 128 bits of the id's SHA-256,
+// in hex.
+func EventToken(eventID string) string {
+	sum := sha256.Sum256([]byte(eventID))
+	return hex.EncodeToString(sum[:16])
 }
 
 func (e *Envelope) msg(subject string) *nats.Msg {
@@ -93,8 +105,8 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 	return e, nil
 }
 
-// routeOf returns the route token of webhooks.<route>, replay.<route>.<dest>
-// or dlq.<route>.<dest>.
+// routeOf returns the route token of webhooks.<route>.<token>,
+// replay.<route>.<dest>.<token> or dlq.<route>.<dest>.<token>.
 func routeOf(subject string) (string, error) {
 	parts := strings.Split(subject, ".")
 	if len(parts) < 2 || parts[1] == "" {

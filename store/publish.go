@@ -21,7 +21,7 @@ type Stored struct {
 func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
-	fut, err := s.js.PublishMsgAsync(e.msg(Subject(e.Route)),
+	fut, err := s.js.PublishMsgAsync(e.msg(Subject(e.Route, e.EventID)),
 		jetstream.WithMsgID(e.EventID),
 		jetstream.WithExpectStream(StreamName),
 		jetstream.WithStallWait(s.opts.PublishTimeout))

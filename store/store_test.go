@@ -115,7 +115,7 @@ func TestADeadLetterKeepsTheOriginalAndWhyItFailed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := st.DeadLetters(ctx, store.DLQSubject("github", "app"), 10)
+	got, err := st.DeadLetters(ctx, "dlq.github.app.*", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,5 +137,26 @@ func TestPublishOnAClosedStoreIsUnavailable(t *testing.T) {
 	_, err := st.Publish(context.Background(), envelope("evt-4", "{}"))
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestAnEventIsFoundByItsIDWhateverCharactersItHolds(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	ctx := context.Background()
+	id := "evt.with*subject>tokens and spaces"
+	stored, err := st.Publish(ctx, envelope(id, `{"find":"me"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Publish(ctx, envelope("other", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	e, seq, err := st.Event(ctx, id)
+	if err != nil || seq != stored.Seq || e.EventID != id || string(e.Body) != `{"find":"me"}` {
+		t.Fatalf("Event(%q) = %+v, %d, %v", id, e, seq, err)
+	}
+	if _, _, err := st.Event(ctx, "never-sent"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown id: err = %v, want ErrNotFound", err)
 	}
 }
