@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"time"
 
@@ -36,7 +38,7 @@ func loadSettings(environ map[string]string) (Settings, error) {
 		opts.Environment = environ
 	}
 	if err := env.ParseWithOptions(&s, opts); err != nil {
-		return s, fmt.Errorf("environment: %w", err)
+		return s, envError(opts.Prefix, err)
 	}
 	switch s.StoreSync {
 	case "interval", "always":
@@ -58,6 +60,27 @@ func loadSettings(environ map[string]string) (Settings, error) {
 		return s, fmt.Errorf("environment: JETHOOK_REPLICAS=%d: want 1 to 5", s.Replicas)
 	}
 	return s, nil
+}
+
+// envError names the variable behind each parse error: the env library
+// names only the Go field.
+func envError(prefix string, err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return fmt.Errorf("environment: %w", err)
+	}
+	msgs := make([]string, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if f, ok := reflect.TypeFor[Settings]().FieldByName(pe.Name); ok {
+				msgs = append(msgs, fmt.Sprintf("%s%s: %v", prefix, f.Tag.Get("env"), pe.Err))
+				continue
+			}
+		}
+		msgs = append(msgs, e.Error())
+	}
+	return fmt.Errorf("environment: %s", strings.Join(msgs, "; "))
 }
 
 func parseLevel(v string) (slog.Level, error) {

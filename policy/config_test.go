@@ -215,6 +215,8 @@ func TestParseErrors(t *testing.T) {
 			nil, `p.yaml:7: routes[0].destinations[0].breaker.cooldown: must be greater than 0`},
 		{"an unknown breaker key is rejected", "routes:\n  - name: a\n    path: /a\n    destinations:\n      - name: a\n        url: 'http://a'\n        breaker: {failure: 3}\n",
 			nil, `p.yaml:7: routes[0].destinations[0].breaker.failure: unknown key "failure"`},
+		{"a standard-webhooks secret must be whsec", "routes:\n  - name: a\n    path: /a\n    provider: standard-webhooks\n    secret: hunter2\n    destinations: [{name: a, url: 'http://a'}]\n",
+			nil, `p.yaml:2: routes[0].secret: standard-webhooks secret 1 must have the form whsec_<base64>`},
 		{"a path with a query is rejected", "routes:\n  - name: a\n    path: /a?x=1\n    destinations: [{name: a, url: 'http://a'}]\n",
 			nil, `p.yaml:3: routes[0].path: path "/a?x=1" must not contain "?" or "#"`},
 		{"a relative path is rejected", "routes:\n  - name: a\n    path: a\n    destinations: [{name: a, url: 'http://a'}]\n",

@@ -230,6 +230,13 @@ func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]ent
 			}
 		}
 	}
+	if r.Provider == "standard-webhooks" {
+		for i, sec := range r.Secrets {
+			if !validWhsec(sec) {
+				d.failf(n, join(path, "secret"), "standard-webhooks secret %d must have the form whsec_<base64>", i+1)
+			}
+		}
+	}
 	e, ok := m["hmac"]
 	if r.Provider != "hmac" {
 		if ok {

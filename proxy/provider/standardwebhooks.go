@@ -127,7 +127,12 @@ func NewMessageID() string { return "msg_" + rand.Text() }
 // standardKey decodes a "whsec_<base64>" or raw base64 secret into its key.
 // Errors never include the secret.
 func standardKey(secret string) ([]byte, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, standardSecretPrefix))
+	b64 := strings.TrimPrefix(secret, standardSecretPrefix)
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		// Some senders print the key without padding; policy accepts it too.
+		key, err = base64.RawStdEncoding.DecodeString(b64)
+	}
 	if err != nil {
 		return nil, errors.New("standard-webhooks: secret is not whsec_ followed by base64")
 	}

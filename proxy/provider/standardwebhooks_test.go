@@ -219,3 +219,19 @@ func FuzzStandardWebhooksHeader(f *testing.F) {
 		t.Fatalf("accepted %q, which lacks %q", sigs, want)
 	})
 }
+
+func TestAnUnpaddedWhsecSecretSignsLikeItsPaddedForm(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"a":1}`)
+	now := time.Unix(1_700_000_000, 0)
+	padded, unpadded := http.Header{}, http.Header{}
+	if err := provider.Resign(padded, "msg_1", body, "whsec_YWI=", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := provider.Resign(unpadded, "msg_1", body, "whsec_YWI", now); err != nil {
+		t.Fatal(err)
+	}
+	if padded.Get(provider.HeaderWebhookSignature) != unpadded.Get(provider.HeaderWebhookSignature) {
+		t.Fatalf("signatures differ: %q vs %q", padded.Get(provider.HeaderWebhookSignature), unpadded.Get(provider.HeaderWebhookSignature))
+	}
+}
