@@ -112,12 +112,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := rt.verifier.Verify(r.Header, body); err != nil {
-		reason := "bad_signature"
+		reason, detail := "bad_signature", err.Error()
 		var pe *provider.Error
 		if errors.As(err, &pe) {
-			reason = pe.Reason
+			reason, detail = pe.Reason, pe.Detail
 		}
-		h.reject(w, r, rt, http.StatusUnauthorized, reason, "webhook not verified: "+err.Error())
+		h.reject(w, r, rt, http.StatusUnauthorized, reason, "webhook not verified: "+detail)
 		return
 	}
 	if status, ctype, resp, ok := rt.verifier.Handshake(r.Header, body); ok {
