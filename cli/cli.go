@@ -27,6 +27,7 @@ func commands() []command {
 		{"serve", "run the proxy (the default)", runServe},
 		{"check", "validate policies.yaml and list its routes", runCheck},
 		{"schedule", "print the retry schedule of a route", runSchedule},
+		{"simulate", "replay an outage against a route's retry policy and limits", runSimulate},
 		{"send", "sign a payload as a route's provider would and post it to jethook", runSend},
 		{"echo", "run a backend that prints what it receives (for trying jethook out)", runEcho},
 	}

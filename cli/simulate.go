@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/policy"
+)
+
+func runSimulate(_ context.Context, args []string, out io.Writer) error {
+	fs := flags("simulate", out)
+	file := fs.String("config", configDefault(), "policies file")
+	route := fs.String("route", "", "route whose policy to use (default: the first)")
+	dest := fs.String("destination", "", "destination whose limits to use (default: the route's first)")
+	arrival := fs.String("arrival", "100/m", "steady arrival rate of events (N/s, N/m or N/h)")
+	events := fs.Int("events", 0, "events arriving steadily (default: enough to cover the outage and as long again)")
+	burst := fs.Int("burst", 0, "events that all arrive at time 0, on top of the steady ones")
+	outageStart := fs.Duration("outage-start", time.Minute, "when the backend goes down")
+	outage := fs.Duration("outage", 15*time.Minute, "how long the backend stays down")
+	capacity := fs.String("capacity", "10/s", "requests per second the backend can answer (N/s); more get 503; 0 for unlimited")
+	latency := fs.Duration("latency", 50*time.Millisecond, "duration of one request")
+	all := fs.Bool("all", false, "compare every backoff × jitter combination, with the route's other settings")
+	limits := fs.Bool("limits", true, "apply the destination's concurrency, rate, breaker and slow start")
+	svg := fs.String("svg", "", "write a chart of requests per second over time to this file")
+	backoff := fs.String("backoff", "", "override the backoff (fixed, linear, exponential)")
+	jitter := fs.String("jitter", "", "override the jitter (none, full, equal, decorrelated)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := policy.Load(*file)
+	if err != nil {
+		return err
+	}
+	r, d, err := pickDestination(cfg, *route, *dest)
+	if err != nil {
+		return err
+	}
+	perSec, err := perSecond(*arrival)
+	if err != nil {
+		return fmt.Errorf("%w: -arrival: %v", errUsage, err)
+	}
+	capPerSec, err := perSecond(*capacity)
+	if err != nil {
+		return fmt.Errorf("%w: -capacity: %v", errUsage, err)
+	}
+	sc := forward.Scenario{Arrival: perSec, Events: *events, Burst: *burst, OutageStart: *outageStart,
+		Outage: *outage, Capacity: capPerSec, Latency: *latency}
+	if sc.Events == 0 && perSec > 0 {
+		sc.Events = int(perSec * (2**outage + *outageStart).Seconds())
+	}
+	if !*limits {
+		d.Concurrency, d.Rate, d.Breaker, d.SlowStart = 1<<20, policy.Rate{}, policy.Breaker{}, 0
+	}
+	base := r.Retry
+	if *backoff != "" {
+		base.Kind = policy.Backoff(*backoff)
+	}
+	if *jitter != "" {
+		base.Jitter = policy.Jitter(*jitter)
+	}
+	if err := checkStrategy(base); err != nil {
+		return err
+	}
+	strategies := []policy.Retry{base}
+	if *all {
+		strategies = strategies[:0]
+		for _, k := range []policy.Backoff{policy.BackoffFixed, policy.BackoffLinear, policy.BackoffExponential} {
+			for _, j := range []policy.Jitter{policy.JitterNone, policy.JitterFull, policy.JitterEqual, policy.JitterDecorrelated} {
+				s := base
+				s.Kind, s.Jitter = k, j
+				strategies = append(strategies, s)
+			}
+		}
+	}
+	fmt.Fprintf(out, "route %s → %s: %d steady events at %s + %d at once; backend down %s–%s, capacity %s; limits %s\n\n",
+		r.Name, d.Name, sc.Events, *arrival, sc.Burst, short(sc.OutageStart), short(sc.OutageStart+sc.Outage), *capacity, limitsText(d, *limits))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "BACKOFF\tJITTER\tREQUESTS\tWASTED\tPEAK REQ/S\tDRAIN AFTER RECOVERY\tP99 DELAY\tDELIVERED\tDEAD\tLEFT\t")
+	var series []chartSeries
+	for _, s := range strategies {
+		res := forward.Simulate(sc, s, d)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t\n", s.Kind, s.Jitter, res.Requests, res.Wasted,
+			res.PeakRPS, short(res.Drain), short(res.P99), res.Delivered, res.DeadLettered, res.Left)
+		series = append(series, chartSeries{name: fmt.Sprintf("%s/%s", s.Kind, s.Jitter), perSecond: res.PerSecond})
+	}
+	tw.Flush()
+	fmt.Fprintln(out, "\nWASTED: attempts that failed (outage or overload). DRAIN: from the end of the outage until every")
+	fmt.Fprintln(out, "event received before it was delivered or dead-lettered. P99 DELAY: arrival to delivery.")
+	if *svg != "" {
+		f, err := os.Create(*svg)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		writeChart(f, series, sc)
+		fmt.Fprintf(out, "chart written to %s\n", *svg)
+	}
+	return nil
+}
+
+func pickDestination(cfg *policy.Config, route, dest string) (policy.Route, policy.Destination, error) {
+	r := cfg.Routes[0]
+	if route != "" {
+		rp, ok := cfg.Route(route)
+		if !ok {
+			return r, policy.Destination{}, fmt.Errorf("%w: %s has no route %q", errUsage, cfg.File, route)
+		}
+		r = *rp
+	}
+	if dest == "" {
+		return r, r.Destinations[0], nil
+	}
+	for _, d := range r.Destinations {
+		if d.Name == dest {
+			return r, d, nil
+		}
+	}
+	return r, policy.Destination{}, fmt.Errorf("%w: route %s has no destination %q", errUsage, r.Name, dest)
+}
+
+func checkStrategy(r policy.Retry) error {
+	switch r.Kind {
+	case policy.BackoffFixed, policy.BackoffLinear, policy.BackoffExponential:
+	default:
+		return fmt.Errorf("%w: -backoff %q: want fixed, linear or exponential", errUsage, r.Kind)
+	}
+	switch r.Jitter {
+	case policy.JitterNone, policy.JitterFull, policy.JitterEqual, policy.JitterDecorrelated:
+	default:
+		return fmt.Errorf("%w: -jitter %q: want none, full, equal or decorrelated", errUsage, r.Jitter)
+	}
+	return nil
+}
+
+// perSecond parses "N/s", "N/m", "N/h" or "0".
+func perSecond(v string) (float64, error) {
+	if v == "0" {
+		return 0, nil
+	}
+	num, unit, ok := strings.Cut(v, "/")
+	n, err := strconv.ParseFloat(num, 64)
+	if !ok || err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q: want N/s, N/m or N/h", v)
+	}
+	switch unit {
+	case "s":
+		return n, nil
+	case "m":
+		return n / 60, nil
+	case "h":
+		return n / 3600, nil
+	}
+	return 0, fmt.Errorf("%q: want N/s, N/m or N/h", v)
+}
+
+func limitsText(d policy.Destination, on bool) string {
+	if !on {
+		return "off"
+	}
+	rate := "unlimited rate"
+	if d.Rate.PerSecond > 0 {
+		rate = fmt.Sprintf("rate %g/s", d.Rate.PerSecond)
+	}
+	return fmt.Sprintf("concurrency %d, %s, breaker %d/%s, slow start %s", d.Concurrency, rate,
+		d.Breaker.Failures, short(d.Breaker.Cooldown), short(d.SlowStart))
+}
+

@@ -1,0 +1,201 @@
+package forward
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jethook/jethook/policy"
+)
+
+// Scenario is an outage to replay against a retry policy and a
+// destination's limits, in virtual time.
+type Scenario struct {
+	Arrival     float64       // events per second arriving steadily, from time 0
+	Events      int           // how many arrive steadily
+	Burst       int           // events that all arrive at time 0, on top
+	OutageStart time.Duration // when the backend goes down
+	Outage      time.Duration // how long it stays down (every request fails)
+	Capacity    float64       // requests per second the backend can answer; more get 503; 0 is unlimited
+	Latency     time.Duration // how long one request takes (default 50ms)
+	Step        time.Duration // simulation resolution (default 10ms)
+	Horizon     time.Duration // stop here even if events are left (default 7 days)
+}
+
+// SimResult is what the backend saw and what the events went through.
+type SimResult struct {
+	Requests     int           // attempts made
+	Wasted       int           // attempts that failed (outage or overload)
+	Delivered    int           // events delivered
+	DeadLettered int           // events that ran out of attempts or age
+	Left         int           // events still waiting at the horizon
+	PeakRPS      int           // most requests started in any one second
+	Drain        time.Duration // from the end of the outage until every event that arrived before it was settled
+	P99          time.Duration // 99th percentile of arrival-to-delivery time
+	PerSecond    []int         // requests started in each second, for charts
+}
+
+type simEvent struct {
+	arrive  time.Duration
+	ready   time.Duration
+	attempt int
+	key     string
+}
+
+type readyHeap []*simEvent
+
+func (h readyHeap) Len() int           { return len(h) }
+func (h readyHeap) Less(i, j int) bool { return h[i].ready < h[j].ready }
+func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)        { *h = append(*h, x.(*simEvent)) }
+func (h *readyHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+type flight struct {
+	ev  *simEvent
+	end time.Duration
+	ok  bool
+}
+
+// Simulate replays s against retry r and destination d with the code the
+// forwarder runs: policy.Retry for delays and exhaustion, and the same
+// gate for concurrency, rate, breaker and slow start — on a virtual clock.
+func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
+	if s.Latency <= 0 {
+		s.Latency = 50 * time.Millisecond
+	}
+	if s.Step <= 0 {
+		s.Step = 10 * time.Millisecond
+	}
+	if s.Horizon <= 0 {
+		s.Horizon = 7 * 24 * time.Hour
+	}
+	var arrivals []time.Duration
+	for range s.Burst {
+		arrivals = append(arrivals, 0)
+	}
+	for i := range s.Events {
+		arrivals = append(arrivals, time.Duration(float64(i)/s.Arrival*float64(time.Second)))
+	}
+	slices.Sort(arrivals)
+
+	base := time.Unix(0, 0)
+	var now time.Duration
+	g := newGate(d, func() time.Time { return base.Add(now) })
+	var (
+		res      SimResult
+		ready    readyHeap
+		inflight []flight
+		next     int // next arrival
+		delays   []time.Duration
+		window   = time.Duration(-1)
+		inWindow int
+		drained  time.Duration // when the last event from before the recovery was settled
+	)
+	outageEnd := s.OutageStart + s.Outage
+	pending := func() bool { return next < len(arrivals) || ready.Len() > 0 || len(inflight) > 0 }
+	for pending() && now <= s.Horizon {
+		for next < len(arrivals) && arrivals[next] <= now {
+			heap.Push(&ready, &simEvent{arrive: arrivals[next], ready: arrivals[next], key: fmt.Sprintf("sim-%d/%s", next, d.Name)})
+			next++
+		}
+		// Settle attempts that ended.
+		kept := inflight[:0]
+		for _, f := range inflight {
+			if f.end > now {
+				kept = append(kept, f)
+				continue
+			}
+			if f.ok {
+				g.record(Delivered, 0)
+				res.Delivered++
+				delays = append(delays, f.end-f.ev.arrive)
+				if f.ev.arrive < outageEnd {
+					drained = max(drained, f.end)
+				}
+				continue
+			}
+			g.record(Transient, 0)
+			delay := r.Delay(f.ev.attempt, f.ev.key)
+			if r.Exhausted(f.ev.attempt, f.end-f.ev.arrive, delay) {
+				res.DeadLettered++
+				if f.ev.arrive < outageEnd {
+					drained = max(drained, f.end)
+				}
+				continue
+			}
+			f.ev.ready = f.end + delay
+			heap.Push(&ready, f.ev)
+		}
+		inflight = kept
+		// Start what the gate admits.
+		n, _, probe := g.admit(len(inflight))
+		started := 0
+		for ; n > 0 && ready.Len() > 0 && ready[0].ready <= now; n-- {
+			if g.limiter != nil && !g.limiter.AllowN(base.Add(now), 1) {
+				break
+			}
+			ev := heap.Pop(&ready).(*simEvent)
+			ev.attempt++
+			started++
+			if w := now / time.Second; w != window {
+				window, inWindow = w, 0
+			}
+			inWindow++
+			sec := int(now / time.Second)
+			for len(res.PerSecond) <= sec {
+				res.PerSecond = append(res.PerSecond, 0)
+			}
+			res.PerSecond[sec]++
+			down := now >= s.OutageStart && now < outageEnd
+			overloaded := s.Capacity > 0 && float64(inWindow) > s.Capacity
+			ok := !down && !overloaded
+			if !ok {
+				res.Wasted++
+			}
+			res.Requests++
+			inflight = append(inflight, flight{ev: ev, end: now + s.Latency, ok: ok})
+		}
+		if probe && started == 0 {
+			g.unprobe()
+		}
+		now = nextTime(now, s.Step, arrivals, next, ready, inflight)
+	}
+	res.Left = ready.Len() + len(inflight) + len(arrivals) - next
+	for _, c := range res.PerSecond {
+		res.PeakRPS = max(res.PeakRPS, c)
+	}
+	if drained > outageEnd {
+		res.Drain = drained - outageEnd
+	}
+	if len(delays) > 0 {
+		slices.Sort(delays)
+		res.P99 = delays[min(len(delays)-1, len(delays)*99/100)]
+	}
+	return res
+}
+
+// nextTime advances one step, or jumps over an idle stretch to the next
+// arrival or retry.
+func nextTime(now, step time.Duration, arrivals []time.Duration, next int, ready readyHeap, inflight []flight) time.Duration {
+	t := now + step
+	if len(inflight) > 0 {
+		return t
+	}
+	soonest := time.Duration(-1)
+	if next < len(arrivals) {
+		soonest = arrivals[next]
+	}
+	if ready.Len() > 0 && (soonest < 0 || ready[0].ready < soonest) {
+		soonest = ready[0].ready
+	}
+	if soonest > t {
+		return soonest - soonest%step
+	}
+	return t
+}
