@@ -8,23 +8,6 @@ import (
 	"testing"
 )
 
-// The README's schedule table is what `jethook schedule example` prints
-// for the shipped policies.yaml, so the published schedule cannot drift.
-func TestTheREADMEShowsTheShippedRoutesRealSchedule(t *testing.T) {
-	t.Parallel()
-	var out bytes.Buffer
-	if err := runSchedule(context.Background(), []string{"-config", "../policies.yaml", "example"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(readme), out.String()) {
-		t.Fatalf("README.md does not contain the current schedule:\n%s", out.String())
-	}
-}
-
 func TestScheduleNamesItsMistakes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

@@ -28,6 +28,7 @@ func runSimulate(_ context.Context, args []string, out io.Writer) error {
 	latency := fs.Duration("latency", 50*time.Millisecond, "duration of one request")
 	all := fs.Bool("all", false, "compare every backoff × jitter combination, with the route's other settings")
 	limits := fs.Bool("limits", true, "apply the destination's concurrency, rate, breaker and slow start")
+	destRate := fs.String("dest-rate", "", "override the destination's rate (N/s, N/m or N/h)")
 	svg := fs.String("svg", "", "write a chart of requests per second over time to this file")
 	backoff := fs.String("backoff", "", "override the backoff (fixed, linear, exponential)")
 	jitter := fs.String("jitter", "", "override the jitter (none, full, equal, decorrelated)")
@@ -54,6 +55,13 @@ func runSimulate(_ context.Context, args []string, out io.Writer) error {
 		Outage: *outage, Capacity: capPerSec, Latency: *latency}
 	if sc.Events == 0 && perSec > 0 {
 		sc.Events = int(perSec * (2**outage + *outageStart).Seconds())
+	}
+	if *destRate != "" {
+		v, err := perSecond(*destRate)
+		if err != nil {
+			return fmt.Errorf("%w: -dest-rate: %v", errUsage, err)
+		}
+		d.Rate = policy.Rate{PerSecond: v, Burst: max(1, int(v/20))}
 	}
 	if !*limits {
 		d.Concurrency, d.Rate, d.Breaker, d.SlowStart = 1<<20, policy.Rate{}, policy.Breaker{}, 0
@@ -82,17 +90,18 @@ func runSimulate(_ context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "route %s → %s: %d steady events at %s + %d at once; backend down %s–%s, capacity %s; limits %s\n\n",
 		r.Name, d.Name, sc.Events, *arrival, sc.Burst, short(sc.OutageStart), short(sc.OutageStart+sc.Outage), *capacity, limitsText(d, *limits))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "BACKOFF\tJITTER\tREQUESTS\tWASTED\tPEAK REQ/S\tDRAIN AFTER RECOVERY\tP99 DELAY\tDELIVERED\tDEAD\tLEFT\t")
+	fmt.Fprintln(tw, "BACKOFF\tJITTER\tREQUESTS\tWASTED\tPEAK REQ/S\tPEAK AFTER\tDRAIN\tP99 DELAY\tDELIVERED\tDEAD\tLEFT\t")
 	var series []chartSeries
 	for _, s := range strategies {
 		res := forward.Simulate(sc, s, d)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t\n", s.Kind, s.Jitter, res.Requests, res.Wasted,
-			res.PeakRPS, short(res.Drain), short(res.P99), res.Delivered, res.DeadLettered, res.Left)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t\n", s.Kind, s.Jitter, res.Requests, res.Wasted,
+			res.PeakRPS, res.PeakAfter, short(res.Drain), short(res.P99), res.Delivered, res.DeadLettered, res.Left)
 		series = append(series, chartSeries{name: fmt.Sprintf("%s/%s", s.Kind, s.Jitter), perSecond: res.PerSecond})
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "\nWASTED: attempts that failed (outage or overload). DRAIN: from the end of the outage until every")
-	fmt.Fprintln(out, "event received before it was delivered or dead-lettered. P99 DELAY: arrival to delivery.")
+	fmt.Fprintln(out, "\nWASTED: attempts that failed (outage or overload). PEAK AFTER: peak once the outage is over.")
+	fmt.Fprintln(out, "DRAIN: from the end of the outage until every event received before it was delivered or")
+	fmt.Fprintln(out, "dead-lettered. P99 DELAY: arrival to delivery.")
 	if *svg != "" {
 		f, err := os.Create(*svg)
 		if err != nil {
@@ -171,4 +180,3 @@ func limitsText(d policy.Destination, on bool) string {
 	return fmt.Sprintf("concurrency %d, %s, breaker %d/%s, slow start %s", d.Concurrency, rate,
 		d.Breaker.Failures, short(d.Breaker.Cooldown), short(d.SlowStart))
 }
-

@@ -31,6 +31,7 @@ type SimResult struct {
 	DeadLettered int           // events that ran out of attempts or age
 	Left         int           // events still waiting at the horizon
 	PeakRPS      int           // most requests started in any one second
+	PeakAfter    int           // most requests started in any one second after the outage
 	Drain        time.Duration // from the end of the outage until every event that arrived before it was settled
 	P99          time.Duration // 99th percentile of arrival-to-delivery time
 	PerSecond    []int         // requests started in each second, for charts
@@ -167,8 +168,11 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 		now = nextTime(now, s.Step, arrivals, next, ready, inflight)
 	}
 	res.Left = ready.Len() + len(inflight) + len(arrivals) - next
-	for _, c := range res.PerSecond {
+	for sec, c := range res.PerSecond {
 		res.PeakRPS = max(res.PeakRPS, c)
+		if time.Duration(sec)*time.Second >= outageEnd {
+			res.PeakAfter = max(res.PeakAfter, c)
+		}
 	}
 	if drained > outageEnd {
 		res.Drain = drained - outageEnd
