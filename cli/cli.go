@@ -29,7 +29,11 @@ func commands() []command {
 		{"schedule", "print the retry schedule of a route", runSchedule},
 		{"simulate", "replay an outage against a route's retry policy and limits", runSimulate},
 		{"send", "sign a payload as a route's provider would and post it to jethook", runSend},
+		{"status", "show each destination's backlog, dead letters and breaker (admin API)", runStatus},
+		{"events", "show where an event is: events show ID (admin API)", runEvents},
+		{"dlq", "list, show, replay or purge dead letters: dlq ls|show|replay|purge (admin API)", runDLQ},
 		{"echo", "run a backend that prints what it receives (for trying jethook out)", runEcho},
+		{"bench", "measure ingest and delivery against a bare baseline", runBench},
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/alert"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
@@ -39,6 +41,9 @@ func runServe(ctx context.Context, args []string, out io.Writer) error {
 // s.ShutdownGrace, and close the store. If ready is not nil it receives the
 // public listener's address once jethook accepts webhooks.
 func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.Addr) error {
+	if err := checkAdminListen(s); err != nil {
+		return err
+	}
 	cfg, err := policy.Load(s.Config)
 	if err != nil {
 		return err
@@ -46,30 +51,34 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
-	if maxAge := cfg.MaxAge(); maxAge >= s.Retention {
-		return fmt.Errorf("%s: a route's retry max_age (%s) must be shorter than JETHOOK_RETENTION (%s), or messages would expire while still being retried", s.Config, maxAge, s.Retention)
+	if err := checkConfig(s, cfg, 0); err != nil {
+		return err
 	}
 	st, err := store.Open(ctx, store.Options{
-		DataDir:      s.DataDir,
-		URL:          s.NATSURL,
-		ClientListen: s.NATSListen,
-		Retention:    s.Retention,
-		DedupWindow:  s.DedupWindow,
-		SyncAlways:   s.StoreSync == "always",
-		Replicas:     s.Replicas,
-		Logger:       log,
+		DataDir:       s.DataDir,
+		URL:           s.NATSURL,
+		ClientListen:  s.NATSListen,
+		Retention:     s.Retention,
+		DedupWindow:   s.DedupWindow,
+		SyncAlways:    s.StoreSync == "always",
+		Replicas:      s.Replicas,
+		AttemptLogAge: s.AttemptLogAge,
+		Logger:        log,
 	})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	for _, r := range cfg.Routes {
-		if r.MaxBody+headerRoom > st.MaxPayload() {
-			return fmt.Errorf("%s:%d: route %q: max_body %d is more than the NATS server's max_payload (%d) allows", cfg.File, r.Line, r.Name, r.MaxBody, st.MaxPayload())
-		}
+	if err := checkConfig(s, cfg, st.MaxPayload()); err != nil {
+		return err
 	}
 
-	fwd := &forward.Forwarder{Store: st, Logger: log}
+	// prom.Handler() serves /metrics (admin.Handler's Metrics field).
+	prom := newMetrics(st)
+	alerts := alert.New(cfg.Alerts, log)
+	alerts.Start()
+	defer alerts.Stop() // after fwd.Stop, so the last dead letters are told
+	fwd := &forward.Forwarder{Store: st, Logger: log, Metrics: prom, Alerts: alerts}
 	if err := fwd.Start(ctx, cfg); err != nil {
 		return err
 	}
@@ -79,6 +88,19 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err != nil {
 		return err
 	}
+	h.Metrics = prom
+	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, log: log}
+	adminAddr, stopAdmin, err := startAdmin(s, &admin.Handler{Store: st, Forwarder: fwd, Token: s.AdminToken,
+		Reload: rl.reload, Metrics: prom.Handler(), Logger: log}, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopAdmin(actx)
+	}()
+	go rl.onHangup(ctx)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -92,7 +114,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.Listen, err)
 	}
-	log.Info("jethook ready", "listen", ln.Addr().String(), "routes", len(cfg.Routes), "store", storeName(s))
+	log.Info("jethook ready", "listen", ln.Addr().String(), "admin", adminAddr.String(), "routes", len(cfg.Routes), "store", storeName(s))
 	if ready != nil {
 		ready <- ln.Addr()
 	}

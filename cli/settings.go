@@ -28,6 +28,7 @@ type Settings struct {
 	LogLevel      string        `env:"LOG_LEVEL" envDefault:"info"`
 	LogFormat     string        `env:"LOG_FORMAT" envDefault:"json"`
 	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"20s"`
+	AttemptLogAge time.Duration `env:"ATTEMPT_LOG_AGE" envDefault:"72h"`
 }
 
 // loadSettings reads and checks the environment.
@@ -53,8 +54,8 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if _, err := parseLevel(s.LogLevel); err != nil {
 		return s, err
 	}
-	if s.Retention <= 0 || s.DedupWindow <= 0 || s.ShutdownGrace <= 0 {
-		return s, fmt.Errorf("environment: JETHOOK_RETENTION, JETHOOK_DEDUP_WINDOW and JETHOOK_SHUTDOWN_GRACE must be positive")
+	if s.Retention <= 0 || s.DedupWindow <= 0 || s.ShutdownGrace <= 0 || s.AttemptLogAge <= 0 {
+		return s, fmt.Errorf("environment: JETHOOK_RETENTION, JETHOOK_DEDUP_WINDOW, JETHOOK_SHUTDOWN_GRACE and JETHOOK_ATTEMPT_LOG_AGE must be positive")
 	}
 	if s.Replicas < 1 || s.Replicas > 5 {
 		return s, fmt.Errorf("environment: JETHOOK_REPLICAS=%d: want 1 to 5", s.Replicas)

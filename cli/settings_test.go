@@ -14,7 +14,7 @@ func TestSettingsHaveTheDocumentedDefaults(t *testing.T) {
 	}
 	want := Settings{Listen: ":8080", AdminListen: "127.0.0.1:8081", Config: "policies.yaml", DataDir: "./data",
 		Retention: 72 * time.Hour, DedupWindow: 24 * time.Hour, StoreSync: "interval", Replicas: 1,
-		LogLevel: "info", LogFormat: "json", ShutdownGrace: 20 * time.Second}
+		LogLevel: "info", LogFormat: "json", ShutdownGrace: 20 * time.Second, AttemptLogAge: 72 * time.Hour}
 	if s != want {
 		t.Fatalf("got %+v\nwant %+v", s, want)
 	}
@@ -23,11 +23,12 @@ func TestSettingsHaveTheDocumentedDefaults(t *testing.T) {
 func TestABadSettingIsAClearErrorNamingTheVariable(t *testing.T) {
 	t.Parallel()
 	cases := map[string]string{
-		"JETHOOK_RETENTION":  "three days",
-		"JETHOOK_STORE_SYNC": "sometimes",
-		"JETHOOK_LOG_FORMAT": "xml",
-		"JETHOOK_LOG_LEVEL":  "loud",
-		"JETHOOK_REPLICAS":   "7",
+		"JETHOOK_RETENTION":       "three days",
+		"JETHOOK_STORE_SYNC":      "sometimes",
+		"JETHOOK_LOG_FORMAT":      "xml",
+		"JETHOOK_LOG_LEVEL":       "loud",
+		"JETHOOK_REPLICAS":        "7",
+		"JETHOOK_ATTEMPT_LOG_AGE": "0s",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {

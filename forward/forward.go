@@ -18,14 +18,18 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
 )
 
 // ackMargin is added to a destination's timeout to make the consumer's
-// AckWait: the server redelivers only if jethook itself died mid-attempt.
-const ackMargin = 30 * time.Second
+// AckWait: the server redelivers only if jethook itself died mid-attempt,
+// so it is also how long such a message waits after a crash. Settling
+// after the attempt (a dead letter's publish) first extends the wait with
+// InProgress.
+const ackMargin = 5 * time.Second
 
 // Forwarder runs the delivery loops. Set the fields, then call Start.
 type Forwarder struct {
@@ -40,11 +44,17 @@ type Forwarder struct {
 	// FetchWait bounds one fetch from a consumer (default 2s); it is also how
 	// long Stop may wait for a loop to notice.
 	FetchWait time.Duration
+	// Metrics records attempts, deliveries, dead letters and breaker
+	// state; nil records nothing.
+	Metrics *metrics.Metrics
+	// Alerts hears of dead letters and breakers; nil tells no one.
+	Alerts Alerts
 
 	stop     context.CancelFunc
 	abort    context.CancelFunc
 	loops    sync.WaitGroup
 	inflight sync.WaitGroup
+	reg      registry // running loops, for Reload, Status, Pause (reload.go)
 }
 
 // Start creates or updates the consumer of every destination in cfg and
@@ -70,27 +80,31 @@ func (f *Forwarder) Start(ctx context.Context, cfg *policy.Config) error {
 	var dests []*destination
 	for _, r := range cfg.Routes {
 		for _, d := range r.Destinations {
-			c, err := f.Store.Consumer(ctx, r.Name, d.Name, d.Timeout+ackMargin)
+			dst, err := f.newDestination(ctx, r, d)
 			if err != nil {
 				return err
 			}
-			dests = append(dests, &destination{f: f, route: r, dest: d, cons: c,
-				log:   f.Logger.With("route", r.Name, "destination", d.Name),
-				gate:  newGate(d, f.Now),
-				ended: make(chan struct{}, 1)})
+			dests = append(dests, dst)
 		}
 	}
 	fetchCtx, stop := context.WithCancel(context.Background())
 	attemptCtx, abort := context.WithCancel(context.Background())
 	f.stop, f.abort = stop, abort
-	for _, d := range dests {
-		f.loops.Add(1)
-		go func() {
-			defer f.loops.Done()
-			d.run(fetchCtx, attemptCtx)
-		}()
-	}
+	f.reg.start(f, fetchCtx, attemptCtx, dests)
 	return nil
+}
+
+// newDestination creates or updates route r's destination d's consumer and
+// returns its loop, not yet running.
+func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy.Destination) (*destination, error) {
+	c, err := f.Store.Consumer(ctx, r.Name, d.Name, d.Timeout+ackMargin)
+	if err != nil {
+		return nil, err
+	}
+	return &destination{f: f, route: r, dest: d, cons: c,
+		log:   f.Logger.With("route", r.Name, "destination", d.Name),
+		gate:  newGate(d, f.Now),
+		ended: make(chan struct{}, 1)}, nil
 }
 
 // Stop stops fetching, lets attempts in flight finish for up to grace, then
@@ -100,6 +114,7 @@ func (f *Forwarder) Stop(grace time.Duration) {
 	if f.stop == nil {
 		return
 	}
+	f.reg.close()
 	f.stop()
 	f.loops.Wait()
 	done := make(chan struct{})
@@ -133,6 +148,7 @@ type destination struct {
 
 	inflight atomic.Int64
 	ended    chan struct{} // a signal each time an attempt ends
+	last     lastAttempt   // latest success and failure, for Status
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
@@ -236,15 +252,20 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	n := int(md.NumDelivered)
 	log := d.log.With("event_id", e.EventID, "attempt", n)
 
+	d.f.Metrics.AttemptStarted(d.route.Name, d.dest.Name)
+	defer d.f.Metrics.AttemptEnded(d.route.Name, d.dest.Name)
 	actx, cancel := context.WithTimeout(ctx, d.dest.Timeout)
 	defer cancel()
+	start := time.Now()
 	o := d.send(actx, e, n)
+	latency := time.Since(start)
 	if ctx.Err() != nil && o.Kind != Delivered {
 		// Shutdown cut this attempt short: hand the message back at once.
 		_ = m.Nak()
 		return
 	}
 	now := d.f.Now()
+	d.last.record(o, now)
 	retry := d.route.Retry
 	if o.RetryAfter > 0 {
 		o.RetryAfter = retry.ClampRetryAfter(o.RetryAfter)
@@ -255,6 +276,7 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	}
 	switch o.Kind {
 	case Delivered:
+		d.observe(e, md, n, o, latency, 0)
 		log.Debug("delivered", "status", o.Status)
 		if err := m.Ack(); err != nil {
 			log.Warn("ack failed; the backend may see this event again", "err", err)
@@ -266,14 +288,17 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 			next = o.RetryAfter
 		}
 		if !retry.Exhausted(n, now.Sub(md.Timestamp), next) {
+			d.observe(e, md, n, o, latency, next)
 			log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next)
 			if err := m.NakWithDelay(next); err != nil {
 				log.Warn("nak failed; the message returns after its ack wait", "err", err)
 			}
 			return
 		}
+		d.observe(e, md, n, o, latency, 0)
 		d.deadLetter(ctx, m, md, e, o, n, "exhausted", log)
 	case Permanent:
+		d.observe(e, md, n, o, latency, 0)
 		d.deadLetter(ctx, m, md, e, o, n, "permanent", log)
 	}
 }
@@ -317,12 +342,14 @@ func (d *destination) deadLetter(ctx context.Context, m jetstream.Msg, md *jetst
 	if o.Err != nil {
 		dl.LastError = o.Err.Error()
 	}
+	_ = m.InProgress() // the dead letter's publish may take up to its timeout
 	if err := d.f.Store.AddDeadLetter(context.WithoutCancel(ctx), dl); err != nil {
 		log.Error("dead letter not stored; will try again", "err", err)
 		_ = m.NakWithDelay(5 * time.Second)
 		return
 	}
 	log.Warn("dead-lettered", "reason", reason, "outcome", o.Reason, "status", o.Status, errAttr(o.Err))
+	d.deadLettered(e, reason)
 	if err := m.Term(); err != nil {
 		log.Warn("term failed; the message may be dead-lettered again (stored once)", "err", err)
 	}

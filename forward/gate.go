@@ -36,6 +36,7 @@ type gate struct {
 	limiter     *rate.Limiter // nil when the rate is unlimited
 
 	mu          sync.Mutex
+	held        bool // paused by an operator until resumed
 	pausedUntil time.Time
 	state       BreakerState
 	failures    int       // consecutive transient failures
@@ -60,6 +61,9 @@ func (g *gate) admit(inflight int) (n int, wait time.Duration, probe bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
+	if g.held {
+		return 0, 0, false // Resume wakes the loop
+	}
 	if now.Before(g.pausedUntil) {
 		return 0, g.pausedUntil.Sub(now), false
 	}
@@ -150,12 +154,13 @@ type GateStatus struct {
 	OpenUntil   time.Time // when an open breaker lets a probe through
 	PausedUntil time.Time // end of a Retry-After pause; zero if none
 	SlowStart   bool      // ramping back up after a pause or an outage
+	Held        bool      // paused by an operator until resumed
 }
 
 func (g *gate) status() GateStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := GateStatus{Breaker: g.state, Failures: g.failures, SlowStart: !g.rampStart.IsZero()}
+	s := GateStatus{Breaker: g.state, Failures: g.failures, SlowStart: !g.rampStart.IsZero(), Held: g.held}
 	if g.state != BreakerClosed {
 		s.OpenUntil = g.openUntil
 	}
@@ -163,4 +168,12 @@ func (g *gate) status() GateStatus {
 		s.PausedUntil = g.pausedUntil
 	}
 	return s
+}
+
+// hold pauses (true) or resumes (false) the destination by an operator's
+// hand; a paused destination admits no attempts.
+func (g *gate) hold(on bool) {
+	g.mu.Lock()
+	g.held = on
+	g.mu.Unlock()
 }

@@ -18,6 +18,7 @@ type Config struct {
 	File     string // path it was loaded from, for messages
 	Defaults Defaults
 	Routes   []Route
+	Alerts   *Alerts // the `alerts:` block; nil when absent
 }
 
 // Defaults holds the `defaults:` block, which every route inherits.

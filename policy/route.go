@@ -25,9 +25,12 @@ var providers = []string{"none", "github", "shopify", "stripe", "slack", "standa
 
 // config decodes the top-level mapping into cfg.
 func (d *decoder) config(cfg *Config, root *yaml.Node) {
-	top, ok := d.mapping(root, "", "defaults", "routes")
+	top, ok := d.mapping(root, "", "defaults", "routes", "alerts")
 	if !ok {
 		return
+	}
+	if e, ok := top["alerts"]; ok {
+		cfg.Alerts = d.alerts(e)
 	}
 	cfg.Defaults = Defaults{Retry: DefaultRetry(), Timeout: defaultTimeout}
 	var defSpec retrySpec

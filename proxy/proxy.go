@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
@@ -35,6 +36,9 @@ type Handler struct {
 	Now func() time.Time
 	// RetryAfter is what a 503 asks the provider to wait (default 5s).
 	RetryAfter time.Duration
+	// Metrics counts received, rejected and stored webhooks; nil counts
+	// nothing.
+	Metrics *metrics.Metrics
 
 	routes atomic.Pointer[map[string]*route]
 }
@@ -92,6 +96,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, nil, http.StatusNotFound, "no_route", "no webhook route at this path")
 		return
 	}
+	h.Metrics.Received(rt.Name)
 	if !slices.Contains(rt.Methods, r.Method) {
 		w.Header().Set("Allow", strings.Join(rt.Methods, ", "))
 		h.reject(w, r, rt, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" not allowed on this route")
@@ -140,7 +145,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil {
 		env.Proto = "https"
 	}
+	start := time.Now()
 	stored, err := h.Store.Publish(r.Context(), env)
+	h.Metrics.Published(rt.Name, time.Since(start), stored.Duplicate, err)
 	if err != nil {
 		if errors.Is(r.Context().Err(), context.Canceled) {
 			return // the provider hung up; it will retry on its own
@@ -196,6 +203,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rt *route, stat
 		level = slog.LevelWarn
 	}
 	h.Logger.Log(r.Context(), level, "webhook rejected", "route", name, "status", status, "reason", reason, "remote", r.RemoteAddr)
+	h.Metrics.Rejected(name, reason)
 	writeJSON(w, status, rejected{Error: reason, Message: msg})
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,6 +23,8 @@ type DeadLetter struct {
 	FirstSeen   time.Time // when the original was stored
 	LastAttempt time.Time
 	DLQSeq      uint64 // sequence in WEBHOOKS_DLQ, set when read back
+	// DeadLetteredAt is when WEBHOOKS_DLQ stored it, set when read back.
+	DeadLetteredAt time.Time
 }
 
 const (
@@ -101,8 +104,19 @@ func (s *Store) DeadLetters(ctx context.Context, filter string, limit int) ([]De
 }
 
 func decodeDeadLetter(m jetstream.Msg) (DeadLetter, error) {
-	h := m.Headers()
-	e, err := decodeEnvelope(m.Subject(), h, m.Data())
+	d, err := deadLetterFrom(m.Subject(), m.Headers(), m.Data())
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	if md, err := m.Metadata(); err == nil {
+		d.DLQSeq, d.DeadLetteredAt = md.Sequence.Stream, md.Timestamp
+	}
+	return d, nil
+}
+
+// deadLetterFrom reads a dead letter back from its subject, headers and data.
+func deadLetterFrom(subject string, h nats.Header, data []byte) (DeadLetter, error) {
+	e, err := decodeEnvelope(subject, h, data)
 	if err != nil {
 		return DeadLetter{}, err
 	}
@@ -117,9 +131,6 @@ func decodeDeadLetter(m jetstream.Msg) (DeadLetter, error) {
 	d.Attempts, _ = strconv.Atoi(h.Get(hdrAttempts))
 	d.FirstSeen, _ = time.Parse(time.RFC3339Nano, h.Get(hdrFirstSeen))
 	d.LastAttempt, _ = time.Parse(time.RFC3339Nano, h.Get(hdrLastAttempt))
-	if md, err := m.Metadata(); err == nil {
-		d.DLQSeq = md.Sequence.Stream
-	}
 	return d, nil
 }
 

@@ -66,6 +66,9 @@ type Options struct {
 	// PublishTimeout bounds how long a publish waits for the stream's ack
 	// (default 5s).
 	PublishTimeout time.Duration
+	// AttemptLogAge is how long the attempt log (WEBHOOKS_ATTEMPTS) keeps
+	// each record (default 72h).
+	AttemptLogAge time.Duration
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
 }
@@ -92,6 +95,9 @@ func (o *Options) applyDefaults() {
 	if o.PublishTimeout <= 0 {
 		o.PublishTimeout = 5 * time.Second
 	}
+	if o.AttemptLogAge <= 0 {
+		o.AttemptLogAge = 72 * time.Hour
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -105,10 +111,12 @@ type Store struct {
 	js   jetstream.JetStream
 	dlq  jetstream.Stream
 	main jetstream.Stream
+
+	attempts *attemptLog // nil until the streams exist
 }
 
 // Open starts the embedded server or connects to opts.URL, then creates or
-// updates the WEBHOOKS and WEBHOOKS_DLQ streams.
+// updates the WEBHOOKS, WEBHOOKS_DLQ and WEBHOOKS_ATTEMPTS streams.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	opts.applyDefaults()
 	s := &Store{opts: opts}
@@ -169,6 +177,10 @@ func (s *Store) connect() error {
 		nats.Name("jethook"),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(false),
+		// No reconnect buffer: while disconnected a publish fails at once,
+		// so ingress answers 503 within milliseconds instead of buffering a
+		// payload it has just told the provider it did not store.
+		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: we closed it ourselves
 				log.Warn("nats disconnected", "err", err)
@@ -228,6 +240,9 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", DLQStreamName, err)
+	}
+	if err := s.ensureAttempts(ctx); err != nil {
+		return err
 	}
 	s.main, s.dlq = main, dlq
 	return nil

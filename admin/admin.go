@@ -1,0 +1,229 @@
+// Package admin is jethook's operator API: an http.Handler for its own
+// listener (never the public port) with open probes (/healthz, /readyz),
+// Prometheus /metrics, and under /v1/ the bearer-token API to inspect
+// status, find events, list, replay and purge dead letters, pause and
+// resume destinations, and reload the configuration.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/store"
+)
+
+// Handler serves the admin API. Set the fields, then serve it; the zero
+// value of the optional fields works.
+type Handler struct {
+	// Store holds events and dead letters. Required.
+	Store *store.Store
+	// Forwarder runs the destinations. Required.
+	Forwarder *forward.Forwarder
+	// Token is the bearer token /v1/ requires. Empty, /v1/ answers 403.
+	Token string
+	// Reload re-reads and applies the configuration; nil answers 501.
+	Reload func(context.Context) error
+	// Metrics serves /metrics; nil answers 404.
+	Metrics http.Handler
+	// Ready adds the caller's own readiness (configuration loaded) to the
+	// store's in /readyz; nil adds nothing.
+	Ready func(context.Context) error
+	// Logger gets operator actions (replay, purge, pause, reload).
+	Logger *slog.Logger
+	// Now is the clock for ages and relative times; nil is time.Now.
+	Now func() time.Time
+
+	once sync.Once
+	mux  *http.ServeMux
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.once.Do(h.routes)
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) routes() {
+	if h.Logger == nil {
+		h.Logger = slog.New(slog.DiscardHandler)
+	}
+	if h.Now == nil {
+		h.Now = time.Now
+	}
+	m := http.NewServeMux()
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	m.HandleFunc("GET /readyz", h.readyz)
+	m.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if h.Metrics == nil {
+			writeError(w, http.StatusNotFound, "not_found", "metrics are not enabled")
+			return
+		}
+		h.Metrics.ServeHTTP(w, r)
+	})
+	v1 := func(pattern string, fn http.HandlerFunc) { m.Handle(pattern, h.auth(fn)) }
+	v1("GET /v1/status", h.status)
+	v1("GET /v1/events/{id}", h.event)
+	v1("GET /v1/deadletters", h.listDeadLetters)
+	v1("GET /v1/deadletters/count", h.countDeadLetters)
+	v1("GET /v1/deadletters/{seq}", h.showDeadLetter)
+	v1("POST /v1/deadletters/replay", h.replay)
+	v1("DELETE /v1/deadletters", h.purge)
+	v1("POST /v1/destinations/{route}/{destination}/pause", h.pause)
+	v1("POST /v1/destinations/{route}/{destination}/resume", h.resume)
+	v1("POST /v1/reload", h.reload)
+	v1("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint "+r.Method+" "+r.URL.Path)
+	})
+	h.mux = m
+}
+
+// auth lets a request through only with the configured bearer token,
+// compared in constant time.
+func (h *Handler) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.Token == "" {
+			writeError(w, http.StatusForbidden, "forbidden", "admin token not configured: set JETHOOK_ADMIN_TOKEN")
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="jethook admin"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readyz is 200 once the store takes writes and the configuration is
+// loaded, else 503 with the reason.
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := h.Store.Ready(ctx); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "store: "+err.Error())
+		return
+	}
+	if h.Ready != nil {
+		if err := h.Ready(ctx); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ready\n")
+}
+
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
+	h.hold(w, r, true)
+}
+
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
+	h.hold(w, r, false)
+}
+
+func (h *Handler) hold(w http.ResponseWriter, r *http.Request, on bool) {
+	route, dest := r.PathValue("route"), r.PathValue("destination")
+	act, err := h.Forwarder.Resume, error(nil)
+	if on {
+		act = h.Forwarder.Pause
+	}
+	if err = act(route, dest); err != nil {
+		if errors.Is(err, forward.ErrUnknownDestination) {
+			writeError(w, http.StatusNotFound, "not_found", err.Error())
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	h.Logger.Info("destination paused by operator", "route", route, "destination", dest, "paused", on)
+	writeJSON(w, http.StatusOK, map[string]any{"route": route, "destination": dest, "paused": on})
+}
+
+func (h *Handler) reload(w http.ResponseWriter, r *http.Request) {
+	if h.Reload == nil {
+		writeError(w, http.StatusNotImplemented, "not_implemented", "reload is not available")
+		return
+	}
+	if err := h.Reload(r.Context()); err != nil {
+		if errors.Is(err, store.ErrUnavailable) {
+			writeError(w, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+			return
+		}
+		writeError(w, http.StatusUnprocessableEntity, "invalid_config", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reloaded": true})
+}
+
+// apiError is every error answer: a stable code and a sentence.
+type apiError struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, apiError{Error: code, Message: msg})
+}
+
+// storeError answers err from the store: 404 for ErrNotFound, 503 when the
+// store is unavailable, else 500.
+func storeError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// readJSON decodes a request body of at most 1 MiB into v, rejecting
+// unknown fields; an empty body leaves v as it is.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	return nil
+}
+
+// at is a time for JSON: nil (omitted) when zero.
+func at(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}

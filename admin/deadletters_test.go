@@ -1,0 +1,153 @@
+package admin_test
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/admin"
+)
+
+// sevenDeadLetters makes five dead letters at audit (422) and two at app
+// (410), and returns the time before the first.
+func sevenDeadLetters(r *rig) time.Time {
+	start := time.Now().Add(-time.Second)
+	for i := range 5 {
+		r.post(fmt.Sprintf(`{"audit":%d}`, i), map[string]string{"Audit": "422"})
+	}
+	for i := range 2 {
+		r.post(fmt.Sprintf(`{"app":%d}`, i), map[string]string{"App": "410"})
+	}
+	r.waitDeadLetters(7)
+	return start
+}
+
+func TestDeadLettersAreFiltered(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	start := sevenDeadLetters(r)
+	for _, tc := range []struct {
+		name  string
+		query url.Values
+		want  int
+	}{
+		{"by route", url.Values{"route": {"shop"}}, 7},
+		{"by destination", url.Values{"route": {"shop"}, "destination": {"audit"}}, 5},
+		{"by another route", url.Values{"route": {"github"}}, 0},
+		{"by status", url.Values{"status": {"410"}}, 2},
+		{"by status class", url.Values{"status": {"4xx"}}, 7},
+		{"by no response", url.Values{"status": {"none"}}, 0},
+		{"by reason", url.Values{"reason": {"permanent"}}, 7},
+		{"by another reason", url.Values{"reason": {"exhausted"}}, 0},
+		{"since a time", url.Values{"since": {start.Format(time.RFC3339Nano)}}, 7},
+		{"since a duration ago", url.Values{"since": {"1h"}}, 7},
+		{"until before the first", url.Values{"until": {start.Format(time.RFC3339Nano)}}, 0},
+		{"by destination and status", url.Values{"route": {"shop"}, "destination": {"app"}, "status": {"422"}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := r.deadLetters(tc.query.Encode())
+			if len(p.DeadLetters) != tc.want || p.NextCursor != "" {
+				t.Errorf("%d dead letters (next %q), want %d", len(p.DeadLetters), p.NextCursor, tc.want)
+			}
+			var c struct{ Count int }
+			r.call(http.MethodGet, "/v1/deadletters/count?"+tc.query.Encode(), nil, &c)
+			if c.Count != tc.want {
+				t.Errorf("count %d, want %d", c.Count, tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{"status=abc", "since=yesterday", "destination=app", "limit=0", "cursor=x", "route=a.b"} {
+		if code := r.call(http.MethodGet, "/v1/deadletters?"+bad, nil, nil); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", bad, code)
+		}
+	}
+}
+
+func TestDeadLettersArePagedOldestFirstByCursor(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	sevenDeadLetters(r)
+	var seen []uint64
+	q := url.Values{"limit": {"3"}}
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatal("more than 3 pages of 3 for 7 dead letters")
+		}
+		p := r.deadLetters(q.Encode())
+		for _, d := range p.DeadLetters {
+			seen = append(seen, d.Seq)
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		q.Set("cursor", p.NextCursor)
+	}
+	if len(seen) != 7 {
+		t.Fatalf("pages held %v, want 7 dead letters", seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Fatalf("not oldest first, or a dead letter twice: %v", seen)
+		}
+	}
+}
+
+func TestADeadLetterShowsItsRequestAndWhy(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	id := r.post("{\"bin\":\"\xff\xfe\"}", map[string]string{"Audit": "422"})
+	r.waitDeadLetters(1)
+	seq := r.deadLetters("").DeadLetters[0].Seq
+	var d admin.DeadLetterDetail
+	if code := r.call(http.MethodGet, fmt.Sprintf("/v1/deadletters/%d", seq), nil, &d); code != http.StatusOK {
+		t.Fatalf("show: %d", code)
+	}
+	if d.EventID != id || d.Route != "shop" || d.Destination != "audit" || d.Reason != "permanent" ||
+		d.LastStatus != 422 || d.Attempts != 1 || d.Method != "POST" || d.DeadLetteredAt == nil || d.ReceivedAt == nil {
+		t.Errorf("dead letter %+v", d)
+	}
+	if d.Headers["X-Status-Audit"][0] != "422" {
+		t.Errorf("headers %v", d.Headers)
+	}
+	body, err := base64.StdEncoding.DecodeString(d.Body)
+	if d.BodyEncoding != "base64" || err != nil || string(body) != "{\"bin\":\"\xff\xfe\"}" {
+		t.Errorf("body %q (%s)", d.Body, d.BodyEncoding)
+	}
+	if code := r.call(http.MethodGet, "/v1/deadletters/999999", nil, nil); code != http.StatusNotFound {
+		t.Errorf("unknown seq: %d, want 404", code)
+	}
+	if code := r.call(http.MethodGet, "/v1/deadletters/abc", nil, nil); code != http.StatusBadRequest {
+		t.Errorf("bad seq: %d, want 400", code)
+	}
+}
+
+func TestPurgeRemovesDeadLettersByIDOrFilter(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	sevenDeadLetters(r)
+	first := r.deadLetters("").DeadLetters[0].Seq
+	var out struct{ Purged int }
+	if code := r.call(http.MethodDelete, "/v1/deadletters", map[string]any{}, &out); code != http.StatusBadRequest {
+		t.Fatalf("a purge naming nothing: %d, want 400", code)
+	}
+	if r.call(http.MethodDelete, "/v1/deadletters", map[string]any{"seqs": []uint64{first, 999999}}, &out); out.Purged != 1 {
+		t.Errorf("by seqs purged %d, want 1", out.Purged)
+	}
+	if r.call(http.MethodDelete, "/v1/deadletters", map[string]any{"status": "410"}, &out); out.Purged != 2 {
+		t.Errorf("by status purged %d, want 2", out.Purged)
+	}
+	if r.call(http.MethodDelete, "/v1/deadletters", map[string]any{"route": "shop", "destination": "audit"}, &out); out.Purged != 4 {
+		t.Errorf("by destination purged %d, want 4", out.Purged)
+	}
+	if n := len(r.deadLetters("").DeadLetters); n != 0 {
+		t.Errorf("%d dead letters left", n)
+	}
+	r.post(`{"again":1}`, map[string]string{"Audit": "422"})
+	r.waitDeadLetters(1)
+	if r.call(http.MethodDelete, "/v1/deadletters", map[string]any{"all": true}, &out); out.Purged != 1 {
+		t.Errorf("all purged %d, want 1", out.Purged)
+	}
+}

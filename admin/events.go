@@ -1,0 +1,102 @@
+package admin
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/jethook/jethook/store"
+)
+
+// Event is the answer of GET /v1/events/{id}: when the event came in and
+// where it stands at each destination of its route.
+type Event struct {
+	EventID      string             `json:"event_id"`
+	Route        string             `json:"route"`
+	Seq          uint64             `json:"seq"`
+	ReceivedAt   *time.Time         `json:"received_at,omitempty"`
+	Method       string             `json:"method"`
+	RemoteAddr   string             `json:"remote_addr"`
+	Size         int                `json:"size"`
+	Destinations []EventDestination `json:"destinations"`
+}
+
+// EventDestination is one destination's view of an event. State is
+// delivered, pending (not attempted yet), attempting (in flight or waiting
+// for its next attempt), dead_lettered, or unknown (no consumer).
+type EventDestination struct {
+	Destination string      `json:"destination"`
+	State       string      `json:"state"`
+	DeadLetter  *DeadLetter `json:"dead_letter,omitempty"`
+	Replay      *Replay     `json:"replay,omitempty"`
+	// Attempts come from the attempt log, oldest first.
+	Attempts []Attempt `json:"attempts"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// Attempt is one HTTP attempt from the attempt log.
+type Attempt struct {
+	At             *time.Time `json:"at,omitempty"`
+	Attempt        int        `json:"attempt"`
+	Outcome        string     `json:"outcome"`
+	Status         int        `json:"status,omitempty"`
+	Error          string     `json:"error,omitempty"`
+	LatencySeconds float64    `json:"latency_seconds"`
+	NextSeconds    float64    `json:"next_seconds,omitempty"`
+}
+
+// Replay is the latest replay of an event to one destination.
+type Replay struct {
+	Seq        uint64     `json:"seq"`
+	DeadLetter uint64     `json:"dead_letter_seq"`
+	At         *time.Time `json:"at,omitempty"`
+}
+
+func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	e, seq, err := h.Store.Event(r.Context(), id)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	out := Event{
+		EventID:      e.EventID,
+		Route:        e.Route,
+		Seq:          seq,
+		ReceivedAt:   at(e.ReceivedAt),
+		Method:       e.Method,
+		RemoteAddr:   e.RemoteAddr,
+		Size:         len(e.Body),
+		Destinations: []EventDestination{},
+	}
+	attempts, aerr := h.Store.Attempts(r.Context(), e.EventID)
+	for _, f := range h.Forwarder.Status() {
+		if f.Route != e.Route {
+			continue
+		}
+		ed := EventDestination{Destination: f.Destination, Attempts: []Attempt{}}
+		for _, a := range attempts {
+			if a.Route == e.Route && a.Destination == f.Destination {
+				ed.Attempts = append(ed.Attempts, Attempt{At: at(a.Time), Attempt: a.Attempt, Outcome: a.Outcome,
+					Status: a.Status, Error: a.Error, LatencySeconds: a.Latency.Seconds(), NextSeconds: a.Next.Seconds()})
+			}
+		}
+		if aerr != nil {
+			ed.Error = "attempt log: " + aerr.Error()
+		}
+		d, err := h.Store.Delivery(r.Context(), e, seq, f.Destination)
+		if err != nil {
+			ed.State, ed.Error = store.StateUnknown, err.Error()
+		} else {
+			ed.State = d.State
+			if d.DeadLetter != nil {
+				dl := summary(*d.DeadLetter)
+				ed.DeadLetter = &dl
+			}
+			if d.Replay.Exists {
+				ed.Replay = &Replay{Seq: d.Replay.Seq, DeadLetter: d.Replay.Of, At: at(d.Replay.At)}
+			}
+		}
+		out.Destinations = append(out.Destinations, ed)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

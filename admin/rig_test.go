@@ -1,0 +1,208 @@
+package admin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
+)
+
+const token = "s3cret-admin-token"
+
+// fanOut is one route delivering to two destinations; a transient failure
+// waits 1s in backoff, permanent ones are dead-lettered at once.
+const fanOut = `
+defaults:
+  retry: {backoff: fixed, delay: 1s, jitter: none, max_attempts: 3, max_age: 1h}
+  timeout: 2s
+routes:
+  - name: shop
+    path: /hooks/shop
+    destinations:
+      - {name: app, url: "${APP}/hook", slow_start: 0s}
+      - {name: audit, url: "${AUDIT}/hook", slow_start: 0s}
+`
+
+// backend answers each request with the status in its X-Status-<Name>
+// header (200 when absent), unless fail is set, and counts requests per
+// event id.
+type backend struct {
+	*httptest.Server
+	name string
+	mu   sync.Mutex
+	hits map[string]int
+	fail int // when not 0, the status every request gets
+}
+
+func newBackend(t *testing.T, name string) *backend {
+	b := &backend{name: name, hits: map[string]int{}}
+	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		b.mu.Lock()
+		b.hits[r.Header.Get("X-Webhook-Id")]++
+		code := b.fail
+		b.mu.Unlock()
+		if code == 0 {
+			code = 200
+			if v := r.Header.Get("X-Status-" + name); v != "" {
+				code, _ = strconv.Atoi(v)
+			}
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(b.Close)
+	return b
+}
+
+func (b *backend) count(eventID string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.hits[eventID]
+}
+
+func (b *backend) total() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, c := range b.hits {
+		n += c
+	}
+	return n
+}
+
+func (b *backend) failWith(code int) {
+	b.mu.Lock()
+	b.fail = code
+	b.mu.Unlock()
+}
+
+// rig is jethook with its admin API: a real embedded store, the ingress,
+// a forwarder, and two backends.
+type rig struct {
+	t          *testing.T
+	store      *store.Store
+	fwd        *forward.Forwarder
+	ingress    *httptest.Server
+	admin      *httptest.Server
+	app, audit *backend
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	r := &rig{t: t, store: storetest.Open(t, store.Options{}), app: newBackend(t, "App"), audit: newBackend(t, "Audit")}
+	cfg, err := policy.Parse("test.yaml", []byte(fanOut), func(k string) (string, bool) {
+		switch k {
+		case "APP":
+			return r.app.URL, true
+		case "AUDIT":
+			return r.audit.URL, true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := proxy.New(cfg, r.store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ingress = httptest.NewServer(h)
+	t.Cleanup(r.ingress.Close)
+	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: 100 * time.Millisecond}
+	if err := r.fwd.Start(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.fwd.Stop(time.Second) })
+	r.admin = httptest.NewServer(&admin.Handler{Store: r.store, Forwarder: r.fwd, Token: token})
+	t.Cleanup(r.admin.Close)
+	return r
+}
+
+// post sends a webhook whose backends answer with the given statuses
+// ("App": "422") and returns its event id.
+func (r *rig) post(body string, statuses map[string]string) string {
+	r.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, r.ingress.URL+"/hooks/shop", strings.NewReader(body))
+	for name, code := range statuses {
+		req.Header.Set("X-Status-"+name, code)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ack struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&ack); err != nil || resp.StatusCode != 200 {
+		r.t.Fatalf("ingress answered %d (%v)", resp.StatusCode, err)
+	}
+	return ack.ID
+}
+
+// call sends an admin request with the token and decodes the answer into
+// out (when not nil); it returns the status.
+func (r *rig) call(method, path string, body any, out any) int {
+	r.t.Helper()
+	return call(r.t, r.admin.URL, token, method, path, body, out)
+}
+
+func call(t *testing.T, base, tok, method, path string, body any, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, base+path, rd)
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// deadLetters lists the dead letters a query selects.
+func (r *rig) deadLetters(query string) admin.DeadLetterPage {
+	r.t.Helper()
+	var p admin.DeadLetterPage
+	if code := r.call(http.MethodGet, "/v1/deadletters?"+query, nil, &p); code != http.StatusOK {
+		r.t.Fatalf("list %q: %d", query, code)
+	}
+	return p
+}
+
+// waitDeadLetters waits until n dead letters exist.
+func (r *rig) waitDeadLetters(n int) {
+	r.t.Helper()
+	eventually(r.t, strconv.Itoa(n)+" dead letters", func() bool {
+		return len(r.deadLetters("limit=1000").DeadLetters) == n
+	})
+}
+
+func eventually(t *testing.T, msg string, cond func() bool) {
+	t.Helper()
+	storetest.Eventually(t, 10*time.Second, msg, cond)
+}

@@ -1,0 +1,105 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/jethook/jethook/store"
+)
+
+// DestinationStatus is one route × destination in GET /v1/status.
+type DestinationStatus struct {
+	Route       string `json:"route"`
+	Destination string `json:"destination"`
+	URL         string `json:"url"`
+	// Pending counts stored messages not yet attempted.
+	Pending uint64 `json:"pending"`
+	// AckPending counts messages attempted and not settled: InFlight plus
+	// InBackoff (JetStream counts nak-delayed messages as ack pending).
+	AckPending int `json:"ack_pending"`
+	InFlight   int `json:"in_flight"`
+	InBackoff  int `json:"in_backoff"`
+	// DeadLetters counts the destination's dead letters still retained.
+	DeadLetters uint64 `json:"dead_letters"`
+	// Breaker is closed, open or half-open.
+	Breaker          string     `json:"breaker"`
+	BreakerFailures  int        `json:"breaker_failures"`
+	BreakerOpenUntil *time.Time `json:"breaker_open_until,omitempty"`
+	// Paused is true while an operator has paused the destination.
+	Paused bool `json:"paused"`
+	// RetryAfterUntil ends a pause the backend asked for with Retry-After.
+	RetryAfterUntil *time.Time `json:"retry_after_until,omitempty"`
+	SlowStart       bool       `json:"slow_start"`
+	// OldestPendingAt is when the oldest unsettled message was stored.
+	OldestPendingAt         *time.Time `json:"oldest_pending_at,omitempty"`
+	OldestPendingAgeSeconds float64    `json:"oldest_pending_age_seconds,omitempty"`
+	LastSuccessAt           *time.Time `json:"last_success_at,omitempty"`
+	LastFailureAt           *time.Time `json:"last_failure_at,omitempty"`
+	LastStatus              int        `json:"last_status,omitempty"`
+	LastError               string     `json:"last_error,omitempty"`
+	// Error is set when the store could not say more about this destination.
+	Error string `json:"error,omitempty"`
+}
+
+// Status is the answer of GET /v1/status.
+type Status struct {
+	Destinations []DestinationStatus `json:"destinations"`
+}
+
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
+	now := h.Now()
+	out := Status{Destinations: []DestinationStatus{}}
+	backlogs, err := h.Store.Backlogs(r.Context())
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	for _, f := range h.Forwarder.Status() {
+		s := DestinationStatus{
+			Route:            f.Route,
+			Destination:      f.Destination,
+			URL:              f.URL,
+			InFlight:         f.InFlight,
+			Breaker:          string(f.Gate.Breaker),
+			BreakerFailures:  f.Gate.Failures,
+			Paused:           f.Paused,
+			RetryAfterUntil:  at(f.Gate.PausedUntil),
+			BreakerOpenUntil: at(f.Gate.OpenUntil),
+			SlowStart:        f.Gate.SlowStart,
+			LastSuccessAt:    at(f.LastSuccess),
+			LastFailureAt:    at(f.LastFailure),
+			LastStatus:       f.LastStatus,
+			LastError:        f.LastError,
+		}
+		if err := h.backlog(r.Context(), &s, backlogs, now); err != nil {
+			s.Error = err.Error()
+		}
+		out.Destinations = append(out.Destinations, s)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// backlog fills in what the store knows of s's destination.
+func (h *Handler) backlog(ctx context.Context, s *DestinationStatus, backlogs []store.Backlog, now time.Time) error {
+	for _, b := range backlogs {
+		if b.Route == s.Route && b.Destination == s.Destination {
+			s.Pending, s.AckPending = b.Pending, int(b.AckPending)
+			s.InBackoff = max(0, s.AckPending-s.InFlight)
+		}
+	}
+	n, err := h.Store.DeadLetterCount(ctx, store.DeadLetterFilter{Route: s.Route, Destination: s.Destination})
+	if err != nil {
+		return err
+	}
+	s.DeadLetters = n
+	oldest, err := h.Store.OldestUnsettled(ctx, s.Route, s.Destination)
+	if err != nil {
+		return err
+	}
+	if !oldest.IsZero() {
+		s.OldestPendingAt = at(oldest)
+		s.OldestPendingAgeSeconds = max(0, now.Sub(oldest).Seconds())
+	}
+	return nil
+}

@@ -1,0 +1,370 @@
+// Package alert tells an operator, through another channel, what jethook
+// cannot fix alone: events dead-lettered and circuit breakers that open or
+// stay open. A Notifier gathers what happened during a batch window and
+// POSTs it as one Slack-compatible JSON notice ({"text": "..."}), at most
+// MaxPerHour times an hour. Notices name routes, destinations, event ids
+// and reasons, never payloads or secrets.
+package alert
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jethook/jethook/policy"
+)
+
+// Limits that keep one notice readable.
+const (
+	maxLines    = 20 // lines about dead letters and breakers per notice
+	maxExamples = 3  // event ids quoted per route × destination × reason
+)
+
+// postTimeout bounds one POST of a notice.
+const postTimeout = 10 * time.Second
+
+// Notifier batches alerts and posts them. Set the fields, then Start; a
+// nil *Notifier ignores everything, so callers need no check.
+type Notifier struct {
+	// URL receives the notices. It is a secret: it is never logged.
+	URL string
+	// Batch is how long the first event of a burst waits for the rest
+	// (default 1m); it is also how often a rate-limited notice is retried.
+	Batch time.Duration
+	// MaxPerHour bounds the POSTs in any hour (default 30). Past it,
+	// events are counted into the next notice allowed, not dropped.
+	MaxPerHour int
+	// Remind is how often a breaker that stays open is reported again
+	// (default 15m).
+	Remind time.Duration
+	// Client posts the notices (default http.DefaultClient; each POST is
+	// bounded to 10s).
+	Client *http.Client
+	// Logger gets failed posts.
+	Logger *slog.Logger
+	// Now is the clock of the rate limit and the reminders.
+	Now func() time.Time
+
+	mu       sync.Mutex
+	pending  batch
+	breakers map[target]*breaker
+	sent     []time.Time // POSTs within the last hour, oldest first
+	wake     chan struct{}
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+// New returns a Notifier for the `alerts:` block of policies.yaml, or nil
+// when there is none.
+func New(cfg *policy.Alerts, log *slog.Logger) *Notifier {
+	if cfg == nil || cfg.URL == "" {
+		return nil
+	}
+	return &Notifier{URL: cfg.URL, Batch: cfg.Batch, MaxPerHour: cfg.MaxPerHour, Logger: log}
+}
+
+// target is a route × destination.
+type target struct{ route, destination string }
+
+func (t target) String() string { return t.route + " → " + t.destination }
+
+// group is the dead letters of one target for one reason.
+type group struct {
+	target
+	reason string
+}
+
+type deadGroup struct {
+	count    int
+	examples []string
+}
+
+// batch is what the next notice will say.
+type batch struct {
+	start   time.Time // first event not yet told; zero when empty
+	dead    map[group]*deadGroup
+	order   []group // first seen first
+	total   int
+	notes   []string // breaker lines
+	dropped int      // breaker lines beyond maxLines
+}
+
+func (b *batch) empty() bool { return b.total == 0 && len(b.notes) == 0 && b.dropped == 0 }
+
+// breaker is what the Notifier knows of one destination's breaker.
+type breaker struct {
+	since time.Time // opened
+	told  time.Time // last said so
+}
+
+// Start starts the batching loop; Stop ends it.
+func (n *Notifier) Start() {
+	if n == nil {
+		return
+	}
+	if n.Batch <= 0 {
+		n.Batch = time.Minute
+	}
+	if n.MaxPerHour <= 0 {
+		n.MaxPerHour = 30
+	}
+	if n.Remind <= 0 {
+		n.Remind = 15 * time.Minute
+	}
+	if n.Client == nil {
+		n.Client = http.DefaultClient
+	}
+	if n.Logger == nil {
+		n.Logger = slog.New(slog.DiscardHandler)
+	}
+	if n.Now == nil {
+		n.Now = time.Now
+	}
+	n.breakers = map[target]*breaker{}
+	n.wake = make(chan struct{}, 1)
+	n.done = make(chan struct{})
+	ctx, stop := context.WithCancel(context.Background())
+	n.stop = stop
+	go n.run(ctx)
+}
+
+// Stop ends the loop and posts what is pending (if the rate limit allows),
+// waiting up to 10s for it.
+func (n *Notifier) Stop() {
+	if n == nil || n.stop == nil {
+		return
+	}
+	n.stop()
+	<-n.done
+	n.flush(true)
+}
+
+// DeadLettered reports a delivery stored as a dead letter; reason is why
+// jethook gave up ("permanent" or "exhausted").
+func (n *Notifier) DeadLettered(route, destination, eventID, reason string) {
+	if n == nil || n.wake == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	b := &n.pending
+	g := group{target{route, destination}, reason}
+	if b.dead == nil {
+		b.dead = map[group]*deadGroup{}
+	}
+	dg := b.dead[g]
+	if dg == nil {
+		dg = &deadGroup{}
+		b.dead[g] = dg
+		b.order = append(b.order, g)
+	}
+	dg.count++
+	b.total++
+	if len(dg.examples) < maxExamples {
+		dg.examples = append(dg.examples, eventID)
+	}
+	n.opened()
+}
+
+// Breaker reports a destination's breaker state after an attempt; a change
+// (or an open breaker that stays open past Remind) makes a notice line.
+func (n *Notifier) Breaker(route, destination string, open bool) {
+	if n == nil || n.wake == nil {
+		return
+	}
+	t := target{route, destination}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	b, was := n.breakers[t]
+	switch {
+	case open && !was:
+		now := n.Now()
+		n.breakers[t] = &breaker{since: now, told: now}
+		n.note(fmt.Sprintf("breaker opened: %s: attempts stopped until the backend answers again", t))
+	case !open && was:
+		delete(n.breakers, t)
+		n.note(fmt.Sprintf("breaker closed: %s: delivering again after %s", t, round(n.Now().Sub(b.since))))
+	}
+}
+
+// note adds a breaker line to the pending notice. Call with n.mu held.
+func (n *Notifier) note(line string) {
+	if len(n.pending.notes) >= maxLines {
+		n.pending.dropped++
+	} else {
+		n.pending.notes = append(n.pending.notes, line)
+	}
+	n.opened()
+}
+
+// opened starts a batch window at the first event of a notice. Call with
+// n.mu held.
+func (n *Notifier) opened() {
+	if !n.pending.start.IsZero() {
+		return
+	}
+	n.pending.start = n.Now()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Notifier) run(ctx context.Context) {
+	defer close(n.done)
+	tick := time.NewTicker(n.Batch)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.wake:
+			// The first event of a burst: gather the rest for one window.
+			t := time.NewTimer(n.Batch)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		case <-tick.C:
+			n.remind()
+		}
+		n.flush(false)
+	}
+}
+
+// remind notes the breakers that stayed open for another Remind.
+func (n *Notifier) remind() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.Now()
+	targets := make([]target, 0, len(n.breakers))
+	for t := range n.breakers {
+		targets = append(targets, t)
+	}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].String() < targets[j].String() })
+	for _, t := range targets {
+		b := n.breakers[t]
+		if now.Sub(b.told) >= n.Remind {
+			b.told = now
+			n.note(fmt.Sprintf("breaker still open: %s: no deliveries for %s", t, round(now.Sub(b.since))))
+		}
+	}
+}
+
+// flush posts the pending notice once its window has passed (or at once
+// when final) and the hourly limit allows; otherwise it stays pending.
+func (n *Notifier) flush(final bool) {
+	n.mu.Lock()
+	now := n.Now()
+	b := n.pending
+	if b.empty() || (!final && now.Sub(b.start) < n.Batch) {
+		n.mu.Unlock()
+		return
+	}
+	for len(n.sent) > 0 && now.Sub(n.sent[0]) >= time.Hour {
+		n.sent = n.sent[1:]
+	}
+	if len(n.sent) >= n.MaxPerHour {
+		n.mu.Unlock()
+		if final {
+			n.Logger.Warn("alert not sent: hourly limit reached", "dead_letters", b.total)
+		}
+		return
+	}
+	n.sent = append(n.sent, now)
+	n.pending = batch{}
+	n.mu.Unlock()
+	if err := n.post(b.text(now)); err != nil {
+		n.Logger.Warn("alert not sent", "err", err, "dead_letters", b.total)
+	}
+}
+
+// text is the notice: a summary line, then one line per route ×
+// destination × reason and per breaker change.
+func (b *batch) text(now time.Time) string {
+	var s strings.Builder
+	switch {
+	case b.total > 0:
+		fmt.Fprintf(&s, "jethook: %d %s dead-lettered in the last %s", b.total, plural(b.total, "event", "events"), round(now.Sub(b.start)))
+	default:
+		s.WriteString("jethook: circuit breaker")
+	}
+	lines := 0
+	for _, g := range b.order {
+		if lines == maxLines {
+			fmt.Fprintf(&s, "\n• … and %d more destinations", len(b.order)-lines)
+			break
+		}
+		dg := b.dead[g]
+		fmt.Fprintf(&s, "\n• %s: %d %s (%s), e.g. %s", g.target, dg.count, plural(dg.count, "dead letter", "dead letters"), g.reason, strings.Join(dg.examples, ", "))
+		lines++
+	}
+	for _, l := range b.notes {
+		s.WriteString("\n• " + l)
+	}
+	if b.dropped > 0 {
+		fmt.Fprintf(&s, "\n• … and %d more breaker changes", b.dropped)
+	}
+	return s.String()
+}
+
+// notice is the JSON body: Slack's incoming-webhook "text" field, which
+// other chat tools accept too.
+type notice struct {
+	Text string `json:"text"`
+}
+
+func (n *Notifier) post(text string) error {
+	body, err := json.Marshal(notice{Text: text})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), postTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL, bytes.NewReader(body))
+	if err != nil {
+		return errors.New("bad alert URL")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "jethook-alert")
+	resp, err := n.Client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its message quotes the URL, a secret
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("alert URL answered %s", resp.Status)
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func round(d time.Duration) time.Duration {
+	if d >= time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
+}

@@ -1,0 +1,216 @@
+package alert_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/alert"
+	"github.com/jethook/jethook/policy"
+)
+
+// sink is a chat webhook that records each notice and when it came.
+type sink struct {
+	*httptest.Server
+	mu      sync.Mutex
+	texts   []string
+	at      []time.Time
+	replyOK bool
+}
+
+func newSink(t *testing.T) *sink {
+	s := &sink{replyOK: true}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n struct{ Text string }
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &n); err != nil || r.Method != http.MethodPost {
+			t.Errorf("%s %q is not a JSON notice", r.Method, body)
+		}
+		s.mu.Lock()
+		s.texts, s.at = append(s.texts, n.Text), append(s.at, time.Now())
+		ok := s.replyOK
+		s.mu.Unlock()
+		if !ok {
+			w.WriteHeader(http.StatusForbidden)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *sink) all() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.texts...)
+}
+
+func (s *sink) waitFor(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.all()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d notices, want %d: %q", len(s.all()), n, s.all())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return s.all()
+}
+
+func start(t *testing.T, n *alert.Notifier) *alert.Notifier {
+	n.Start()
+	t.Cleanup(n.Stop)
+	return n
+}
+
+func TestABurstOfDeadLettersIsOneNoticeWithTheCount(t *testing.T) {
+	t.Parallel()
+	s := newSink(t)
+	const batch = 300 * time.Millisecond
+	n := start(t, &alert.Notifier{URL: s.URL, Batch: batch})
+	first := time.Now()
+	for i := range 20 {
+		dest := "app"
+		if i%4 == 0 {
+			dest = "crm"
+		}
+		n.DeadLettered("shop", dest, fmt.Sprintf("evt_%d", i), "permanent")
+	}
+	texts := s.waitFor(t, 1)
+	s.mu.Lock()
+	took := s.at[0].Sub(first)
+	s.mu.Unlock()
+	if took < batch || took > batch+time.Second {
+		t.Errorf("the notice came %s after the first dead letter, want one batch window (%s)", took, batch)
+	}
+	time.Sleep(2 * batch) // long enough for a second notice to show up if one were sent
+	if len(s.all()) != 1 {
+		t.Fatalf("%d notices for one burst, want 1: %q", len(s.all()), s.all())
+	}
+	for _, want := range []string{"20 events dead-lettered", "shop → app: 15 dead letters (permanent), e.g. evt_1, evt_2, evt_3",
+		"shop → crm: 5 dead letters (permanent), e.g. evt_0, evt_4, evt_8"} {
+		if !strings.Contains(texts[0], want) {
+			t.Errorf("notice %q does not say %q", texts[0], want)
+		}
+	}
+}
+
+func TestNoticesPastTheHourlyLimitAreCarriedNotDropped(t *testing.T) {
+	t.Parallel()
+	s := newSink(t)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	n := start(t, &alert.Notifier{URL: s.URL, Batch: 50 * time.Millisecond, MaxPerHour: 1, Now: clock})
+
+	n.DeadLettered("shop", "app", "evt_1", "exhausted")
+	advance(time.Second)
+	s.waitFor(t, 1)
+	n.DeadLettered("shop", "app", "evt_2", "exhausted")
+	n.DeadLettered("shop", "app", "evt_3", "exhausted")
+	advance(time.Second)
+	time.Sleep(300 * time.Millisecond)
+	if got := len(s.all()); got != 1 {
+		t.Fatalf("%d notices within the hour, want 1 (max_per_hour)", got)
+	}
+	advance(time.Hour)
+	texts := s.waitFor(t, 2)
+	if !strings.Contains(texts[1], "2 events dead-lettered") || !strings.Contains(texts[1], "evt_2, evt_3") {
+		t.Errorf("the held notice says %q, want both held dead letters", texts[1])
+	}
+}
+
+func TestABreakerThatOpensStaysOpenAndClosesIsTold(t *testing.T) {
+	t.Parallel()
+	s := newSink(t)
+	n := start(t, &alert.Notifier{URL: s.URL, Batch: 50 * time.Millisecond, Remind: 150 * time.Millisecond})
+	n.Breaker("shop", "app", false)
+	n.Breaker("shop", "app", true)
+	n.Breaker("shop", "app", true) // still open after a failed probe: no new line
+	texts := s.waitFor(t, 1)
+	if !strings.Contains(texts[0], "breaker opened: shop → app") || strings.Count(texts[0], "breaker") != 2 {
+		t.Errorf("first notice %q, want one breaker-opened line", texts[0])
+	}
+	texts = s.waitFor(t, 2)
+	if !strings.Contains(texts[1], "breaker still open: shop → app") {
+		t.Errorf("reminder %q, want breaker still open", texts[1])
+	}
+	n.Breaker("shop", "app", false)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		texts = s.all()
+		if strings.Contains(texts[len(texts)-1], "breaker closed: shop → app") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no breaker-closed notice: %q", texts)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestAFailedPostLogsNeitherTheURLNorThePayload(t *testing.T) {
+	t.Parallel()
+	s := newSink(t)
+	s.replyOK = false
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	secretURL := s.URL + "/services/T000/B000/s3cr3t"
+	n := start(t, &alert.Notifier{URL: secretURL, Batch: 20 * time.Millisecond, Logger: log})
+	n.DeadLettered("shop", "app", "evt_1", "permanent")
+	s.waitFor(t, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		out := logs.String()
+		mu.Unlock()
+		if strings.Contains(out, "alert not sent") {
+			if strings.Contains(out, "s3cr3t") {
+				t.Errorf("log %q holds the alert URL", out)
+			}
+			if !strings.Contains(out, "403") {
+				t.Errorf("log %q does not say what the URL answered", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a failed post was not logged")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestWithoutAnAlertsBlockNothingIsSent(t *testing.T) {
+	t.Parallel()
+	n := alert.New(nil, nil)
+	if n != nil {
+		t.Fatalf("New(nil) = %v, want nil", n)
+	}
+	n.Start()
+	n.DeadLettered("shop", "app", "evt_1", "permanent")
+	n.Breaker("shop", "app", true)
+	n.Stop()
+	if got := alert.New(&policy.Alerts{URL: "https://chat.example/hook", Batch: time.Minute, MaxPerHour: 30}, nil); got == nil || got.URL == "" {
+		t.Errorf("New with an alerts block = %v", got)
+	}
+}

@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// tiny is a run small enough for go test -race; no figure it produces is
+// asserted beyond being there.
+func tiny(t *testing.T) Options {
+	return Options{
+		Duration:        30 * time.Second, // Requests ends each case first
+		Requests:        200,
+		Events:          200,
+		Clients:         8,
+		DestConcurrency: 8,
+		DeliveryTimeout: 30 * time.Second,
+		Dir:             t.TempDir(),
+	}
+}
+
+func TestIngestAnswersEveryRequest(t *testing.T) {
+	t.Parallel()
+	r, err := Ingest(context.Background(), tiny(t), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]Load{"bare": r.Bare, "jethook": r.Jethook, "sync_always": r.SyncAlways} {
+		if l.Requests != 200 || l.Failed != 0 {
+			t.Errorf("%s: %d answered 200, %d failed; want 200 and 0", name, l.Requests, l.Failed)
+		}
+		if l.PerSecond() <= 0 || l.P50 <= 0 || l.P99 < l.P50 {
+			t.Errorf("%s: rate %.0f/s, p50 %s, p99 %s; want positive figures with p99 ≥ p50", name, l.PerSecond(), l.P50, l.P99)
+		}
+	}
+}
+
+func TestEndToEndDeliversEveryEvent(t *testing.T) {
+	t.Parallel()
+	r, err := EndToEnd(context.Background(), tiny(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Direct.Requests != 200 || r.Ingest.Requests != 200 {
+		t.Errorf("direct answered %d, jethook ingress %d; want 200 each", r.Direct.Requests, r.Ingest.Requests)
+	}
+	if r.Delivered != 200 {
+		t.Errorf("delivered %d events through jethook, want 200", r.Delivered)
+	}
+	if r.PerSecond() <= 0 || r.Direct.PerSecond() <= 0 {
+		t.Errorf("rates %.0f/s through jethook, %.0f/s direct; want both positive", r.PerSecond(), r.Direct.PerSecond())
+	}
+}
+
+func TestBodyIsJSONOfTheAskedSizeAndUniquePerSequence(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		seq      int64
+		size     int
+		wantSize int
+	}{
+		{"a 1 KiB body is exactly 1024 bytes", 7, 1024, 1024},
+		{"a large sequence number still fits", 1 << 40, 1024, 1024},
+		{"a size below the fields' own grows to hold them", 3, 10, len(`{"id":"evt_3","type":"bench.event","pad":""}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := body(tc.seq, tc.size)
+			if len(b) != tc.wantSize {
+				t.Errorf("len = %d, want %d", len(b), tc.wantSize)
+			}
+			var v map[string]string
+			if err := json.Unmarshal(b, &v); err != nil {
+				t.Fatalf("not JSON: %v: %s", err, b)
+			}
+			if string(body(tc.seq+1, tc.size)) == string(b) {
+				t.Error("two sequence numbers gave the same body")
+			}
+		})
+	}
+}
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	t.Parallel()
+	sorted := make([]time.Duration, 100)
+	for i := range sorted {
+		sorted[i] = time.Duration(i + 1)
+	}
+	if got := percentile(sorted, 50); got != 50 {
+		t.Errorf("p50 of 1..100 = %d, want 50", got)
+	}
+	if got := percentile(sorted, 99); got != 99 {
+		t.Errorf("p99 of 1..100 = %d, want 99", got)
+	}
+	if got := percentile(nil, 99); got != 0 {
+		t.Errorf("p99 of nothing = %d, want 0", got)
+	}
+}

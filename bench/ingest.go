@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+)
+
+// IngestResult compares, at one client concurrency, the bare handler with
+// jethook's ingress, which answers 200 only once the store has acked the
+// webhook. The forwarder is not running: this is ingest alone.
+type IngestResult struct {
+	Bare       Load // the ceiling: read the body, answer 200
+	Jethook    Load // store fsyncs on its interval (the default)
+	SyncAlways Load // store fsyncs every write before it acks
+}
+
+// Ingest runs the three cases one after the other at concurrency, each
+// jethook case on a fresh store, so their ratios come from the same minute.
+// Requests that fail are counted in each Load, not returned as an error.
+func Ingest(ctx context.Context, o Options, concurrency int) (IngestResult, error) {
+	o.applyDefaults()
+	var r IngestResult
+	s, err := listen(bare)
+	if err != nil {
+		return r, err
+	}
+	r.Bare = run(ctx, s.URL+hookPath, concurrency, o.Requests, o.Duration, o.BodySize)
+	s.close()
+
+	// The destination is never called: the forwarder does not run.
+	cfg, err := config("http://127.0.0.1:9/unused", o.DestConcurrency)
+	if err != nil {
+		return r, err
+	}
+	for _, c := range []struct {
+		sync bool
+		load *Load
+	}{{false, &r.Jethook}, {true, &r.SyncAlways}} {
+		st, err := startStack(ctx, o, cfg, c.sync, false)
+		if err != nil {
+			return r, fmt.Errorf("start jethook: %w", err)
+		}
+		*c.load = run(ctx, st.ingress.URL+hookPath, concurrency, o.Requests, o.Duration, o.BodySize)
+		st.close()
+	}
+	return r, ctx.Err()
+}

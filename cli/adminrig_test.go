@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
+)
+
+const adminToken = "cli-test-token"
+
+// opsConfig is the policies file of the operations tests; %s is the
+// backend's URL.
+const opsConfig = `
+defaults:
+  retry: {backoff: fixed, delay: 1s, jitter: none, max_attempts: 3, max_age: 1h}
+  timeout: 2s
+routes:
+  - name: shop
+    path: /hooks/shop
+    destinations:
+      - {name: app, url: "BACKEND/app", slow_start: 0s}
+      - {name: audit, url: "BACKEND/audit", slow_start: 0s}
+`
+
+// opsRig is jethook wired as Serve wires it, minus the listeners: store,
+// forwarder, ingress, reloader and admin API over HTTP, and a backend that
+// answers each path with the status in the X-Status-<path> header.
+type opsRig struct {
+	t       *testing.T
+	config  string // path of the policies file
+	backend *httptest.Server
+	ingress *httptest.Server
+	admin   *httptest.Server
+	client  *adminClient
+	mu      sync.Mutex
+	hits    map[string]int // per path and event id: "/app sha256:…"
+}
+
+func newOpsRig(t *testing.T) *opsRig {
+	t.Helper()
+	r := &opsRig{t: t, hits: map[string]int{}}
+	r.backend = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		r.mu.Lock()
+		r.hits[req.URL.Path+" "+req.Header.Get("X-Webhook-Id")]++
+		r.mu.Unlock()
+		code := 200
+		if v := req.Header.Get("X-Status-" + strings.TrimPrefix(req.URL.Path, "/")); v != "" {
+			code, _ = strconv.Atoi(v)
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(r.backend.Close)
+	r.config = filepath.Join(t.TempDir(), "policies.yaml")
+	r.write(opsConfig)
+	cfg, err := policy.Load(r.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := storetest.Open(t, store.Options{})
+	log := slog.New(slog.DiscardHandler)
+	fwd := &forward.Forwarder{Store: st, Logger: log, FetchWait: 100 * time.Millisecond}
+	if err := fwd.Start(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fwd.Stop(time.Second) })
+	h, err := proxy.New(cfg, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ingress = httptest.NewServer(h)
+	t.Cleanup(r.ingress.Close)
+	s := Settings{Config: r.config, Retention: 72 * time.Hour}
+	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, log: log}
+	r.admin = httptest.NewServer(&admin.Handler{Store: st, Forwarder: fwd, Token: adminToken, Reload: rl.reload, Logger: log})
+	t.Cleanup(r.admin.Close)
+	r.client = adminFromEnv(func(k string) string {
+		return map[string]string{"JETHOOK_ADMIN_URL": r.admin.URL, "JETHOOK_ADMIN_TOKEN": adminToken}[k]
+	})
+	return r
+}
+
+// write replaces the policies file; BACKEND becomes the backend's URL.
+func (r *opsRig) write(yaml string) {
+	r.t.Helper()
+	if err := os.WriteFile(r.config, []byte(strings.ReplaceAll(yaml, "BACKEND", r.backend.URL)), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// post sends a webhook to path with the given X-Status-* headers and
+// returns the ingress status and the event id.
+func (r *opsRig) post(path, body string, statuses map[string]string) (int, string) {
+	r.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, r.ingress.URL+path, strings.NewReader(body))
+	for k, v := range statuses {
+		req.Header.Set("X-Status-"+k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ack struct{ ID string }
+	_ = json.NewDecoder(resp.Body).Decode(&ack)
+	return resp.StatusCode, ack.ID
+}
+
+func (r *opsRig) count(path, eventID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hits[path+" "+eventID]
+}
+
+// run runs a command function against the rig's admin API.
+func (r *opsRig) run(cmd func(context.Context, *adminClient, []string, io.Writer) error, args ...string) (string, error) {
+	r.t.Helper()
+	var out strings.Builder
+	err := cmd(context.Background(), r.client, args, &out)
+	return out.String(), err
+}
+
+func (r *opsRig) deadLetterCount() int {
+	var c struct{ Count int }
+	if err := r.client.call(context.Background(), http.MethodGet, "/v1/deadletters/count", nil, nil, &c); err != nil {
+		r.t.Fatal(err)
+	}
+	return c.Count
+}
+
+func eventually(t *testing.T, msg string, cond func() bool) {
+	t.Helper()
+	storetest.Eventually(t, 10*time.Second, msg, cond)
+}

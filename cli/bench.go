@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jethook/jethook/bench"
+)
+
+func runBench(ctx context.Context, args []string, out io.Writer) error {
+	fs := flags("bench", out)
+	duration := fs.Duration("duration", 5*time.Second, "length of each ingest case")
+	levels := fs.String("concurrency", "16,64", "client concurrencies of the ingest cases, comma-separated")
+	count := fs.Int("count", 20_000, "webhooks sent end to end")
+	clients := fs.Int("clients", 64, "client concurrency of the end-to-end runs, through jethook and direct")
+	destConc := fs.Int("dest-concurrency", 64, "jethook's concurrency toward the backend")
+	size := fs.Int("body", 1024, "JSON body size in bytes")
+	dir := fs.String("dir", "", "where the stores' temporary data go (default the system temporary directory)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	conc, err := concurrencies(*levels)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"count", *count}, {"clients", *clients}, {"dest-concurrency", *destConc}, {"body", *size}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%w: -%s must be positive", errUsage, f.name)
+		}
+	}
+	if *duration <= 0 {
+		return fmt.Errorf("%w: -duration must be positive", errUsage)
+	}
+	o := bench.Options{
+		Duration:        *duration,
+		BodySize:        *size,
+		Events:          *count,
+		Clients:         *clients,
+		DestConcurrency: *destConc,
+		Dir:             *dir,
+	}
+
+	fmt.Fprintf(out, "jethook bench: %d CPUs, %s %s/%s, %d-byte JSON bodies, loopback%s\n",
+		runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, *size, loadAverage())
+	fmt.Fprintf(out, "\nIngest: %s per case; jethook answers 200 once the store acked (forwarder off)\n", *duration)
+	fmt.Fprintf(out, "%-20s %7s %9s %9s %9s %7s %8s %6s\n", "CASE", "CLIENTS", "REQ/S", "P50", "P99", "÷ BARE", "CPU/REQ", "FAILED")
+	for _, c := range conc {
+		r, err := bench.Ingest(ctx, o, c)
+		if err != nil {
+			return err
+		}
+		for _, row := range []struct {
+			name string
+			l    bench.Load
+		}{{"bare net/http", r.Bare}, {"jethook", r.Jethook}, {"jethook sync_always", r.SyncAlways}} {
+			fmt.Fprintf(out, "%-20s %7d %9.0f %9s %9s %7.2f %8s %6d\n", row.name, c, row.l.PerSecond(),
+				millis(row.l.P50), millis(row.l.P99), ratio(row.l.PerSecond(), r.Bare.PerSecond()),
+				micros(row.l.CPUPerRequest()), row.l.Failed)
+		}
+	}
+
+	fmt.Fprintf(out, "\nEnd to end: %d webhooks, %d clients, destination concurrency %d; first post to last delivery\n",
+		*count, *clients, *destConc)
+	r, err := bench.EndToEnd(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%-20s %9s %9s %9s %9s\n", "PATH", "EVENTS/S", "ELAPSED", "÷ DIRECT", "CPU/EVENT")
+	fmt.Fprintf(out, "%-20s %9.0f %9s %9.2f %9s\n", "direct to backend", r.Direct.PerSecond(),
+		seconds(r.Direct.Elapsed), 1.0, micros(r.Direct.CPUPerRequest()))
+	fmt.Fprintf(out, "%-20s %9.0f %9s %9.2f %9s\n", "through jethook", r.PerSecond(), seconds(r.Elapsed),
+		ratio(r.PerSecond(), r.Direct.PerSecond()), micros(r.CPUPerEvent()))
+	fmt.Fprintf(out, "(ingress took the %d posts at %.0f req/s, p99 %s; %d repeated deliveries)\n",
+		r.Ingest.Requests, r.Ingest.PerSecond(), millis(r.Ingest.P99), r.Repeats)
+	if la := loadAverage(); la != "" {
+		fmt.Fprintf(out, "\ndone%s\n", la)
+	}
+	return nil
+}
+
+// concurrencies parses "16,64".
+func concurrencies(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%w: -concurrency %q: want positive integers separated by commas", errUsage, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// loadAverage is ", load average 0.52 0.61 0.70" where /proc/loadavg
+// exists: the bench shares the machine, and its numbers mean little
+// without it.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return ", load average " + strings.Join(f[:3], " ")
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func millis(d time.Duration) string {
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
+
+// micros prints a CPU cost; zero means the platform does not report one.
+func micros(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// deadLetters makes n dead letters at audit (422) and returns their ids.
+func (r *opsRig) deadLetters(n int) []string {
+	r.t.Helper()
+	var ids []string
+	for i := range n {
+		_, id := r.post("/hooks/shop", fmt.Sprintf(`{"d":%d}`, i), map[string]string{"audit": "422"})
+		ids = append(ids, id)
+	}
+	eventually(r.t, fmt.Sprintf("%d dead letters", n), func() bool { return r.deadLetterCount() == n })
+	return ids
+}
+
+func TestDLQListShowsATableAndTheNextPage(t *testing.T) {
+	t.Parallel()
+	r := newOpsRig(t)
+	ids := r.deadLetters(3)
+	out, err := r.run(dlq, "ls", "-route", "shop", "-destination", "audit", "-limit", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "SEQ") || !strings.HasPrefix(lines[3], "more: jethook dlq ls -cursor 3") {
+		t.Fatalf("want a header, two rows and the next page:\n%s", out)
+	}
+	if f := strings.Fields(lines[1]); f[0] != "1" || f[1] != "shop" || f[2] != "audit" || f[3] != ids[0] || f[4] != "permanent" || f[5] != "422" {
+		t.Errorf("first row: %s", lines[1])
+	}
+	out, err = r.run(dlq, "ls", "-status", "5xx")
+	if err != nil || strings.TrimSpace(out) != "no dead letters" {
+		t.Errorf("a filter matching nothing: %v %q", err, out)
+	}
+	out, err = r.run(dlq, "ls", "-json")
+	var page struct {
+		DeadLetters []json.RawMessage `json:"dead_letters"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.DeadLetters) != 3 {
+		t.Errorf("-json: %v\n%s", err, out)
+	}
+	if _, err := r.run(dlq, "ls", "-status", "teapot"); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("a bad filter: %v", err)
+	}
+}
+
+func TestDLQShowPrintsWhyAndTheRequest(t *testing.T) {
+	t.Parallel()
+	r := newOpsRig(t)
+	ids := r.deadLetters(1)
+	out, err := r.run(dlq, "show", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dead letter 1", "event:         " + ids[0], "route:         shop -> audit",
+		"reason:        permanent, last status 422", "attempts:      1", "X-Status-Audit: 422", "body:\n{\"d\":0}"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := r.run(dlq, "show"); !errors.Is(err, errUsage) {
+		t.Errorf("show without a seq: %v", err)
+	}
+}
+
+func TestDLQReplayPrintsProgressAndReplaysOnlyOnce(t *testing.T) {
+	t.Parallel()
+	r := newOpsRig(t)
+	ids := r.deadLetters(5)
+	out, err := r.run(dlq, "replay", "-route", "shop", "-destination", "audit", "-page", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"replayed 2/5\n", "replayed 4/5\n", "replayed 5/5\n", "queued 5, skipped 0 already replayed\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, id := range ids {
+		eventually(t, "the replay reached audit", func() bool { return r.count("/audit", id) == 2 })
+		if n := r.count("/app", id); n != 1 {
+			t.Errorf("app got %s %d times, want once", id, n)
+		}
+	}
+	out, err = r.run(dlq, "replay", "-seq", "1,2")
+	if err != nil || !strings.Contains(out, "queued 0, skipped 2 already replayed") {
+		t.Errorf("replaying again: %v\n%s", err, out)
+	}
+	if _, err := r.run(dlq, "replay", "-seq", "1", "-route", "shop"); !errors.Is(err, errUsage) {
+		t.Errorf("-seq with a filter: %v", err)
+	}
+}
+
+func TestDLQPurgeNeedsASelectionAndSaysHowManyWent(t *testing.T) {
+	t.Parallel()
+	r := newOpsRig(t)
+	r.deadLetters(3)
+	if _, err := r.run(dlq, "purge"); !errors.Is(err, errUsage) {
+		t.Errorf("purge naming nothing: %v", err)
+	}
+	out, err := r.run(dlq, "purge", "-seq", "1")
+	if err != nil || out != "purged 1 dead letters\n" {
+		t.Errorf("by seq: %v %q", err, out)
+	}
+	out, err = r.run(dlq, "purge", "-all")
+	if err != nil || out != "purged 2 dead letters\n" {
+		t.Errorf("all: %v %q", err, out)
+	}
+}

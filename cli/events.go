@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jethook/jethook/admin"
+)
+
+func runEvents(ctx context.Context, args []string, out io.Writer) error {
+	return events(ctx, adminFromEnv(os.Getenv), args, out)
+}
+
+// events runs "events show ID": when the event came in and where it
+// stands at each destination, with its attempts.
+func events(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
+	fs := flags("events show", out)
+	asJSON := fs.Bool("json", false, "print the API's JSON answer")
+	pos, err := parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 || pos[0] != "show" {
+		return fmt.Errorf("%w: want: jethook events show EVENT_ID [-json]", errUsage)
+	}
+	var raw json.RawMessage
+	if err := c.call(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(pos[1]), nil, nil, &raw); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(out, raw)
+	}
+	var ev admin.Event
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return fmt.Errorf("admin API answer: %w", err)
+	}
+	fmt.Fprintf(out, "event %s\n", ev.EventID)
+	fmt.Fprintf(out, "route:     %s\n", ev.Route)
+	fmt.Fprintf(out, "received:  %s from %s (%d bytes, seq %d)\n", stamp(ev.ReceivedAt), ev.RemoteAddr, ev.Size, ev.Seq)
+	for _, d := range ev.Destinations {
+		line := fmt.Sprintf("\ndestination %s: %s", d.Destination, strings.ReplaceAll(d.State, "_", " "))
+		if dl := d.DeadLetter; dl != nil {
+			line += fmt.Sprintf(" (dead letter %d: %s, %s after %d attempts)", dl.Seq, dl.Reason, failureText(dl.LastStatus, dl.LastError), dl.Attempts)
+		}
+		if rp := d.Replay; rp != nil {
+			line += fmt.Sprintf("; replayed %s from dead letter %d", stamp(rp.At), rp.DeadLetter)
+		}
+		fmt.Fprintln(out, line)
+		if d.Error != "" {
+			fmt.Fprintf(out, "  warning: %s\n", d.Error)
+		}
+		if len(d.Attempts) == 0 {
+			continue
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ATTEMPT\tAT\tOUTCOME\tSTATUS\tLATENCY\tNEXT\tERROR")
+		for _, a := range d.Attempts {
+			next := "-"
+			if a.NextSeconds > 0 {
+				next = secs(a.NextSeconds).String()
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, stamp(a.At), a.Outcome, statusText(a.Status),
+				secs(a.LatencySeconds).Round(time.Millisecond), next, clip(a.Error, 60))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// stamp prints a time in UTC to the second; "-" for nil.
+func stamp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func statusText(code int) string {
+	if code == 0 {
+		return "-"
+	}
+	return fmt.Sprint(code)
+}
+
+// failureText is a dead letter's last status or error.
+func failureText(status int, err string) string {
+	switch {
+	case status != 0:
+		return fmt.Sprintf("last status %d", status)
+	case err != "":
+		return "last error: " + clip(err, 60)
+	}
+	return "no response"
+}

@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/jethook/jethook/metrics"
+	"github.com/jethook/jethook/store"
+)
+
+// newMetrics creates jethook's metrics in a registry of their own, with the
+// Go runtime and process collectors, and the backlog gauges read from st's
+// consumers at scrape time. Serve m.Handler() at /metrics.
+func newMetrics(st *store.Store) *metrics.Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	m.SetBacklog(func(ctx context.Context) ([]metrics.BacklogRow, error) {
+		bs, err := st.Backlogs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rows := make([]metrics.BacklogRow, len(bs))
+		for i, b := range bs {
+			rows[i] = metrics.BacklogRow{Route: b.Route, Destination: b.Destination, Pending: b.Pending, AckPending: b.AckPending}
+		}
+		return rows, nil
+	})
+	return m
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jethook/jethook/admin"
+)
+
+func runStatus(ctx context.Context, args []string, out io.Writer) error {
+	return status(ctx, adminFromEnv(os.Getenv), args, out)
+}
+
+// status prints each destination's backlog, dead letters, breaker and
+// pause state, and its last success and failure.
+func status(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
+	fs := flags("status", out)
+	asJSON := fs.Bool("json", false, "print the API's JSON answer")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.call(ctx, http.MethodGet, "/v1/status", nil, nil, &raw); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(out, raw)
+	}
+	var st admin.Status
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("admin API answer: %w", err)
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROUTE\tDESTINATION\tSTATE\tPENDING\tIN FLIGHT\tIN BACKOFF\tDEAD\tOLDEST\tLAST SUCCESS\tLAST FAILURE")
+	for _, d := range st.Destinations {
+		oldest := "-"
+		if d.OldestPendingAt != nil {
+			oldest = age(time.Duration(d.OldestPendingAgeSeconds * float64(time.Second)))
+		}
+		failure := ago(d.LastFailureAt, now)
+		if d.LastFailureAt != nil {
+			failure += ": " + clip(lastFailure(d), 40)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", d.Route, d.Destination, destState(d),
+			d.Pending, d.InFlight, d.InBackoff, d.DeadLetters, oldest, ago(d.LastSuccessAt, now), failure)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, d := range st.Destinations {
+		if d.Error != "" {
+			fmt.Fprintf(out, "warning: %s/%s: %s\n", d.Route, d.Destination, d.Error)
+		}
+	}
+	return nil
+}
+
+// destState sums up a destination's gate: paused, breaker open or
+// half-open, waiting for a Retry-After, ramping up, or ok.
+func destState(d admin.DestinationStatus) string {
+	switch {
+	case d.Paused:
+		return "paused"
+	case d.Breaker != "closed" && d.Breaker != "":
+		return "breaker " + d.Breaker
+	case d.RetryAfterUntil != nil:
+		return "retry-after"
+	case d.SlowStart:
+		return "slow start"
+	}
+	return "ok"
+}
+
+func lastFailure(d admin.DestinationStatus) string {
+	if d.LastError != "" {
+		return d.LastError
+	}
+	return "status " + strconv.Itoa(d.LastStatus)
+}

@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// mode is how the backend answers.
+type mode int32
+
+const (
+	healthy mode = iota // 200 to everything
+	down                // 503 to everything
+	flaky               // 30 % 503, 5 % hang past jethook's timeout, else 200
+)
+
+// hangCap bounds a hanging answer in case the client never hangs up.
+const hangCap = 5 * time.Second
+
+// webhook is the body the tests post: N identifies it, since the event id
+// is jethook's to choose.
+type webhook struct {
+	Test string `json:"test"`
+	N    int    `json:"n"`
+	Pad  string `json:"pad"`
+}
+
+func webhookBody(test string, n int) []byte {
+	b, err := json.Marshal(webhook{Test: test, N: n, Pad: strings.Repeat("x", 200)})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// delivery is one 2xx answer the backend gave.
+type delivery struct {
+	id      string // X-Webhook-ID
+	attempt string // X-Webhook-Attempt
+}
+
+// backend is the app behind jethook: a real HTTP server that answers
+// according to its mode and records every attempt by webhook number.
+type backend struct {
+	*httptest.Server
+	mode atomic.Int32
+
+	mu        sync.Mutex
+	attempts  map[int]int        // requests per webhook, any answer
+	delivered map[int][]delivery // 2xx answers per webhook
+	okTimes   []time.Time        // every 2xx answer, in order
+	inflight  int
+	lastReq   time.Time // when the last request arrived or finished
+	bad       []string  // requests the backend could not attribute
+}
+
+func newBackend(t *testing.T, m mode) *backend {
+	t.Helper()
+	b := &backend{attempts: map[int]int{}, delivered: map[int][]delivery{}}
+	b.mode.Store(int32(m))
+	b.Server = httptest.NewServer(http.HandlerFunc(b.serve))
+	t.Cleanup(b.Close)
+	return b
+}
+
+func (b *backend) setMode(m mode) { b.mode.Store(int32(m)) }
+
+func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	var wh webhook
+	if err == nil {
+		err = json.Unmarshal(body, &wh)
+	}
+	id := r.Header.Get("X-Webhook-Id")
+	b.mu.Lock()
+	b.inflight++
+	b.lastReq = time.Now()
+	if err != nil || wh.N <= 0 || id == "" {
+		b.bad = append(b.bad, fmt.Sprintf("%s %s id=%q body=%.80q err=%v", r.Method, r.URL.Path, id, body, err))
+	} else {
+		b.attempts[wh.N]++
+	}
+	b.mu.Unlock()
+
+	status := b.answer()
+	if status == 0 {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(hangCap):
+		}
+		status = http.StatusServiceUnavailable // never counted as delivered
+	}
+	b.mu.Lock()
+	b.inflight--
+	b.lastReq = time.Now()
+	if status/100 == 2 && wh.N > 0 && id != "" {
+		b.delivered[wh.N] = append(b.delivered[wh.N], delivery{id: id, attempt: r.Header.Get("X-Webhook-Attempt")})
+		b.okTimes = append(b.okTimes, time.Now())
+	}
+	b.mu.Unlock()
+	w.WriteHeader(status)
+}
+
+// answer picks a status for one request; 0 means hang.
+func (b *backend) answer() int {
+	switch mode(b.mode.Load()) {
+	case down:
+		return http.StatusServiceUnavailable
+	case flaky:
+		switch x := rand.Float64(); {
+		case x < 0.05:
+			return 0
+		case x < 0.35:
+			return http.StatusServiceUnavailable
+		}
+	}
+	return http.StatusOK
+}
+
+// missing lists the webhooks of ns the backend has not accepted yet.
+func (b *backend) missing(ns []int) []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []int
+	for _, n := range ns {
+		if len(b.delivered[n]) == 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// unattempted lists the webhooks of ns the backend has not seen yet.
+func (b *backend) unattempted(ns []int) []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []int
+	for _, n := range ns {
+		if b.attempts[n] == 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// quietFor reports whether no request is open and none came or went in d.
+func (b *backend) quietFor(d time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inflight == 0 && time.Since(b.lastReq) >= d
+}
+
+// snapshot is what the backend was doing at one moment.
+type snapshot struct {
+	inflight int // requests open (jethook has not settled them)
+	recentOK int // 2xx answers in the window before (acks maybe not yet on disk)
+}
+
+func (b *backend) snapshot(window time.Duration) snapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := snapshot{inflight: b.inflight}
+	since := time.Now().Add(-window)
+	for i := len(b.okTimes) - 1; i >= 0 && b.okTimes[i].After(since); i-- {
+		s.recentOK++
+	}
+	return s
+}
+
+// report summarises the deliveries of the webhooks 1..n.
+type report struct {
+	attempts   int // requests for them, any answer
+	duplicates int // webhooks accepted more than once
+	extra      int // accepted answers beyond the first of each
+	most       int // most 2xx answers for one webhook
+	bad        []string
+}
+
+func (b *backend) report(n int) report {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := report{bad: append([]string(nil), b.bad...)}
+	for i := 1; i <= n; i++ {
+		r.attempts += b.attempts[i]
+		ds := b.delivered[i]
+		if len(ds) > 1 {
+			r.duplicates++
+			r.extra += len(ds) - 1
+		}
+		r.most = max(r.most, len(ds))
+	}
+	return r
+}
+
+// deliveries returns the 2xx answers for webhook n.
+func (b *backend) deliveries(n int) []delivery {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]delivery(nil), b.delivered[n]...)
+}

@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ackWait is how long the server waits before it redelivers a message
+// jethook fetched and never settled, as when it was killed mid-attempt:
+// the destination's timeout (500ms below) plus ackMargin (5s) in
+// forward/forward.go. Duplicates caused by a kill have all arrived by then.
+const ackWait = 500*time.Millisecond + 5*time.Second
+
+// fastRetry is the issue's fast schedule: a webhook cycles through many
+// attempts in a few seconds.
+const fastRetry = "{backoff: exponential, base: 50ms, multiplier: 2, max_delay: 500ms, jitter: full, max_attempts: 1000, max_age: 1h}"
+
+// policies is one route, /hooks/crash, with the given retry schedule and
+// a 500ms timeout to the backend. The breaker and slow start are off: this
+// suite is about kills and outages, and a breaker opened by the flaky
+// backend would only add 30 s pauses.
+func policies(backendURL, retry string) string {
+	return fmt.Sprintf(`
+defaults:
+  retry: %s
+  timeout: 500ms
+routes:
+  - name: crash
+    path: /hooks/crash
+    provider: none
+    destinations:
+      - name: app
+        url: %s/hook
+        concurrency: 16
+        breaker: {failures: 0}
+        slow_start: 0s
+`, retry, backendURL)
+}
+
+// TestKillNineLosesNothing is the kill -9 loop of issue 7: webhooks are
+// posted at concurrency against a flaky backend while jethook is killed
+// with SIGKILL at random moments and restarted on the same data directory
+// and port. Every webhook jethook acknowledged must reach the backend. Run
+// it at scale with
+//
+//	JETHOOK_CRASH_N=2000 JETHOOK_CRASH_KILLS=5 go test ./e2e/ -run KillNineLoses -v
+func TestKillNineLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kill -9 loop: skipped with -short")
+	}
+	n := envInt(t, "JETHOOK_CRASH_N", 400)
+	kills := envInt(t, "JETHOOK_CRASH_KILLS", 3)
+	const workers = 16
+
+	be := newBackend(t, flaky)
+	jh := newProcess(t, policies(be.URL, fastRetry), nil)
+	began := time.Now()
+	jh.start()
+	po := newPoster(jh.url("/hooks/crash"), t.Name())
+
+	// Pace the posts so that posting spans every kill, whatever the
+	// machine's speed: about 1.5 s of posting per kill.
+	pace := time.Duration(kills) * 1500 * time.Millisecond / time.Duration(n)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+time.Duration(n)*pace)
+	defer cancel()
+	var postErr error
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		postErr = po.postAll(ctx, n, workers, pace)
+	}()
+
+	// Kill when the acknowledged count reaches random points spread over
+	// the run, plus up to 50 ms, so kills land at any stage of a request.
+	points := make([]int, kills)
+	for i := range points {
+		points[i] = n/20 + rand.IntN(max(1, n*9/10))
+	}
+	slices.Sort(points)
+	type kill struct {
+		acked int
+		snap  snapshot
+		down  time.Duration
+	}
+	var done []kill
+	var lastKill time.Time
+	reached := func(acked int) {
+		for po.ackedCount() < acked {
+			select {
+			case <-posted: // a post failed for good: no more acks will come
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
+	for _, at := range points {
+		reached(at)
+		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
+		k := kill{acked: po.ackedCount(), snap: be.snapshot(200 * time.Millisecond)}
+		jh.kill()
+		lastKill = time.Now()
+		jh.start()
+		k.down = time.Since(lastKill)
+		done = append(done, k)
+	}
+	<-posted
+	if postErr != nil {
+		t.Fatalf("posting: %v", postErr)
+	}
+	postedIn := time.Since(began)
+	acked := po.ackedIDs()
+	if len(acked) != n {
+		t.Fatalf("jethook acknowledged %d of %d webhooks", len(acked), n)
+	}
+
+	// Every acknowledged webhook must arrive. Then wait out the ack wait
+	// after the last kill, so every redelivery a kill caused is counted.
+	ns := make([]int, 0, n)
+	for i := 1; i <= n; i++ {
+		ns = append(ns, i)
+	}
+	deadline := lastKill.Add(ackWait + time.Minute)
+	var allIn time.Duration // from the last kill to the last first delivery
+	for {
+		jh.checkAlive()
+		missing := be.missing(ns)
+		if len(missing) == 0 && allIn == 0 {
+			allIn = time.Since(lastKill)
+		}
+		if len(missing) == 0 && time.Since(lastKill) > ackWait+2*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged webhooks never delivered, %s after the last kill: %s",
+				len(missing), n, time.Since(lastKill).Round(time.Second), sample(missing, 20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	rep := be.report(n)
+	if len(rep.bad) > 0 {
+		t.Errorf("backend got %d requests it could not attribute, first: %s", len(rep.bad), rep.bad[0])
+	}
+	for i, id := range acked {
+		for _, d := range be.deliveries(i) {
+			if d.id != id {
+				t.Errorf("webhook %d: acknowledged as %q, delivered as %q", i, id, d.id)
+			}
+		}
+	}
+	dupAcks, failures := po.stats()
+	var plausible int
+	var kl []string
+	for _, k := range done {
+		plausible += k.snap.inflight + k.snap.recentOK
+		kl = append(kl, fmt.Sprintf("at %d acked: %d in flight, %d delivered in the last 200ms, back in %s",
+			k.acked, k.snap.inflight, k.snap.recentOK, k.down.Round(time.Millisecond)))
+	}
+	t.Logf("%d webhooks, %d kills, %d workers: posted in %s, all delivered %s after the last kill, run took %s",
+		n, kills, workers, postedIn.Round(time.Millisecond), allIn.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	t.Logf("kills:\n  %s", strings.Join(kl, "\n  "))
+	t.Logf("posts: %d acked (%d of them as duplicates of a post whose answer was lost), failed tries %v",
+		len(acked), dupAcks, failures)
+	t.Logf("backend: %d attempts, %d webhooks delivered more than once (%d extra deliveries, at most %d for one); "+
+		"in flight or delivered in the 200ms before a kill: %d",
+		rep.attempts, rep.duplicates, rep.extra, rep.most, plausible)
+}
+
+// TestKillNineMidBackoffDeliversAfterRestart kills jethook while every
+// webhook is waiting out a retry delay, then brings the backend up and
+// restarts jethook: the delays, kept in the consumer's state, must bring
+// every webhook back without waiting for the ack wait.
+func TestKillNineMidBackoffDeliversAfterRestart(t *testing.T) {
+	const n = 50
+	be := newBackend(t, down)
+	// A fixed 2 s delay without jitter: attempts come in bursts with quiet
+	// gaps, so the kill can land when no attempt is open.
+	jh := newProcess(t, policies(be.URL,
+		"{backoff: fixed, delay: 2s, jitter: none, max_attempts: 1000, max_age: 1h}"), nil)
+	jh.start()
+	po := newPoster(jh.url("/hooks/crash"), t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := po.postAll(ctx, n, 8, time.Millisecond); err != nil {
+		t.Fatalf("posting: %v", err)
+	}
+	ns := make([]int, n)
+	for i := range ns {
+		ns[i] = i + 1
+	}
+	eventually(t, 15*time.Second, "every webhook attempted once", func() []int { return be.unattempted(ns) })
+	// 300 ms without a request: every attempt was Nak'd with its delay, and
+	// the consumer state, flushed about every 100 ms, is on disk.
+	quietBy := time.Now().Add(10 * time.Second)
+	for !be.quietFor(300 * time.Millisecond) {
+		if time.Now().After(quietBy) {
+			t.Fatal("the backend never went quiet for 300ms")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	jh.kill()
+	be.setMode(healthy)
+	restarted := time.Now()
+	jh.start()
+	// Well under ackWait: a delay lost in the crash would show up here.
+	eventually(t, 15*time.Second, "every webhook delivered after the restart", func() []int { return be.missing(ns) })
+	took := time.Since(restarted)
+
+	rep := be.report(n)
+	for _, i := range ns {
+		for _, d := range be.deliveries(i) {
+			if d.attempt == "1" || d.attempt == "" {
+				t.Errorf("webhook %d delivered as attempt %q after failing before the kill: the attempt count was lost", i, d.attempt)
+			}
+		}
+	}
+	if len(rep.bad) > 0 {
+		t.Errorf("backend got %d requests it could not attribute, first: %s", len(rep.bad), rep.bad[0])
+	}
+	t.Logf("%d webhooks delivered %s after the restart; %d attempts in all, %d delivered more than once",
+		n, took.Round(time.Millisecond), rep.attempts, rep.duplicates)
+}
+
+// eventually polls until missing() is empty, failing with what is still
+// missing after within.
+func eventually(t *testing.T, within time.Duration, what string, missing func() []int) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		m := missing()
+		if len(m) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: after %s, %d still missing: %s", what, within, len(m), sample(m, 20))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// poster plays the provider: it posts webhooks to jethook and retries each
+// until jethook answers 2xx, as providers do on errors and timeouts. It
+// remembers what jethook acknowledged.
+type poster struct {
+	url    string
+	test   string
+	client *http.Client
+
+	mu       sync.Mutex
+	acked    map[int]string // webhook → event id jethook answered with
+	dupAcks  int            // 2xx answers that said duplicate: the first post was stored, its answer lost
+	failures map[string]int // answers other than 2xx, by kind
+}
+
+func newPoster(url, test string) *poster {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	return &poster{
+		url:      url,
+		test:     test,
+		client:   &http.Client{Transport: tr, Timeout: 15 * time.Second},
+		acked:    map[int]string{},
+		failures: map[string]int{},
+	}
+}
+
+// answer is jethook's reply to one post.
+type answer struct {
+	status     int
+	id         string
+	duplicate  bool
+	retryAfter string
+	took       time.Duration
+}
+
+// once posts webhook n one time.
+func (p *poster) once(ctx context.Context, n int) (answer, error) {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(webhookBody(p.test, n)))
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return answer{took: time.Since(start)}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: time.Since(start)}
+	if err != nil {
+		return a, err
+	}
+	if a.status/100 == 2 {
+		var ok struct {
+			ID        string `json:"id"`
+			Duplicate bool   `json:"duplicate"`
+		}
+		if err := json.Unmarshal(body, &ok); err != nil || ok.ID == "" {
+			return a, fmt.Errorf("2xx answer without an event id: %q", body)
+		}
+		a.id, a.duplicate = ok.ID, ok.Duplicate
+	}
+	return a, nil
+}
+
+// post sends webhook n until jethook acknowledges it or ctx ends. An answer
+// no retry can change (a 4xx other than 408 and 429) is an error.
+func (p *poster) post(ctx context.Context, n int) error {
+	for {
+		a, err := p.once(ctx, n)
+		switch {
+		case err == nil && a.status/100 == 2:
+			p.mu.Lock()
+			p.acked[n] = a.id
+			if a.duplicate {
+				p.dupAcks++
+			}
+			p.mu.Unlock()
+			return nil
+		case err == nil && a.status/100 == 4 && a.status != http.StatusRequestTimeout && a.status != http.StatusTooManyRequests:
+			return fmt.Errorf("webhook %d: jethook answered %d", n, a.status)
+		}
+		last := fmt.Sprintf("status %d", a.status)
+		kind := last
+		if err != nil {
+			last, kind = err.Error(), "no answer"
+		}
+		p.mu.Lock()
+		p.failures[kind]++
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("webhook %d never acknowledged: %w (last try: %s)", n, ctx.Err(), last)
+		case <-time.After(time.Duration(10+rand.IntN(40)) * time.Millisecond):
+		}
+	}
+}
+
+// postAll posts webhooks 1..n from workers goroutines, starting a new one at
+// most every pace, and returns the first error.
+func (p *poster) postAll(ctx context.Context, n, workers int, pace time.Duration) error {
+	next := make(chan int)
+	go func() {
+		defer close(next)
+		tick := time.NewTicker(pace)
+		defer tick.Stop()
+		for i := 1; i <= n; i++ {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := p.post(ctx, i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return first
+}
+
+// ackedCount is how many webhooks jethook has acknowledged so far.
+func (p *poster) ackedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.acked)
+}
+
+// ackedIDs copies the acknowledged webhooks and their event ids.
+func (p *poster) ackedIDs() map[int]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.acked)
+}
+
+// stats reads the duplicate acks and the failed posts.
+func (p *poster) stats() (dupAcks int, failures map[string]int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dupAcks, maps.Clone(p.failures)
+}

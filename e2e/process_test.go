@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startTimeout bounds how long jethook may take to open its listener,
+// including the embedded store's recovery after a kill -9.
+const startTimeout = 30 * time.Second
+
+// process is one `jethook serve`, restarted on the same settings, data
+// directory and port as a supervisor would. Every run appends to one log
+// file, whose tail is printed when the test fails.
+type process struct {
+	t       *testing.T
+	bin     string
+	env     []string
+	addr    string // the public listener, 127.0.0.1:port
+	logPath string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been reaped
+	killed bool          // the test killed cmd on purpose
+	starts int
+}
+
+// newProcess writes policies.yaml into a new temporary directory and
+// prepares a jethook that stores there and listens on a free loopback
+// port. env adds or overrides JETHOOK_* settings. The process is killed
+// when the test ends.
+func newProcess(t *testing.T, policies string, env map[string]string) *process {
+	t.Helper()
+	dir := t.TempDir()
+	config := filepath.Join(dir, "policies.yaml")
+	if err := os.WriteFile(config, []byte(policies), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{
+		t:       t,
+		bin:     binary(t),
+		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
+		logPath: filepath.Join(dir, "jethook.log"),
+	}
+	settings := map[string]string{
+		"JETHOOK_LISTEN":         p.addr,
+		"JETHOOK_ADMIN_LISTEN":   net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
+		"JETHOOK_ADMIN_TOKEN":    "e2e-admin-token",
+		"JETHOOK_CONFIG":         config,
+		"JETHOOK_DATA_DIR":       filepath.Join(dir, "data"),
+		"JETHOOK_LOG_FORMAT":     "text",
+		"JETHOOK_SHUTDOWN_GRACE": "2s",
+	}
+	for k, v := range env {
+		settings[k] = v
+	}
+	// The test's own JETHOOK_* variables must not leak into the process.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JETHOOK_") {
+			p.env = append(p.env, kv)
+		}
+	}
+	for k, v := range settings {
+		p.env = append(p.env, k+"="+v)
+	}
+	t.Cleanup(p.cleanup)
+	return p
+}
+
+// url is the public URL of path.
+func (p *process) url(path string) string { return "http://" + p.addr + path }
+
+// start launches jethook and waits until its public listener accepts
+// connections, which serve opens only once the store and forwarder are up.
+func (p *process) start() {
+	p.t.Helper()
+	p.mu.Lock()
+	p.starts++
+	p.mark(fmt.Sprintf("start %d", p.starts))
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		p.mu.Unlock()
+		p.t.Fatal(err)
+	}
+	cmd := exec.Command(p.bin, "serve")
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = f, f
+	err = cmd.Start()
+	f.Close() // the child holds its own descriptor
+	if err != nil {
+		p.mu.Unlock()
+		p.t.Fatalf("start jethook: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	p.cmd, p.exited, p.killed = cmd, exited, false
+	p.mu.Unlock()
+	p.waitReady(exited)
+}
+
+func (p *process) waitReady(exited chan struct{}) {
+	p.t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		select {
+		case <-exited:
+			p.t.Fatalf("jethook exited before it was ready (%v); log tail:\n%s", p.cmd.ProcessState, p.logTail(40))
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", p.addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("jethook not listening on %s after %s; log tail:\n%s", p.addr, startTimeout, p.logTail(40))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// kill sends SIGKILL and waits until the process is gone.
+func (p *process) kill() {
+	p.t.Helper()
+	p.checkAlive()
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.killed = true
+	p.mu.Unlock()
+	if err := cmd.Process.Kill(); err != nil {
+		p.t.Fatalf("kill -9 jethook: %v", err)
+	}
+	<-exited
+	p.mark("killed -9")
+}
+
+// checkAlive fails the test if jethook exited without being killed.
+func (p *process) checkAlive() {
+	p.t.Helper()
+	p.mu.Lock()
+	exited, killed, cmd := p.exited, p.killed, p.cmd
+	p.mu.Unlock()
+	if exited == nil || killed {
+		return
+	}
+	select {
+	case <-exited:
+		p.t.Fatalf("jethook exited on its own (%v); log tail:\n%s", cmd.ProcessState, p.logTail(40))
+	default:
+	}
+}
+
+// mark writes a line of the test's own into jethook's log.
+func (p *process) mark(what string) {
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "=== e2e: %s at %s\n", what, time.Now().Format(time.RFC3339Nano))
+}
+
+// logTail is the last n lines jethook wrote, across all its runs.
+func (p *process) logTail(n int) string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+func (p *process) cleanup() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd != nil {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	if p.t.Failed() {
+		p.t.Logf("jethook log %s, last lines:\n%s", p.logPath, p.logTail(60))
+	}
+}
+
+// freePort is a loopback TCP port nobody listened on a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// envInt reads a positive integer knob from the environment.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// sample lists up to max of ns, sorted, for failure messages.
+func sample(ns []int, max int) string {
+	sort.Ints(ns)
+	if len(ns) > max {
+		return fmt.Sprint(ns[:max]) + fmt.Sprintf(" and %d more", len(ns)-max)
+	}
+	return fmt.Sprint(ns)
+}

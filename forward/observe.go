@@ -1,0 +1,62 @@
+package forward
+
+import (
+	"errors"
+	"net/url"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jethook/jethook/store"
+)
+
+// Alerts is told what an operator should hear about through another
+// channel (alert.Notifier implements it). Calls must not block.
+type Alerts interface {
+	// DeadLettered reports a delivery stored as a dead letter; reason is
+	// "permanent" or "exhausted".
+	DeadLettered(route, destination, eventID, reason string)
+	// Breaker reports a destination's breaker state after each attempt.
+	Breaker(route, destination string, open bool)
+}
+
+// observe reports one classified attempt to the metrics and the attempt
+// log; next is the delay before the next attempt, 0 when there is none.
+func (d *destination) observe(e *store.Envelope, md *jetstream.MsgMetadata, n int, o Outcome, latency, next time.Duration) {
+	route, dest := d.route.Name, d.dest.Name
+	now := d.f.Now()
+	d.f.Metrics.Attempt(route, dest, o.Kind.String(), o.Status, latency)
+	if o.Kind == Delivered {
+		d.f.Metrics.Delivered(route, dest, now.Sub(md.Timestamp))
+	}
+	d.f.Store.LogAttempt(store.Attempt{
+		Time: now, Route: route, Destination: dest, EventID: e.EventID, Attempt: n,
+		Status: o.Status, Error: errText(o.Err), Latency: latency, Outcome: o.Kind.String(), Next: next,
+	})
+	open := d.gate.status().Breaker != BreakerClosed
+	d.f.Metrics.Breaker(route, dest, open)
+	if d.f.Alerts != nil {
+		d.f.Alerts.Breaker(route, dest, open)
+	}
+}
+
+// deadLettered reports a dead letter once it is stored.
+func (d *destination) deadLettered(e *store.Envelope, reason string) {
+	d.f.Metrics.DeadLettered(d.route.Name, d.dest.Name, reason)
+	if d.f.Alerts != nil {
+		d.f.Alerts.DeadLettered(d.route.Name, d.dest.Name, e.EventID, reason)
+	}
+}
+
+// errText is err's message without the request URL a *url.Error quotes:
+// a destination URL may carry a token.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}

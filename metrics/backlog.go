@@ -1,0 +1,99 @@
+package metrics
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// BacklogRow is one destination's consumer as the store sees it.
+type BacklogRow struct {
+	Route, Destination string
+	// Pending are messages the destination has not been sent yet
+	// (the consumer's NumPending).
+	Pending uint64
+	// AckPending are messages sent and not yet settled: attempts in flight
+	// plus messages waiting in backoff (the consumer's NumAckPending).
+	AckPending uint64
+}
+
+// Backlog reads every destination's backlog. It runs at scrape time, so it
+// must be cheap: one request to the store, not one per destination.
+type Backlog func(ctx context.Context) ([]BacklogRow, error)
+
+// backlogTimeout bounds one Backlog call during a scrape.
+const backlogTimeout = 2 * time.Second
+
+// SetBacklog sets (or, on reload, replaces) what the pending and in-backoff
+// gauges are read from. Until it is called they are absent.
+func (m *Metrics) SetBacklog(b Backlog) {
+	if m == nil {
+		return
+	}
+	m.backlog.source.Store(&b)
+}
+
+// backlogCollector makes jethook_pending and jethook_in_backoff at scrape
+// time. In backoff is AckPending less the attempts in flight.
+type backlogCollector struct {
+	source    atomic.Pointer[Backlog]
+	pending   *prometheus.Desc
+	inBackoff *prometheus.Desc
+
+	mu       sync.Mutex
+	inflight map[key]int64
+}
+
+// key is a route × destination.
+type key struct{ route, destination string }
+
+func newBacklogCollector() *backlogCollector {
+	rd := []string{"route", "destination"}
+	return &backlogCollector{
+		pending: prometheus.NewDesc(namespace+"_pending",
+			"Messages stored for a destination and not yet sent to it (read at scrape time).", rd, nil),
+		inBackoff: prometheus.NewDesc(namespace+"_in_backoff",
+			"Messages that failed at a destination and wait for their next attempt (read at scrape time).", rd, nil),
+		inflight: map[key]int64{},
+	}
+}
+
+func (c *backlogCollector) flight(route, destination string, delta int64) {
+	k := key{route, destination}
+	c.mu.Lock()
+	if n := c.inflight[k] + delta; n > 0 {
+		c.inflight[k] = n
+	} else {
+		delete(c.inflight, k)
+	}
+	c.mu.Unlock()
+}
+
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.pending
+	ch <- c.inBackoff
+}
+
+func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	src := c.source.Load()
+	if src == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
+	defer cancel()
+	rows, err := (*src)(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.pending, err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range rows {
+		backoff := int64(r.AckPending) - c.inflight[key{r.Route, r.Destination}]
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(r.Pending), r.Route, r.Destination)
+		ch <- prometheus.MustNewConstMetric(c.inBackoff, prometheus.GaugeValue, float64(max(backoff, 0)), r.Route, r.Destination)
+	}
+}

@@ -1,0 +1,199 @@
+// Package metrics holds jethook's Prometheus metrics: what ingress received,
+// rejected and stored, what each attempt to each destination did, dead
+// letters, breaker state and the backlog. Route and destination are labels;
+// event ids never are. A nil *Metrics records nothing, so callers and tests
+// need no setup.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const namespace = "jethook"
+
+// Metrics records jethook's metrics in one registry. Create it with New.
+type Metrics struct {
+	gatherer prometheus.Gatherer
+
+	received       *prometheus.CounterVec
+	rejected       *prometheus.CounterVec
+	stored         *prometheus.CounterVec
+	duplicates     *prometheus.CounterVec
+	publishSeconds prometheus.Histogram
+	attempts       *prometheus.CounterVec
+	delivered      *prometheus.CounterVec
+	deadLettered   *prometheus.CounterVec
+	attemptSeconds *prometheus.HistogramVec
+	deliveryAge    *prometheus.HistogramVec
+	breakerOpen    *prometheus.GaugeVec
+	inFlight       *prometheus.GaugeVec
+
+	backlog *backlogCollector
+}
+
+// New creates the metrics and registers them with reg. A nil reg gets a new
+// registry of its own. Handler serves reg when it is also a Gatherer (a
+// *prometheus.Registry is), else the default gatherer.
+func New(reg prometheus.Registerer) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	g, ok := reg.(prometheus.Gatherer)
+	if !ok {
+		g = prometheus.DefaultGatherer
+	}
+	rd := []string{"route", "destination"}
+	m := &Metrics{
+		gatherer: g,
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "received_total",
+			Help: "Webhook requests that arrived on a route, whatever came of them."}, []string{"route"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "rejected_total",
+			Help: "Webhook requests answered with an error, by reason (route is empty for no_route)."}, []string{"route", "reason"}),
+		stored: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "stored_total",
+			Help: "Webhooks written to the store (duplicates not included)."}, []string{"route"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "duplicates_total",
+			Help: "Webhooks whose event id the store already had within its dedup window; answered 200, not stored again."}, []string{"route"}),
+		publishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "store_publish_seconds",
+			Help:    "Time from publish to the store's ack (or failure), as ingress waits for it.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "attempts_total",
+			Help: "HTTP attempts to destinations, by outcome (delivered, transient, permanent) and status class (2xx, 3xx, 4xx, 5xx, error)."},
+			[]string{"route", "destination", "outcome", "class"}),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "delivered_total",
+			Help: "Deliveries that ended with a 2xx from the destination."}, rd),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dead_lettered_total",
+			Help: "Deliveries given up and stored as dead letters, by reason (permanent, exhausted)."},
+			[]string{"route", "destination", "reason"}),
+		attemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "attempt_seconds",
+			Help:    "Duration of one HTTP attempt to a destination, until the response headers (or the error).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, rd),
+		deliveryAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "delivery_age_seconds",
+			Help:    "End-to-end age of an event when delivered: from being stored to the destination's 2xx, retries included.",
+			Buckets: []float64{.01, .05, .1, .5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 72 * 3600}}, rd),
+		breakerOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "breaker_open",
+			Help: "1 while a destination's circuit breaker is open or half-open, else 0."}, rd),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight",
+			Help: "Attempts to a destination in progress now."}, rd),
+	}
+	m.backlog = newBacklogCollector()
+	reg.MustRegister(m.received, m.rejected, m.stored, m.duplicates, m.publishSeconds, m.attempts,
+		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.inFlight, m.backlog)
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format. A scrape that
+// cannot read the backlog still serves every other metric.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Received counts a request that arrived on route.
+func (m *Metrics) Received(route string) {
+	if m == nil {
+		return
+	}
+	m.received.WithLabelValues(route).Inc()
+}
+
+// Rejected counts a request answered with an error; reason is ingress's
+// stable error code (no_route, bad_signature, store_unavailable, ...).
+func (m *Metrics) Rejected(route, reason string) {
+	if m == nil {
+		return
+	}
+	m.rejected.WithLabelValues(route, reason).Inc()
+}
+
+// Published records one publish to the store: how long it took and, when
+// it succeeded, whether the webhook was new or a duplicate.
+func (m *Metrics) Published(route string, took time.Duration, duplicate bool, err error) {
+	if m == nil {
+		return
+	}
+	m.publishSeconds.Observe(took.Seconds())
+	switch {
+	case err != nil:
+	case duplicate:
+		m.duplicates.WithLabelValues(route).Inc()
+	default:
+		m.stored.WithLabelValues(route).Inc()
+	}
+}
+
+// AttemptStarted and AttemptEnded bracket one attempt, for the in-flight
+// gauge (and to tell in-flight messages from those waiting in backoff).
+func (m *Metrics) AttemptStarted(route, destination string) {
+	if m == nil {
+		return
+	}
+	m.inFlight.WithLabelValues(route, destination).Inc()
+	m.backlog.flight(route, destination, 1)
+}
+
+// AttemptEnded: see AttemptStarted.
+func (m *Metrics) AttemptEnded(route, destination string) {
+	if m == nil {
+		return
+	}
+	m.inFlight.WithLabelValues(route, destination).Dec()
+	m.backlog.flight(route, destination, -1)
+}
+
+// Attempt records one classified attempt: outcome is "delivered",
+// "transient" or "permanent"; status is the HTTP status, 0 when no response
+// arrived.
+func (m *Metrics) Attempt(route, destination, outcome string, status int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.attempts.WithLabelValues(route, destination, outcome, Class(status)).Inc()
+	m.attemptSeconds.WithLabelValues(route, destination).Observe(took.Seconds())
+}
+
+// Delivered counts a delivery that succeeded; age is how long ago the event
+// was stored.
+func (m *Metrics) Delivered(route, destination string, age time.Duration) {
+	if m == nil {
+		return
+	}
+	m.delivered.WithLabelValues(route, destination).Inc()
+	m.deliveryAge.WithLabelValues(route, destination).Observe(max(age, 0).Seconds())
+}
+
+// DeadLettered counts a stored dead letter; reason is "permanent" or
+// "exhausted".
+func (m *Metrics) DeadLettered(route, destination, reason string) {
+	if m == nil {
+		return
+	}
+	m.deadLettered.WithLabelValues(route, destination, reason).Inc()
+}
+
+// Breaker sets a destination's breaker gauge.
+func (m *Metrics) Breaker(route, destination string, open bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if open {
+		v = 1
+	}
+	m.breakerOpen.WithLabelValues(route, destination).Set(v)
+}
+
+// Class is the status class label of an HTTP status: "2xx" to "5xx", or
+// "error" when no response arrived.
+func Class(status int) string {
+	if status < 100 || status > 599 {
+		return "error"
+	}
+	return strconv.Itoa(status/100) + "xx"
+}

@@ -1,0 +1,115 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jethook/jethook/metrics"
+)
+
+func TestANilMetricsRecordsNothingAndDoesNotPanic(t *testing.T) {
+	t.Parallel()
+	var m *metrics.Metrics
+	m.Received("shop")
+	m.Rejected("shop", "bad_signature")
+	m.Published("shop", time.Millisecond, false, nil)
+	m.AttemptStarted("shop", "app")
+	m.Attempt("shop", "app", "delivered", 200, time.Millisecond)
+	m.AttemptEnded("shop", "app")
+	m.Delivered("shop", "app", time.Second)
+	m.DeadLettered("shop", "app", "permanent")
+	m.Breaker("shop", "app", true)
+	m.SetBacklog(nil)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 404 {
+		t.Errorf("a nil Metrics' handler answered %d, want 404", rec.Code)
+	}
+}
+
+func TestStatusClasses(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[int]string{0: "error", 200: "2xx", 204: "2xx", 301: "3xx", 404: "4xx", 429: "4xx", 503: "5xx", 999: "error"} {
+		if got := metrics.Class(status); got != want {
+			t.Errorf("Class(%d) = %q, want %q", status, got, want)
+		}
+	}
+}
+
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("scrape answered %d: %s", resp.StatusCode, body)
+	}
+	return string(body)
+}
+
+func TestAScrapeShowsEachSeriesWithRouteAndDestinationLabels(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(prometheus.NewRegistry())
+	m.Received("shop")
+	m.Published("shop", 2*time.Millisecond, false, nil)
+	m.Published("shop", time.Millisecond, true, nil)
+	m.Published("shop", time.Second, false, errors.New("store unavailable"))
+	m.Rejected("shop", "store_unavailable")
+	m.AttemptStarted("shop", "app")
+	m.AttemptStarted("shop", "app")
+	m.Attempt("shop", "app", "transient", 0, 10*time.Millisecond)
+	m.AttemptEnded("shop", "app")
+	m.DeadLettered("shop", "app", "exhausted")
+	m.Breaker("shop", "app", true)
+	m.SetBacklog(func(context.Context) ([]metrics.BacklogRow, error) {
+		return []metrics.BacklogRow{{Route: "shop", Destination: "app", Pending: 7, AckPending: 4}}, nil
+	})
+	out := scrape(t, m)
+	for _, want := range []string{
+		`jethook_received_total{route="shop"} 1`,
+		`jethook_rejected_total{reason="store_unavailable",route="shop"} 1`,
+		`jethook_stored_total{route="shop"} 1`,
+		`jethook_duplicates_total{route="shop"} 1`,
+		`jethook_store_publish_seconds_count 3`,
+		`jethook_attempts_total{class="error",destination="app",outcome="transient",route="shop"} 1`,
+		`jethook_attempt_seconds_count{destination="app",route="shop"} 1`,
+		`jethook_dead_lettered_total{destination="app",reason="exhausted",route="shop"} 1`,
+		`jethook_breaker_open{destination="app",route="shop"} 1`,
+		`jethook_in_flight{destination="app",route="shop"} 1`,
+		`jethook_pending{destination="app",route="shop"} 7`,
+		// Four unsettled, one of them in flight: three wait in backoff.
+		`jethook_in_backoff{destination="app",route="shop"} 3`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+}
+
+func TestAScrapeWithoutTheBacklogStillServesTheRest(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(nil)
+	m.Received("shop")
+	m.SetBacklog(func(context.Context) ([]metrics.BacklogRow, error) {
+		return nil, errors.New("store unavailable")
+	})
+	out := scrape(t, m)
+	if !strings.Contains(out, `jethook_received_total{route="shop"} 1`) {
+		t.Errorf("scrape lost the other metrics:\n%s", out)
+	}
+	if strings.Contains(out, "jethook_pending{") {
+		t.Errorf("scrape made up a backlog:\n%s", out)
+	}
+}

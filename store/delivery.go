@@ -1,0 +1,114 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// consumerInfo reads route's destination's consumer; nil if it has none.
+func (s *Store) consumerInfo(ctx context.Context, route, destination string) (*jetstream.ConsumerInfo, error) {
+	name := ConsumerName(route, destination)
+	c, err := s.main.Consumer(ctx, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: consumer %s: %v", ErrUnavailable, name, err)
+	}
+	return c.CachedInfo(), nil
+}
+
+// OldestUnsettled returns when the oldest message route's destination has
+// not settled yet (delivered or dead-lettered) was stored; zero if none.
+func (s *Store) OldestUnsettled(ctx context.Context, route, destination string) (time.Time, error) {
+	info, err := s.consumerInfo(ctx, route, destination)
+	if err != nil || info == nil || (info.NumPending == 0 && info.NumAckPending == 0) {
+		return time.Time{}, err
+	}
+	// The first message past the ack floor on the consumer's subjects is
+	// unsettled, or the floor would have moved past it.
+	var oldest time.Time
+	for _, subj := range []string{"webhooks." + route + ".*", "replay." + route + "." + destination + ".*"} {
+		m, err := s.main.GetMsg(ctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%w: oldest message: %v", ErrUnavailable, err)
+		}
+		if oldest.IsZero() || m.Time.Before(oldest) {
+			oldest = m.Time
+		}
+	}
+	return oldest, nil
+}
+
+// Delivery states of one event at one destination.
+const (
+	StateDelivered    = "delivered"     // settled by the forwarder and not dead-lettered
+	StatePending      = "pending"       // stored, not attempted yet
+	StateAttempting   = "attempting"    // attempted, in flight or waiting for its next attempt
+	StateDeadLettered = "dead_lettered" // in WEBHOOKS_DLQ
+	StateUnknown      = "unknown"       // the destination has no consumer
+)
+
+// Delivery is where one event stands at one destination.
+type Delivery struct {
+	Destination string
+	State       string
+	// DeadLetter is set when State is StateDeadLettered.
+	DeadLetter *DeadLetter
+	// Replay is the latest replay of the event to this destination, if any.
+	Replay Replayed
+}
+
+// Delivery says where the event stored at seq in WEBHOOKS stands at route's
+// destination, following its latest replay if there is one. The consumer
+// keeps no per-message history: "delivered" means the consumer's ack floor
+// has passed the message and no dead letter names it; a message acked out
+// of order, above the floor, still reads "attempting" until the floor
+// passes it.
+func (s *Store) Delivery(ctx context.Context, e *Envelope, seq uint64, destination string) (Delivery, error) {
+	d := Delivery{Destination: destination}
+	var dl *DeadLetter
+	m, err := s.dlq.GetLastMsgForSubject(ctx, DLQSubject(e.Route, destination, e.EventID))
+	switch {
+	case err == nil:
+		if x, err := deadLetterFrom(m.Subject, m.Header, m.Data); err == nil {
+			x.DLQSeq, x.DeadLetteredAt = m.Sequence, m.Time
+			dl = &x
+		}
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
+		return d, fmt.Errorf("%w: dead letter lookup: %v", ErrUnavailable, err)
+	}
+	if d.Replay, err = s.LastReplay(ctx, e.Route, destination, e.EventID); err != nil {
+		return d, err
+	}
+	target := seq
+	if d.Replay.Exists && d.Replay.Seq > target {
+		target = d.Replay.Seq
+	}
+	if dl != nil && dl.Seq == target {
+		d.State, d.DeadLetter = StateDeadLettered, dl
+		return d, nil
+	}
+	info, err := s.consumerInfo(ctx, e.Route, destination)
+	if err != nil {
+		return d, err
+	}
+	switch {
+	case info == nil:
+		d.State = StateUnknown
+	case target <= info.AckFloor.Stream:
+		d.State = StateDelivered
+	case target > info.Delivered.Stream:
+		d.State = StatePending
+	default:
+		d.State = StateAttempting
+	}
+	return d, nil
+}

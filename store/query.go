@@ -1,0 +1,289 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DeadLetterFilter selects dead letters. Zero fields match everything.
+type DeadLetterFilter struct {
+	Route       string
+	Destination string // only with Route
+	// Status is a last HTTP status ("503"), a class ("5xx"), or "none" for
+	// attempts that got no response.
+	Status string
+	Reason string    // "permanent" or "exhausted"
+	Since  time.Time // dead-lettered at or after
+	Until  time.Time // dead-lettered before
+	// MaxSeq, if not 0, is the last WEBHOOKS_DLQ sequence to consider, so a
+	// paged replay does not chase the dead letters its own replays add.
+	MaxSeq uint64
+}
+
+// Validate reports a filter that cannot match as the caller meant it.
+func (f DeadLetterFilter) Validate() error {
+	if f.Destination != "" && f.Route == "" {
+		return errors.New("a destination filter needs a route")
+	}
+	for _, tok := range []string{f.Route, f.Destination} {
+		if strings.ContainsAny(tok, ".*> \t") {
+			return fmt.Errorf("%q is not a route or destination name", tok)
+		}
+	}
+	if f.Status != "" && f.Status != "none" {
+		if c, ok := strings.CutSuffix(f.Status, "xx"); ok {
+			if len(c) != 1 || c[0] < '1' || c[0] > '5' {
+				return fmt.Errorf("status %q: want a status, a class such as 5xx, or none", f.Status)
+			}
+		} else if n, err := strconv.Atoi(f.Status); err != nil || n < 100 || n > 599 {
+			return fmt.Errorf("status %q: want a status, a class such as 5xx, or none", f.Status)
+		}
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return errors.New("until must be after since")
+	}
+	return nil
+}
+
+// subject is the DLQ subject filter the route and destination select.
+func (f DeadLetterFilter) subject() string {
+	switch {
+	case f.Destination != "":
+		return "dlq." + f.Route + "." + f.Destination + ".*"
+	case f.Route != "":
+		return "dlq." + f.Route + ".>"
+	}
+	return "dlq.>"
+}
+
+// bySubjectOnly is true when the stream can answer the filter without
+// reading each message.
+func (f DeadLetterFilter) bySubjectOnly() bool {
+	return f.Status == "" && f.Reason == "" && f.Since.IsZero() && f.Until.IsZero() && f.MaxSeq == 0
+}
+
+func (f DeadLetterFilter) match(d DeadLetter) bool {
+	if f.Reason != "" && d.Reason != f.Reason {
+		return false
+	}
+	if !f.Since.IsZero() && d.DeadLetteredAt.Before(f.Since) {
+		return false
+	}
+	if !f.Until.IsZero() && !d.DeadLetteredAt.Before(f.Until) {
+		return false
+	}
+	switch {
+	case f.Status == "":
+	case f.Status == "none":
+		return d.LastStatus == 0
+	case strings.HasSuffix(f.Status, "xx"):
+		return d.LastStatus/100 == int(f.Status[0]-'0')
+	default:
+		return strconv.Itoa(d.LastStatus) == f.Status
+	}
+	return true
+}
+
+// maxScan bounds the dead letters one page reads when header filters
+// reject most of them; the page then ends early with a cursor.
+const maxScan = 10_000
+
+// Page is one page of dead letters, oldest first.
+type Page struct {
+	DeadLetters []DeadLetter
+	// Next is the WEBHOOKS_DLQ sequence to pass as the cursor of the next
+	// page, 0 when there is none. A page may hold fewer than the limit and
+	// still have a Next when the filter rejected maxScan dead letters.
+	Next uint64
+}
+
+// QueryDeadLetters returns up to limit dead letters matching f, oldest first
+// (by WEBHOOKS_DLQ sequence), starting at sequence cursor (0 is the start).
+func (s *Store) QueryDeadLetters(ctx context.Context, f DeadLetterFilter, cursor uint64, limit int) (Page, error) {
+	var p Page
+	if limit <= 0 {
+		return p, nil
+	}
+	resume, err := s.scanDeadLetters(ctx, f, cursor, maxScan, func(d DeadLetter) bool {
+		if len(p.DeadLetters) == limit {
+			p.Next = d.DLQSeq
+			return false
+		}
+		p.DeadLetters = append(p.DeadLetters, d)
+		return true
+	})
+	if resume > 0 {
+		p.Next = resume
+	}
+	return p, err
+}
+
+// DeadLetterCount counts the dead letters matching f. A filter on route and
+// destination only is answered by the stream; others read every candidate.
+func (s *Store) DeadLetterCount(ctx context.Context, f DeadLetterFilter) (uint64, error) {
+	if f.bySubjectOnly() {
+		c, err := s.dlq.CreateConsumer(ctx, scanConsumer(f.subject(), 0, time.Time{}))
+		if err != nil {
+			return 0, fmt.Errorf("%w: count dead letters: %v", ErrUnavailable, err)
+		}
+		info := c.CachedInfo()
+		_ = s.dlq.DeleteConsumer(context.WithoutCancel(ctx), info.Name)
+		return info.NumPending, nil
+	}
+	var n uint64
+	_, err := s.scanDeadLetters(ctx, f, 0, 0, func(DeadLetter) bool { n++; return true })
+	return n, err
+}
+
+// DeadLetter returns the dead letter at WEBHOOKS_DLQ sequence seq, or
+// ErrNotFound.
+func (s *Store) DeadLetter(ctx context.Context, seq uint64) (DeadLetter, error) {
+	m, err := s.dlq.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return DeadLetter{}, ErrNotFound
+	}
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("%w: dead letter %d: %v", ErrUnavailable, seq, err)
+	}
+	d, err := deadLetterFrom(m.Subject, m.Header, m.Data)
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	d.DLQSeq, d.DeadLetteredAt = m.Sequence, m.Time
+	return d, nil
+}
+
+// DeleteDeadLetters removes the dead letters at the given WEBHOOKS_DLQ
+// sequences and returns how many it removed; unknown sequences are skipped.
+func (s *Store) DeleteDeadLetters(ctx context.Context, seqs []uint64) (int, error) {
+	n := 0
+	for _, seq := range seqs {
+		err := s.dlq.DeleteMsg(ctx, seq)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful):
+		default:
+			return n, fmt.Errorf("%w: delete dead letter %d: %v", ErrUnavailable, seq, err)
+		}
+	}
+	return n, nil
+}
+
+// PurgeDeadLetters removes every dead letter matching f and returns how
+// many. A filter on route and destination only is one stream purge.
+func (s *Store) PurgeDeadLetters(ctx context.Context, f DeadLetterFilter) (int, error) {
+	if f.bySubjectOnly() {
+		n, err := s.DeadLetterCount(ctx, f)
+		if err != nil {
+			return 0, err
+		}
+		if err := s.dlq.Purge(ctx, jetstream.WithPurgeSubject(f.subject())); err != nil {
+			return 0, fmt.Errorf("%w: purge dead letters: %v", ErrUnavailable, err)
+		}
+		return int(n), nil
+	}
+	var seqs []uint64
+	if _, err := s.scanDeadLetters(ctx, f, 0, 0, func(d DeadLetter) bool {
+		seqs = append(seqs, d.DLQSeq)
+		return true
+	}); err != nil {
+		return 0, err
+	}
+	return s.DeleteDeadLetters(ctx, seqs)
+}
+
+// scanConsumer is a short-lived consumer that reads WEBHOOKS_DLQ from a
+// sequence or a time without acks; scans delete it when they end, and the
+// server drops it after a while if they cannot.
+func scanConsumer(subject string, from uint64, since time.Time) jetstream.ConsumerConfig {
+	cfg := jetstream.ConsumerConfig{
+		Description:       "jethook: dead-letter scan",
+		AckPolicy:         jetstream.AckNonePolicy,
+		FilterSubject:     subject,
+		InactiveThreshold: 30 * time.Second,
+		MemoryStorage:     true,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+	}
+	switch {
+	case from > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	case !since.IsZero():
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	return cfg
+}
+
+// scanDeadLetters calls fn for each dead letter matching f, oldest first,
+// from sequence from, until fn returns false or the stream has no more. It
+// reads at most maxScan dead letters; if it stops for that reason, it
+// returns the sequence to resume at, else 0.
+func (s *Store) scanDeadLetters(ctx context.Context, f DeadLetterFilter, from uint64, maxScan int, fn func(d DeadLetter) bool) (uint64, error) {
+	c, err := s.dlq.CreateConsumer(ctx, scanConsumer(f.subject(), from, f.Since))
+	if err != nil {
+		return 0, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+	}
+	defer func() { _ = s.dlq.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
+	if c.CachedInfo().NumPending == 0 {
+		return 0, nil
+	}
+	scanned := 0
+	var resume uint64
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		batch, err := c.FetchNoWait(256)
+		if err != nil {
+			return 0, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+		}
+		got, done := 0, false
+		for m := range batch.Messages() {
+			got++
+			if done {
+				continue // drain the batch
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			if maxScan > 0 && scanned == maxScan {
+				resume, done = md.Sequence.Stream, true
+				continue
+			}
+			scanned++
+			last := md.NumPending == 0
+			if (!f.Until.IsZero() && !md.Timestamp.Before(f.Until)) || (f.MaxSeq > 0 && md.Sequence.Stream > f.MaxSeq) {
+				done = true // sequence and stream time only grow: nothing later matches
+				continue
+			}
+			if d, err := decodeDeadLetter(m); err == nil && f.match(d) && !fn(d) {
+				done = true
+				continue
+			}
+			done = last
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return 0, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+		}
+		if done || got == 0 {
+			return resume, nil
+		}
+	}
+}
+
+// LastDeadLetterSeq is the WEBHOOKS_DLQ sequence of the newest dead letter
+// so far (0 if none ever was).
+func (s *Store) LastDeadLetterSeq(ctx context.Context) (uint64, error) {
+	info, err := s.dlq.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return info.State.LastSeq, nil
+}

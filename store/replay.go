@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// hdrReplayOf names, on a replayed message, the WEBHOOKS_DLQ sequence of the
+// dead letter it came from.
+const hdrReplayOf = "Jethook-Replay-Of"
+
+// ReplayResult counts what a replay did.
+type ReplayResult struct {
+	Queued     int // republished for delivery
+	Duplicates int // already replayed within the dedup window: not queued again
+}
+
+// Replay republishes each dead letter to replay.<route>.<destination>.<token>,
+// which only that destination's consumer reads, so the route's other
+// destinations do not get the event again. The message is new to the
+// consumer, so its attempts and max_age start afresh. Its Nats-Msg-Id is
+// derived from the dead letter's WEBHOOKS_DLQ sequence: replaying the same
+// dead letter again within the dedup window queues nothing. Dead letters
+// stay in WEBHOOKS_DLQ until purged. Replay waits for every ack.
+func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayResult, error) {
+	var r ReplayResult
+	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+	defer cancel()
+	futs := make([]jetstream.PubAckFuture, 0, len(dls))
+	for _, d := range dls {
+		if d.DLQSeq == 0 || d.Envelope == nil || d.Destination == "" {
+			return r, fmt.Errorf("replay: dead letter without sequence, envelope or destination")
+		}
+		e := d.Envelope
+		m := e.msg(ReplaySubject(e.Route, d.Destination, e.EventID))
+		m.Header.Set(hdrReplayOf, strconv.FormatUint(d.DLQSeq, 10))
+		fut, err := s.js.PublishMsgAsync(m,
+			jetstream.WithMsgID(replayID(d.DLQSeq)),
+			jetstream.WithExpectStream(StreamName),
+			jetstream.WithStallWait(s.opts.PublishTimeout))
+		if err != nil {
+			return r, fmt.Errorf("%w: replay dead letter %d: %v", ErrUnavailable, d.DLQSeq, err)
+		}
+		futs = append(futs, fut)
+	}
+	var errs []error
+	for i, fut := range futs {
+		select {
+		case ack := <-fut.Ok():
+			if ack.Duplicate {
+				r.Duplicates++
+			} else {
+				r.Queued++
+			}
+		case err := <-fut.Err():
+			errs = append(errs, fmt.Errorf("dead letter %d: %v", dls[i].DLQSeq, err))
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("dead letter %d: no ack from the stream: %v", dls[i].DLQSeq, ctx.Err()))
+		}
+	}
+	if len(errs) > 0 {
+		return r, fmt.Errorf("%w: replay: %v", ErrUnavailable, errors.Join(errs...))
+	}
+	return r, nil
+}
+
+// replayID is the Nats-Msg-Id of the replay of dead letter dlqSeq.
+func replayID(dlqSeq uint64) string { return "replay/" + strconv.FormatUint(dlqSeq, 10) }
+
+// Replayed is the latest replay of an event to one destination.
+type Replayed struct {
+	Seq    uint64    // sequence of the replayed message in WEBHOOKS
+	Of     uint64    // WEBHOOKS_DLQ sequence of the dead letter it replays
+	At     time.Time // when it was queued
+	Exists bool
+}
+
+// LastReplay finds the latest replay of eventID to route's destination,
+// if the stream still holds one.
+func (s *Store) LastReplay(ctx context.Context, route, destination, eventID string) (Replayed, error) {
+	m, err := s.main.GetLastMsgForSubject(ctx, ReplaySubject(route, destination, eventID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Replayed{}, nil
+	}
+	if err != nil {
+		return Replayed{}, fmt.Errorf("%w: replay lookup: %v", ErrUnavailable, err)
+	}
+	of, _ := strconv.ParseUint(m.Header.Get(hdrReplayOf), 10, 64)
+	return Replayed{Seq: m.Sequence, Of: of, At: m.Time, Exists: true}, nil
+}
