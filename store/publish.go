@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -19,8 +20,10 @@ type Stored struct {
 // concurrent callers share the wire; each waits only for its own ack. Any
 // failure wraps ErrUnavailable.
 func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
-	defer cancel()
+	// A timer, not a child context: this runs once per webhook, and a
+	// child of the request's context costs a lock and allocations.
+	timeout := time.NewTimer(s.opts.PublishTimeout)
+	defer timeout.Stop()
 	fut, err := s.js.PublishMsgAsync(e.msg(Subject(e.Route, e.EventID)),
 		jetstream.WithMsgID(e.EventID),
 		jetstream.WithExpectStream(StreamName),
@@ -33,6 +36,8 @@ func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
 		return Stored{Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
 	case err := <-fut.Err():
 		return Stored{}, fmt.Errorf("%w: publish: %v", ErrUnavailable, err)
+	case <-timeout.C:
+		return Stored{}, fmt.Errorf("%w: no ack from the stream within %s", ErrUnavailable, s.opts.PublishTimeout)
 	case <-ctx.Done():
 		return Stored{}, fmt.Errorf("%w: no ack from the stream: %v", ErrUnavailable, ctx.Err())
 	}
