@@ -289,7 +289,7 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		}
 		if !retry.Exhausted(n, now.Sub(md.Timestamp), next) {
 			d.observe(e, md, n, o, latency, next)
-			log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next)
+			log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next.Round(time.Millisecond).String())
 			if err := m.NakWithDelay(next); err != nil {
 				log.Warn("nak failed; the message returns after its ack wait", "err", err)
 			}
@@ -355,10 +355,11 @@ func (d *destination) deadLetter(ctx context.Context, m jetstream.Msg, md *jetst
 	}
 }
 
-// errAttr logs err under "err", or nothing when it is nil.
+// errAttr logs err under "err" without the destination URL (it may carry a
+// token), or nothing when err is nil.
 func errAttr(err error) slog.Attr {
 	if err == nil {
 		return slog.Attr{}
 	}
-	return slog.String("err", err.Error())
+	return slog.String("err", errText(err))
 }
