@@ -340,7 +340,7 @@ func (d *destination) deadLetter(ctx context.Context, m jetstream.Msg, md *jetst
 		LastAttempt: d.f.Now(),
 	}
 	if o.Err != nil {
-		dl.LastError = o.Err.Error()
+		dl.LastError = errText(o.Err)
 	}
 	_ = m.InProgress() // the dead letter's publish may take up to its timeout
 	if err := d.f.Store.AddDeadLetter(context.WithoutCancel(ctx), dl); err != nil {
