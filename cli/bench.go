@@ -22,7 +22,25 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	destConc := fs.Int("dest-concurrency", 64, "jethook's concurrency toward the backend")
 	size := fs.Int("body", 1024, "JSON body size in bytes")
 	dir := fs.String("dir", "", "where the stores' temporary data go (default the system temporary directory)")
+	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, recovery, backlog")
+	var ro bench.RecoveryOptions
+	fs.IntVar(&ro.Arrival, "arrival", 100, "recovery: webhooks per second posted throughout")
+	fs.DurationVar(&ro.Outage, "outage", 20*time.Second, "recovery: how long the backend answers 503")
+	fs.IntVar(&ro.Capacity, "capacity", 200, "recovery: requests per second the backend answers 200 once up")
+	fs.IntVar(&ro.Rate, "rate", 180, "recovery: the destination's rate per second")
+	fs.IntVar(&ro.BreakerFailures, "breaker-failures", 5, "recovery: the destination's breaker failures (0: off)")
+	fs.DurationVar(&ro.BreakerCooldown, "breaker-cooldown", 2*time.Second, "recovery: the destination's breaker cooldown")
+	fs.DurationVar(&ro.SlowStart, "slow-start", 2*time.Second, "recovery: the destination's slow_start (0: off)")
+	var bo bench.BacklogOptions
+	fs.IntVar(&bo.Messages, "messages", 100_000, "backlog: webhooks parked in backoff")
+	fs.DurationVar(&bo.Delay, "backlog-delay", 2*time.Minute, "backlog: how long each parked webhook waits before its retry")
+	fs.IntVar(&bo.MaxAckPending, "max-ack-pending", 0, "backlog: consumers' MaxAckPending (default: sized for -messages)")
+	fs.IntVar(&bo.Probes, "probes", 20, "backlog: new webhooks timed to the healthy destination")
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	want, err := scenarios(*scenario)
+	if err != nil {
 		return err
 	}
 	conc, err := concurrencies(*levels)
@@ -51,7 +69,40 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 
 	fmt.Fprintf(out, "jethook bench: %d CPUs, %s %s/%s, %d-byte JSON bodies, loopback%s\n",
 		runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, *size, loadAverage())
-	fmt.Fprintf(out, "\nIngest: %s per case; jethook answers 200 once the store acked (forwarder off)\n", *duration)
+	if want["ingest"] {
+		if err := benchIngest(ctx, out, o, *duration, conc); err != nil {
+			return err
+		}
+	}
+	if want["e2e"] {
+		if err := benchEndToEnd(ctx, out, o); err != nil {
+			return err
+		}
+	}
+	if want["recovery"] {
+		ro.BodySize, ro.Dir = *size, *dir
+		r, err := bench.Recovery(ctx, ro)
+		if err != nil {
+			return fmt.Errorf("recovery: %w", err)
+		}
+		r.Report(out)
+	}
+	if want["backlog"] {
+		bo.BodySize, bo.Dir, bo.Progress = *size, *dir, out
+		r, err := bench.Backlog(ctx, bo)
+		if err != nil {
+			return fmt.Errorf("backlog: %w", err)
+		}
+		r.Report(out)
+	}
+	if la := loadAverage(); la != "" {
+		fmt.Fprintf(out, "\ndone%s\n", la)
+	}
+	return nil
+}
+
+func benchIngest(ctx context.Context, out io.Writer, o bench.Options, duration time.Duration, conc []int) error {
+	fmt.Fprintf(out, "\nIngest: %s per case; jethook answers 200 once the store acked (forwarder off)\n", duration)
 	fmt.Fprintf(out, "%-20s %7s %9s %9s %9s %7s %8s %6s\n", "CASE", "CLIENTS", "REQ/S", "P50", "P99", "÷ BARE", "CPU/REQ", "FAILED")
 	for _, c := range conc {
 		r, err := bench.Ingest(ctx, o, c)
@@ -67,9 +118,12 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 				micros(row.l.CPUPerRequest()), row.l.Failed)
 		}
 	}
+	return nil
+}
 
+func benchEndToEnd(ctx context.Context, out io.Writer, o bench.Options) error {
 	fmt.Fprintf(out, "\nEnd to end: %d webhooks, %d clients, destination concurrency %d; first post to last delivery\n",
-		*count, *clients, *destConc)
+		o.Events, o.Clients, o.DestConcurrency)
 	r, err := bench.EndToEnd(ctx, o)
 	if err != nil {
 		return err
@@ -81,10 +135,21 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		ratio(r.PerSecond(), r.Direct.PerSecond()), micros(r.CPUPerEvent()))
 	fmt.Fprintf(out, "(ingress took the %d posts at %.0f req/s, p99 %s; %d repeated deliveries)\n",
 		r.Ingest.Requests, r.Ingest.PerSecond(), millis(r.Ingest.P99), r.Repeats)
-	if la := loadAverage(); la != "" {
-		fmt.Fprintf(out, "\ndone%s\n", la)
-	}
 	return nil
+}
+
+// scenarios parses "ingest,e2e" into the set of scenarios to run.
+func scenarios(s string) (map[string]bool, error) {
+	want := map[string]bool{}
+	for f := range strings.SplitSeq(s, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "ingest", "e2e", "recovery", "backlog":
+			want[f] = true
+		default:
+			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, recovery or backlog, comma-separated", errUsage, s)
+		}
+	}
+	return want, nil
 }
 
 // concurrencies parses "16,64".
