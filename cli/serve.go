@@ -103,8 +103,8 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	go rl.onHangup(ctx)
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
+		ReadHeaderTimeout: s.HeaderTimeout,
+		ReadTimeout:       s.ReadTimeout,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,

@@ -28,6 +28,10 @@ type Settings struct {
 	LogLevel      string        `env:"LOG_LEVEL" envDefault:"info"`
 	LogFormat     string        `env:"LOG_FORMAT" envDefault:"json"`
 	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"20s"`
+	// HeaderTimeout cuts off a client that has not sent its request
+	// headers in time (slowloris); ReadTimeout bounds the whole request.
+	HeaderTimeout time.Duration `env:"HEADER_TIMEOUT" envDefault:"5s"`
+	ReadTimeout   time.Duration `env:"READ_TIMEOUT" envDefault:"30s"`
 	AttemptLogAge time.Duration `env:"ATTEMPT_LOG_AGE" envDefault:"72h"`
 }
 
@@ -54,7 +58,8 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if _, err := parseLevel(s.LogLevel); err != nil {
 		return s, err
 	}
-	if s.Retention <= 0 || s.DedupWindow <= 0 || s.ShutdownGrace <= 0 || s.AttemptLogAge <= 0 {
+	if s.Retention <= 0 || s.DedupWindow <= 0 || s.ShutdownGrace <= 0 || s.AttemptLogAge <= 0 ||
+		s.HeaderTimeout <= 0 || s.ReadTimeout <= 0 {
 		return s, fmt.Errorf("environment: JETHOOK_RETENTION, JETHOOK_DEDUP_WINDOW, JETHOOK_SHUTDOWN_GRACE and JETHOOK_ATTEMPT_LOG_AGE must be positive")
 	}
 	if s.Replicas < 1 || s.Replicas > 5 {
