@@ -17,7 +17,7 @@ import (
 // until jethook answers 2xx, as providers do on errors and timeouts. It
 // remembers what jethook acknowledged.
 type poster struct {
-	url    string
+	urls   []string // jethook replicas; a retry goes to the next one
 	test   string
 	client *http.Client
 
@@ -25,13 +25,18 @@ type poster struct {
 	acked    map[int]string // webhook → event id jethook answered with
 	dupAcks  int            // 2xx answers that said duplicate: the first post was stored, its answer lost
 	failures map[string]int // answers other than 2xx, by kind
+	slowest  time.Duration  // longest from a webhook's first try to its acknowledgement
 }
 
-func newPoster(url, test string) *poster {
+func newPoster(url, test string) *poster { return newPosterTo([]string{url}, test) }
+
+// newPosterTo posts to several replicas, as a load balancer would: webhook n
+// goes first to urls[n%len(urls)] and each retry to the next replica.
+func newPosterTo(urls []string, test string) *poster {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	return &poster{
-		url:      url,
+		urls:     urls,
 		test:     test,
 		client:   &http.Client{Transport: tr, Timeout: 15 * time.Second},
 		acked:    map[int]string{},
@@ -48,10 +53,13 @@ type answer struct {
 	took       time.Duration
 }
 
-// once posts webhook n one time.
-func (p *poster) once(ctx context.Context, n int) (answer, error) {
+// once posts webhook n one time, to the first replica.
+func (p *poster) once(ctx context.Context, n int) (answer, error) { return p.onceTo(ctx, p.urls[0], n) }
+
+// onceTo posts webhook n one time to url.
+func (p *poster) onceTo(ctx context.Context, url string, n int) (answer, error) {
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(webhookBody(p.test, n)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(webhookBody(p.test, n)))
 	if err != nil {
 		return answer{}, err
 	}
@@ -82,12 +90,14 @@ func (p *poster) once(ctx context.Context, n int) (answer, error) {
 // post sends webhook n until jethook acknowledges it or ctx ends. An answer
 // no retry can change (a 4xx other than 408 and 429) is an error.
 func (p *poster) post(ctx context.Context, n int) error {
-	for {
-		a, err := p.once(ctx, n)
+	start := time.Now()
+	for try := 0; ; try++ {
+		a, err := p.onceTo(ctx, p.urls[(n+try)%len(p.urls)], n)
 		switch {
 		case err == nil && a.status/100 == 2:
 			p.mu.Lock()
 			p.acked[n] = a.id
+			p.slowest = max(p.slowest, time.Since(start))
 			if a.duplicate {
 				p.dupAcks++
 			}
@@ -177,4 +187,12 @@ func (p *poster) stats() (dupAcks int, failures map[string]int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.dupAcks, maps.Clone(p.failures)
+}
+
+// slowestAck is the longest a webhook waited, across its retries, to be
+// acknowledged.
+func (p *poster) slowestAck() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.slowest
 }

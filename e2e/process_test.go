@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"net"
 	"os"
 	"os/exec"
@@ -27,6 +29,7 @@ type process struct {
 	bin     string
 	env     []string
 	addr    string // the public listener, 127.0.0.1:port
+	admin   string // the admin listener, 127.0.0.1:port
 	logPath string
 
 	mu     sync.Mutex
@@ -65,6 +68,7 @@ func newProcess(t *testing.T, policies string, env map[string]string) *process {
 	for k, v := range env {
 		settings[k] = v
 	}
+	p.admin = settings["JETHOOK_ADMIN_LISTEN"]
 	// The test's own JETHOOK_* variables must not leak into the process.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "JETHOOK_") {
@@ -80,6 +84,37 @@ func newProcess(t *testing.T, policies string, env map[string]string) *process {
 
 // url is the public URL of path.
 func (p *process) url(path string) string { return "http://" + p.addr + path }
+
+// counter sums the samples of a Prometheus counter on the admin
+// listener's /metrics, over all its labels.
+func (p *process) counter(name string) (float64, error) {
+	resp, err := http.Get("http://" + p.admin + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for line := range strings.Lines(string(b)) {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		sum += v
+	}
+	return sum, nil
+}
 
 // start launches jethook and waits until its public listener accepts
 // connections, which serve opens only once the store and forwarder are up.
