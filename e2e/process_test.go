@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -238,15 +239,24 @@ func (p *process) cleanup() {
 	}
 }
 
-// freePort is a loopback TCP port nobody listened on a moment ago.
+// freePort is a loopback TCP port nobody listens on now, taken below the
+// kernel's ephemeral range (ip_local_port_range starts at 32768 by
+// default): a port from that range can be taken by any outgoing connection
+// between this check and jethook's bind, or by a restart later on the same
+// port, and the test would then dial someone else's listener.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port between 20000 and 32000")
+	return 0
 }
 
 // envInt reads a positive integer knob from the environment.
