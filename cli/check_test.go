@@ -36,3 +36,49 @@ func TestCheckReportsAConfigMistakeWithFileLineAndKey(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A file with a dozen different mistakes: check reports every one with the
+// file, its line and its key, and exits 1. A broken YAML layout stops the
+// parse, so the syntax errors have files of their own; yaml.v3 gives the
+// line of the block that holds the mistake (the route with the tab, the
+// line before the unclosed flow sequence), and check keeps it.
+func TestCheckReportsEveryMistakeOfAFileWithItsLineAndKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		file string
+		want []string
+	}{
+		{"testdata/mistakes.yaml", []string{
+			`testdata/mistakes.yaml:5: defaults.retry.base: invalid duration "2x"`,
+			`testdata/mistakes.yaml:6: defaults.retry.retry_on[0]: status 200 is not an error status (want 400-599)`,
+			`testdata/mistakes.yaml:11: routes[0].retires: unknown key "retires"`,
+			`testdata/mistakes.yaml:14: routes[1].name: duplicate route name "orders" (first at line 9)`,
+			`testdata/mistakes.yaml:19: routes[2].path: duplicate path "/hooks/orders" (first used by route "orders" at line 10)`,
+			`testdata/mistakes.yaml:22: routes[3].name: invalid name "billing.v2": use only letters, digits, "_" and "-" (it becomes a NATS subject token)`,
+			`testdata/mistakes.yaml:28: routes[4].provider: unknown provider "gitlab" (want one of "none", "github", "shopify", "stripe", "slack", "standard-webhooks", "hmac")`,
+			`testdata/mistakes.yaml:31: routes[5].secret: provider github requires a secret`,
+			`testdata/mistakes.yaml:39: routes[6].destinations[0].url: URL "ftp://127.0.0.1/hooks" must be absolute http or https`,
+			`testdata/mistakes.yaml:43: routes[7].destinations[0].concurrency: must be at least 1, got -4`,
+			`testdata/mistakes.yaml:46: routes[8].timeout: invalid duration "soon"`,
+			`testdata/mistakes.yaml:48: routes[8].destinations[0].rate: invalid rate "fast": want N/s, N/m or N/h, e.g. "50/s"`,
+		}},
+		{"testdata/tabs.yaml", []string{`testdata/tabs.yaml:2: yaml: found a tab character that violates indentation`}},
+		{"testdata/unclosed.yaml", []string{`testdata/unclosed.yaml:3: yaml: did not find expected ',' or ']'`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			if code := Main([]string{"check", "-config", tt.file}, &stdout, &stderr); code != 1 {
+				t.Errorf("exit status %d, want 1", code)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("a broken file printed a route table:\n%s", stdout.String())
+			}
+			want := "jethook check: " + strings.Join(tt.want, "\n") + "\n"
+			if stderr.String() != want {
+				t.Errorf("stderr:\n%s\nwant:\n%s", stderr.String(), want)
+			}
+		})
+	}
+}
