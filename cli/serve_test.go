@@ -1,19 +1,37 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
 )
 
 // serveForTest runs Serve on loopback ports with the shipped policies and
 // returns the public address; the server stops at the end of the test.
 func serveForTest(t *testing.T, tweak func(*Settings)) string {
+	t.Helper()
+	addr, stop := startServe(t, tweak)
+	t.Cleanup(stop)
+	return addr
+}
+
+// startServe runs Serve like serveForTest and returns its public address
+// and a function that stops it and waits until it has (the store closed).
+func startServe(t *testing.T, tweak func(*Settings)) (string, func()) {
 	t.Helper()
 	s, err := loadSettings(map[string]string{
 		"JETHOOK_LISTEN":         "127.0.0.1:0",
@@ -32,21 +50,26 @@ func serveForTest(t *testing.T, tweak func(*Settings)) string {
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, s, slog.New(slog.DiscardHandler), ready) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
 	select {
 	case addr := <-ready:
-		return addr.String()
+		return addr.String(), stop
 	case err := <-done:
+		cancel()
 		t.Fatalf("serve stopped: %v", err)
 	case <-time.After(30 * time.Second):
+		stop()
 		t.Fatal("serve did not become ready")
 	}
-	return ""
+	return "", stop
 }
 
 func TestAClientTricklingItsHeadersIsCutOff(t *testing.T) {
@@ -112,4 +135,104 @@ func TestHugeHeadersAreRefused(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// smallRoute is a policies file with one route limited to 1 KiB; BACKEND
+// becomes the backend's URL.
+const smallRoute = `
+defaults:
+  retry: {max_age: 1h}
+routes:
+  - name: small
+    path: /hooks/small
+    max_body: 1KiB
+    destinations:
+      - {name: app, url: "BACKEND/small", slow_start: 0s}
+`
+
+func TestAChunkedBodyOverMaxBodyGets413ThroughServeAndNothingIsStored(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var delivered [][]byte
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		delivered = append(delivered, body)
+		mu.Unlock()
+	}))
+	t.Cleanup(backend.Close)
+	config := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(config, []byte(strings.ReplaceAll(smallRoute, "BACKEND", backend.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	addr, stop := startServe(t, func(s *Settings) { s.Config, s.DataDir = config, data })
+	t.Cleanup(stop)
+
+	// 2 KiB in eight chunks, no Content-Length: the limit can only be
+	// found while reading.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	req := "POST /hooks/small HTTP/1.1\r\nHost: jethook\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+	for range 8 {
+		req += "100\r\n" + strings.Repeat("z", 256) + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer to an oversized chunked body: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var reason struct{ Error, Message string }
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get("Content-Type") != "application/json" ||
+		json.Unmarshal(body, &reason) != nil || reason.Error != "body_too_large" || !strings.Contains(reason.Message, "1024 bytes") {
+		t.Fatalf("got %d %s %q, want 413 with a JSON body_too_large reason naming the limit", resp.StatusCode, resp.Header, body)
+	}
+	// The rest of the body was not read, so the connection cannot carry
+	// another request: the server says so and closes it.
+	if !resp.Close {
+		t.Errorf("413 without Connection: close: %v", resp.Header)
+	}
+	if _, err := br.ReadByte(); err == nil || isTimeout(err) {
+		t.Errorf("after the 413 the connection stayed open: read err = %v", err)
+	}
+
+	// The server still takes a chunked body within the limit.
+	ok := strings.Repeat("k", 1000)
+	r2, err := http.Post("http://"+addr+"/hooks/small", "application/json", io.MultiReader(strings.NewReader(ok)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if r2.StatusCode != http.StatusOK {
+		t.Fatalf("a body within the limit after a refused one: %d", r2.StatusCode)
+	}
+	storetest.Eventually(t, 10*time.Second, "the accepted body delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(delivered) == 1
+	})
+	stop()
+	mu.Lock()
+	if len(delivered) != 1 || string(delivered[0]) != ok {
+		t.Errorf("backend got %d bodies, want only the accepted one", len(delivered))
+	}
+	mu.Unlock()
+	// What the stream holds, read after Serve has closed it.
+	st := storetest.Open(t, store.Options{DataDir: data})
+	stats, err := st.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Messages != 1 {
+		t.Fatalf("the stream holds %d webhooks, want 1 (the refused body must not be stored)", stats.Messages)
+	}
 }
