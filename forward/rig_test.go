@@ -36,6 +36,9 @@ type hit struct {
 	header http.Header
 	body   []byte
 	method string
+	host   string   // the Host the backend was called with
+	length int64    // the request's Content-Length, -1 if none
+	coding []string // the request's Transfer-Encoding
 }
 
 // backend is a real HTTP server that answers with reply(n) for its n-th
@@ -52,7 +55,8 @@ func newBackend(t *testing.T, reply func(n int, w http.ResponseWriter)) *backend
 	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		b.mu.Lock()
-		b.hits = append(b.hits, hit{at: time.Now(), header: r.Header.Clone(), body: body, method: r.Method})
+		b.hits = append(b.hits, hit{at: time.Now(), header: r.Header.Clone(), body: body, method: r.Method,
+			host: r.Host, length: r.ContentLength, coding: r.TransferEncoding})
 		n := len(b.hits)
 		b.mu.Unlock()
 		b.reply(n, w)
