@@ -14,9 +14,9 @@ type Stored struct {
 	Duplicate bool   // the event id was already in the dedup window
 }
 
-// Publish writes e to webhooks.<route> with Nats-Msg-Id = e.EventID and
-// waits for the stream's ack, so a nil error means the message is on disk
-// (see DESIGN.md, Durability). Publishes are sent asynchronously, so
+// Publish writes e to webhooks.<route>.<token> with Nats-Msg-Id =
+// msgID(e.Route, e.EventID) and waits for the stream's ack, so a nil error
+// means the message is on disk (see DESIGN.md, Durability). Publishes are sent asynchronously, so
 // concurrent callers share the wire; each waits only for its own ack. Any
 // failure wraps ErrUnavailable.
 func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
@@ -25,7 +25,7 @@ func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
 	timeout := time.NewTimer(s.opts.PublishTimeout)
 	defer timeout.Stop()
 	fut, err := s.js.PublishMsgAsync(e.msg(Subject(e.Route, e.EventID)),
-		jetstream.WithMsgID(e.EventID),
+		jetstream.WithMsgID(msgID(e.Route, e.EventID)),
 		jetstream.WithExpectStream(StreamName),
 		jetstream.WithStallWait(s.opts.PublishTimeout))
 	if err != nil {
@@ -42,6 +42,12 @@ func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
 		return Stored{}, fmt.Errorf("%w: no ack from the stream: %v", ErrUnavailable, ctx.Err())
 	}
 }
+
+// msgID is the dedup key (Nats-Msg-Id) of event eventID on route: the id
+// within its route, since providers number their own events and two routes
+// may see the same id. Route names hold no ':', so no key can equal a
+// replay's (replay/<seq>).
+func msgID(route, eventID string) string { return route + ":" + eventID }
 
 // Stats counts what the streams hold.
 type Stats struct {

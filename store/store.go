@@ -1,7 +1,7 @@
 // Package store keeps webhooks durably in NATS JetStream. It runs an embedded
 // nats-server (the default) or connects to an external one, creates the
 // streams and consumers jethook needs, publishes received webhooks with their
-// event id as Nats-Msg-Id, and records dead letters. It knows nothing of HTTP.
+// route and event id as Nats-Msg-Id, and records dead letters. It knows nothing of HTTP.
 package store
 
 import (

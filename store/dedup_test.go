@@ -1,0 +1,75 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
+)
+
+// Event ids come from each route's provider, so they are unique only
+// within a route: two routes may see the same id (two partners numbering
+// their events from 1), and each must store its event.
+func TestTheSameEventIDOnTwoRoutesIsStoredForEachAndOnceForOne(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		route string
+		dup   bool
+	}{{"github", false}, {"shop", false}, {"github", true}, {"shop", true}} {
+		e := envelope("1", `{"n":1}`)
+		e.Route = c.route
+		got, err := st.Publish(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Duplicate != c.dup {
+			t.Fatalf("event 1 on route %s: duplicate = %v, want %v", c.route, got.Duplicate, c.dup)
+		}
+	}
+	if s, err := st.Stats(ctx); err != nil || s.Messages != 2 {
+		t.Fatalf("stream holds %+v, %v; want 2 webhooks", s, err)
+	}
+}
+
+// A replay's dedup key is derived from its dead letter's sequence; a
+// provider id that looks the same must neither be taken for that replay
+// (and be answered "duplicate" without being stored) nor block it.
+func TestAnEventIDShapedLikeAReplayIsStillStored(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	ctx := context.Background()
+	if _, err := st.Publish(ctx, envelope("evt-1", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddDeadLetter(ctx, store.DeadLetter{Envelope: envelope("evt-1", `{}`), Destination: "app", Seq: 1, Reason: "permanent"}); err != nil {
+		t.Fatal(err)
+	}
+	dls, err := st.DeadLetters(ctx, "dlq.>", 10)
+	if err != nil || len(dls) != 1 {
+		t.Fatalf("dead letters %+v, %v", dls, err)
+	}
+	if r, err := st.Replay(ctx, dls); err != nil || r.Queued != 1 {
+		t.Fatalf("replay %+v, %v", r, err)
+	}
+	for _, id := range []string{"replay/1", "replay/2"} {
+		got, err := st.Publish(ctx, envelope(id, `{"looks":"like a replay"}`))
+		if err != nil || got.Duplicate {
+			t.Fatalf("event %s: %+v, %v; want stored", id, got, err)
+		}
+	}
+	// And the other way round: the second dead letter's replay is queued
+	// though an event called replay/2 is stored.
+	if err := st.AddDeadLetter(ctx, store.DeadLetter{Envelope: envelope("evt-1", `{}`), Destination: "audit", Seq: 1, Reason: "permanent"}); err != nil {
+		t.Fatal(err)
+	}
+	dls, err = st.DeadLetters(ctx, "dlq.github.audit.*", 10)
+	if err != nil || len(dls) != 1 || dls[0].DLQSeq != 2 {
+		t.Fatalf("dead letters %+v, %v", dls, err)
+	}
+	if r, err := st.Replay(ctx, dls); err != nil || r.Queued != 1 {
+		t.Fatalf("replay of dead letter 2 after an event called replay/2: %+v, %v", r, err)
+	}
+}
