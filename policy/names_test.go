@@ -41,3 +41,16 @@ func wantOnly(t *testing.T, yaml, want string) {
 		t.Fatalf("error:\n got %v\nwant %s", err, want)
 	}
 }
+
+// A destination's durable consumer is named <route>__<destination>, so
+// route "a" with destination "b__c" and route "a__b" with destination "c"
+// would share one: each would get some of the other's webhooks and lose
+// some of its own. The second is refused.
+func TestRoutesAndDestinationsWhoseNamesJoinAlikeAreRejected(t *testing.T) {
+	t.Parallel()
+	yaml := "routes:\n" +
+		"  - name: a\n    path: /a\n    destinations: [{name: b__c, url: 'http://a'}, {name: d, url: 'http://a'}]\n" +
+		"  - name: a__b\n    path: /ab\n    destinations: [{name: c, url: 'http://a'}]\n" +
+		"  - name: a__b__c\n    path: /abc\n    destinations: [{name: d, url: 'http://a'}]\n"
+	wantOnly(t, yaml, `p.yaml:5: routes[1].name: route "a__b" destination "c" and route "a" destination "b__c" (line 2) would share one queue, "a__b__c"; rename one`)
+}

@@ -66,6 +66,13 @@ func (d *decoder) config(cfg *Config, root *yaml.Node) {
 		line  int
 	}
 	names, paths := map[string]first{}, map[string]first{}
+	// queues holds each route × destination under the name of its
+	// durable consumer, <route>__<destination> (store.ConsumerName).
+	type queue struct {
+		route, dest string
+		line        int
+	}
+	queues := map[string]queue{}
 	for _, it := range items {
 		r, name, path, ok := d.route(it, cfg.Defaults, defSpec)
 		if !ok {
@@ -75,6 +82,15 @@ func (d *decoder) config(cfg *Config, root *yaml.Node) {
 			d.failf(name.node(), name.path, "duplicate route name %q (first at line %d)", r.Name, f.line)
 		} else if r.Name != "" {
 			names[r.Name] = first{r.Name, name.node().Line}
+			for _, dst := range r.Destinations {
+				key := r.Name + "__" + dst.Name
+				if q, dup := queues[key]; dup {
+					d.failf(name.node(), name.path, "route %q destination %q and route %q destination %q (line %d) would share one queue, %q; rename one",
+						r.Name, dst.Name, q.route, q.dest, q.line, key)
+					continue
+				}
+				queues[key] = queue{r.Name, dst.Name, name.node().Line}
+			}
 		}
 		if f, dup := paths[r.Path]; r.Path != "" && dup {
 			d.failf(path.node(), path.path, "duplicate path %q (first used by route %q at line %d)", r.Path, f.route, f.line)
