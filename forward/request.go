@@ -3,6 +3,7 @@ package forward
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -22,7 +23,8 @@ var hopHeaders = []string{
 
 // newRequest builds one attempt's request: the original method, the body
 // byte for byte, the original headers minus hop-by-hop ones, and jethook's
-// X-Webhook-* and X-Forwarded-* headers.
+// X-Webhook-* and X-Forwarded-* headers. An error means no attempt can
+// succeed.
 func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int) (*http.Request, error) {
 	method := e.Method
 	if method == "" {
@@ -32,9 +34,9 @@ func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int)
 	if err != nil {
 		return nil, err
 	}
-	h := http.Header(e.Header).Clone()
-	if h == nil {
-		h = http.Header{}
+	h, err := storedHeader(e.Header)
+	if err != nil {
+		return nil, err
 	}
 	for _, f := range h["Connection"] {
 		for name := range strings.SplitSeq(f, ",") {
@@ -67,4 +69,33 @@ func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int)
 	req.Header = h
 	req.ContentLength = int64(len(e.Body))
 	return req, nil
+}
+
+// storedHeader copies a stored message's original headers under their
+// canonical names, so that "connection" or "x-webhook-id" is dropped or
+// replaced like its canonical form. Ingress only stores headers net/http
+// accepted, but a message may reach the stream by other ways; a name that
+// is not a token or a value with a control character (RFC 9110 §5.1, §5.5)
+// is an error, since net/http would refuse to send it on every attempt.
+// The error names the header, never its value.
+func storedHeader(stored map[string][]string) (http.Header, error) {
+	h := make(http.Header, len(stored)+6)
+	for k, vs := range stored {
+		name := http.CanonicalHeaderKey(k)
+		if name == "" || strings.ContainsFunc(name, func(r rune) bool { return !isTokenChar(r) }) {
+			return nil, fmt.Errorf("stored header %q: not a valid header name", k)
+		}
+		for _, v := range vs {
+			if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+				return nil, fmt.Errorf("stored header %s: control character in its value", name)
+			}
+		}
+		h[name] = append(h[name], vs...)
+	}
+	return h, nil
+}
+
+// isTokenChar reports whether r may appear in a header name (RFC 9110 §5.6.2).
+func isTokenChar(r rune) bool {
+	return r > ' ' && r < 0x7f && !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
 }
