@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,6 +60,11 @@ func (s *Store) AddDeadLetter(ctx context.Context, d DeadLetter) error {
 	m.Header.Set(hdrAttempts, strconv.Itoa(d.Attempts))
 	m.Header.Set(hdrFirstSeen, d.FirstSeen.UTC().Format(time.RFC3339Nano))
 	m.Header.Set(hdrLastAttempt, d.LastAttempt.UTC().Format(time.RFC3339Nano))
+	for k := range m.Header {
+		if !headerName(k) {
+			delete(m.Header, k)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
 	id := fmt.Sprintf("%s/%d", d.Destination, d.Seq)
@@ -132,6 +138,20 @@ func deadLetterFrom(subject string, h nats.Header, data []byte) (DeadLetter, err
 	d.FirstSeen, _ = time.Parse(time.RFC3339Nano, h.Get(hdrFirstSeen))
 	d.LastAttempt, _ = time.Parse(time.RFC3339Nano, h.Get(hdrLastAttempt))
 	return d, nil
+}
+
+// headerName reports whether nats.go writes k as a header name: printable
+// ASCII without ':' or the other delimiters an HTTP field name may not
+// hold. Ingress stores only names net/http accepted, which qualify; a
+// message put on the stream another way may hold others, and its dead
+// letter goes without them rather than fail to store on every try.
+func headerName(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return k != ""
 }
 
 // oneLine keeps a header value legal: NATS headers end at a line break.

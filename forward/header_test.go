@@ -1,0 +1,283 @@
+package forward_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jethook/jethook/store"
+)
+
+// hopByHop are the request headers that describe one connection (RFC 9110
+// §7.6.1) or the message framing; none may reach the backend as the
+// provider sent them.
+var hopByHop = []string{"Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Proxy-Authorization", "Proxy-Authenticate", "Proxy-Connection", "X-Drop-Me"}
+
+// A provider's hop-by-hop headers, Host and framing stay on its own
+// connection, and it cannot set or repeat the headers jethook adds.
+func TestAProvidersHopByHopAndJethookHeadersDoNotReachTheBackendAsSent(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, status(http.StatusOK))
+	r := newRig(t, parseConfig(t, fastRetry, b.URL), store.Options{})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(r.ingress.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	body := `{"order":1}`
+	_, err = fmt.Fprintf(conn, "POST /hooks/shop HTTP/1.1\r\n"+
+		"Host: provider.example\r\n"+
+		"Content-Type: application/json\r\n"+
+		"Transfer-Encoding: chunked\r\n"+
+		"Connection: keep-alive, X-Drop-Me, Upgrade\r\n"+
+		"X-Drop-Me: only for this hop\r\n"+
+		"Keep-Alive: timeout=5\r\n"+
+		"TE: trailers\r\n"+
+		"Trailer: X-Trail\r\n"+
+		"Upgrade: websocket\r\n"+
+		"Proxy-Authorization: Basic c2VjcmV0\r\n"+
+		"Proxy-Authenticate: Basic\r\n"+
+		"Proxy-Connection: keep-alive\r\n"+
+		"X-Webhook-Id: forged\r\n"+
+		"X-Webhook-Id: forged-again\r\n"+
+		"X-Webhook-Attempt: 99\r\n"+
+		"X-Forwarded-Proto: https\r\n"+
+		"X-Forwarded-Host: evil.example\r\n"+
+		"X-Forwarded-For: 203.0.113.9\r\n"+
+		"X-Keep: kept\r\n"+
+		"\r\n%x\r\n%s\r\n0\r\nX-Trail: t\r\n\r\n", len(body), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ack struct{ ID string }
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &ack) != nil || ack.ID == "" {
+		t.Fatalf("ingress answered %d %s", resp.StatusCode, raw)
+	}
+
+	eventually(t, "the delivery", func() bool { return b.count() == 1 })
+	h := b.all()[0]
+	if string(h.body) != body || h.length != int64(len(body)) || len(h.coding) != 0 {
+		t.Errorf("backend got %q, Content-Length %d, Transfer-Encoding %q; want %q framed by its length", h.body, h.length, h.coding, body)
+	}
+	if h.host != b.Listener.Addr().String() {
+		t.Errorf("backend called with Host %q, want its own %q", h.host, b.Listener.Addr())
+	}
+	for _, k := range hopByHop {
+		if v := h.header.Values(k); len(v) > 0 {
+			t.Errorf("%s forwarded: %q", k, v)
+		}
+	}
+	want := http.Header{
+		"X-Webhook-Id":      {ack.ID},
+		"X-Webhook-Attempt": {"1"},
+		"X-Forwarded-Proto": {"http"},
+		"X-Forwarded-Host":  {"provider.example"},
+		"X-Forwarded-For":   {"203.0.113.9, 127.0.0.1"}, // the provider's chain, then the provider
+		"X-Keep":            {"kept"},
+		"Content-Type":      {"application/json"},
+	}
+	for k, v := range want {
+		if got := h.header.Values(k); !slices.Equal(got, v) {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+}
+
+// crafted publishes messages straight to the WEBHOOKS stream, as a
+// misbehaving producer on a shared NATS (or a future version) might.
+type crafted struct {
+	t    *testing.T
+	js   jetstream.JetStream
+	addr string
+}
+
+func newCrafted(t *testing.T, addr string) *crafted {
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &crafted{t: t, js: js, addr: addr}
+}
+
+// publish stores a message on route shop with the given NATS headers.
+func (c *crafted) publish(id string, h nats.Header, body string) {
+	c.t.Helper()
+	m := nats.NewMsg(store.Subject("shop", id))
+	m.Header, m.Data = h, []byte(body)
+	if _, err := c.js.PublishMsg(context.Background(), m); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// publishRaw stores a message whose header block is written byte for
+// byte, which nats.go would not do for a value holding a CR.
+func (c *crafted) publishRaw(subject, headerBlock, body string) {
+	c.t.Helper()
+	conn, err := net.Dial("tcp", c.addr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	hdr := "NATS/1.0\r\n" + headerBlock + "\r\n"
+	fmt.Fprintf(conn, "CONNECT {\"verbose\":false,\"headers\":true}\r\nHPUB %s %d %d\r\n%s%s\r\nPING\r\n",
+		subject, len(hdr), len(hdr)+len(body), hdr, body)
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			c.t.Fatalf("raw publish: %v", err)
+		}
+		if strings.HasPrefix(line, "PONG") {
+			return
+		}
+		if strings.HasPrefix(line, "-ERR") {
+			c.t.Fatalf("raw publish: %s", line)
+		}
+	}
+}
+
+// A message that did not come through ingress may hold headers no HTTP
+// request could carry. The forwarder must not panic, must not send them,
+// must not count them against the backend (its breaker) and must not
+// retry what cannot succeed: such a message is dead-lettered at once with
+// the reason, and the rest are delivered.
+func TestCraftedStoredHeadersAreNeitherSentNorRetriedNorFatal(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsAddr := ln.Addr().String()
+	ln.Close()
+	b := newBackend(t, status(http.StatusOK))
+	// Two failed attempts in a row would open the breaker for an hour.
+	yaml := strings.Replace(fastRetry, `{name: app, url: "${BACKEND}/hook"}`,
+		`{name: app, url: "${BACKEND}/hook", slow_start: 0s, breaker: {failures: 2, cooldown: 1h}}`, 1)
+	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{ClientListen: natsAddr})
+	c := newCrafted(t, natsAddr)
+	base := func(id string) nats.Header {
+		return nats.Header{"Jethook-Event-Id": {id}, "Jethook-Method": {"POST"}, "Jethook-Remote": {"192.0.2.1:1"},
+			"Jethook-Proto": {"https"}, "H-Content-Type": {"application/json"}}
+	}
+
+	// Header names in another case are the same HTTP headers: jethook's
+	// own and hop-by-hop ones are replaced or dropped all the same.
+	spoof := base("lowercase")
+	for k, v := range map[string]string{"H-x-webhook-id": "forged", "H-x-webhook-attempt": "77", "H-content-length": "999",
+		"H-transfer-encoding": "chunked", "H-connection": "close, x-secret", "H-x-secret": "s3cret", "H-host": "evil.example",
+		"H-keep-alive": "timeout=1", "H-x-forwarded-proto": "gopher"} {
+		spoof[k] = []string{v}
+	}
+	c.publish("lowercase", spoof, `{"crafted":1}`)
+
+	// Values and names no HTTP request may carry.
+	bad := map[string]nats.Header{"nul": base("nul"), "del": base("del"), "empty name": base("empty name"), "bad method": base("bad method")}
+	bad["nul"]["H-X-Note"] = []string{"a\x00b"}
+	bad["del"]["H-X-Note"] = []string{"a\x7fb"}
+	bad["empty name"]["H-"] = []string{"x"}
+	bad["bad method"]["Jethook-Method"] = []string{"PO ST"}
+	for id, h := range bad {
+		c.publish(id, h, `{"bad":true}`)
+	}
+	c.publishRaw(store.Subject("shop", "cr"), "Jethook-Event-Id: cr\r\nH-X-Note: a\rb\r\n", `{"bad":"cr"}`)
+	c.publishRaw(store.Subject("shop", "bad name"), "Jethook-Event-Id: bad name\r\nH-X(Note) y: x\r\n", `{"bad":"name"}`)
+	// Nothing to decode an envelope from.
+	c.publish("no id", nats.Header{"H-Content-Type": {"text/plain"}}, "no id")
+	if _, err := c.js.Publish(context.Background(), store.Subject("shop", "bare"), []byte("bare")); err != nil {
+		t.Fatal(err)
+	}
+
+	if code, resp := r.post("/hooks/shop", http.Header{"Content-Type": {"application/json"}}, []byte(`{"after":"poison"}`)); code != http.StatusOK {
+		t.Fatalf("ingress %d %s", code, resp)
+	}
+	const raw = 2 // the cr and bad name messages
+	eventually(t, "a dead letter for each bad message", func() bool {
+		s, err := r.store.Stats(context.Background())
+		return err == nil && s.DeadLetters >= uint64(len(bad)+raw)
+	})
+	eventually(t, "the crafted and the posted webhook delivered", func() bool { return b.count() >= 2 })
+	time.Sleep(150 * time.Millisecond) // room for a retry or a stray delivery
+
+	hits := b.all()
+	if len(hits) != 2 {
+		t.Fatalf("backend got %d requests, want 2", len(hits))
+	}
+	var h hit
+	for _, x := range hits {
+		if string(x.body) == `{"crafted":1}` {
+			h = x
+		} else if string(x.body) != `{"after":"poison"}` {
+			t.Errorf("backend got %q", x.body)
+		}
+	}
+	if h.header == nil {
+		t.Fatal("the lowercase message was not delivered")
+	}
+	want := http.Header{"X-Webhook-Id": {"lowercase"}, "X-Webhook-Attempt": {"1"}, "X-Forwarded-Proto": {"https"},
+		"X-Forwarded-For": {"192.0.2.1"}, "Content-Type": {"application/json"}}
+	for k, v := range want {
+		if got := h.header.Values(k); !slices.Equal(got, v) {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	if h.length != int64(len(`{"crafted":1}`)) || len(h.coding) != 0 || h.host != b.Listener.Addr().String() {
+		t.Errorf("framing: Content-Length %d, Transfer-Encoding %q, Host %q", h.length, h.coding, h.host)
+	}
+	for _, k := range append(hopByHop, "X-Secret") {
+		if v := h.header.Values(k); len(v) > 0 {
+			t.Errorf("%s forwarded: %q", k, v)
+		}
+	}
+
+	dead := map[string]store.DeadLetter{}
+	for _, d := range r.deadLetters() {
+		dead[d.Envelope.EventID] = d
+	}
+	why := map[string]string{
+		"nul":        "stored header X-Note: control character in its value",
+		"del":        "stored header X-Note: control character in its value",
+		"cr":         "stored header X-Note: control character in its value",
+		"empty name": `stored header "": not a valid header name`,
+		"bad name":   `stored header "X(Note) y": not a valid header name`,
+		"bad method": `invalid method "PO ST"`,
+	}
+	for id, reason := range why {
+		d, ok := dead[id]
+		if !ok {
+			t.Errorf("%s: no dead letter", id)
+			continue
+		}
+		if d.Reason != "permanent" || d.Attempts != 1 || d.LastStatus != 0 || !strings.Contains(d.LastError, reason) {
+			t.Errorf("%s: dead letter %s after %d attempts, status %d, error %q; want permanent after 1 with %q",
+				id, d.Reason, d.Attempts, d.LastStatus, d.LastError, reason)
+		}
+	}
+	if len(dead) != len(bad)+raw {
+		t.Errorf("%d dead letters, want %d", len(dead), len(bad)+raw)
+	}
+}
