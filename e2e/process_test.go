@@ -246,18 +246,30 @@ func (p *process) cleanup() {
 // port, and the test would then dial someone else's listener.
 func freePort(t *testing.T) int {
 	t.Helper()
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
 	for range 1000 {
 		port := 20000 + rand.IntN(12000)
+		if ports.given[port] {
+			continue // given out before, perhaps not bound yet
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			continue
 		}
 		l.Close()
+		ports.given[port] = true
 		return port
 	}
 	t.Fatal("no free loopback port between 20000 and 32000")
 	return 0
 }
+
+// ports remembers what freePort gave out: each port goes to one listener.
+var ports = struct {
+	mu    sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}
 
 // envInt reads a positive integer knob from the environment.
 func envInt(t *testing.T, name string, def int) int {
