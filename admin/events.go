@@ -53,7 +53,7 @@ type Replay struct {
 
 func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	e, seq, err := h.Store.Event(r.Context(), id)
+	e, seq, err := h.Store.Event(r.Context(), id, r.URL.Query().Get("route"))
 	if err != nil {
 		storeError(w, err)
 		return

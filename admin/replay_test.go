@@ -103,6 +103,21 @@ func TestAnUnknownEventIsNotFound(t *testing.T) {
 	}
 }
 
+func TestAnEventIsLookedUpOnTheRouteAsked(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	id := r.post(`{"route":"asked"}`, nil)
+	var ev admin.Event
+	if code := r.call(http.MethodGet, "/v1/events/"+url.PathEscape(id)+"?route=shop", nil, &ev); code != http.StatusOK || ev.Route != "shop" {
+		t.Errorf("on route shop: %d %+v", code, ev)
+	}
+	for _, route := range []string{"other", "*", "sh.op"} {
+		if code := r.call(http.MethodGet, "/v1/events/"+url.PathEscape(id)+"?route="+url.QueryEscape(route), nil, nil); code != http.StatusNotFound {
+			t.Errorf("on route %q: %d, want 404", route, code)
+		}
+	}
+}
+
 func TestAPendingEventReadsPendingAndAttemptsAreListed(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)

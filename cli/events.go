@@ -24,15 +24,20 @@ func runEvents(ctx context.Context, args []string, out io.Writer) error {
 func events(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("events show", out)
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
+	route := fs.String("route", "", "the route the event came in on, when the same id came in on several")
 	pos, err := parseAll(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 2 || pos[0] != "show" {
-		return fmt.Errorf("%w: want: jethook events show EVENT_ID [-json]", errUsage)
+		return fmt.Errorf("%w: want: jethook events show EVENT_ID [-route NAME] [-json]", errUsage)
+	}
+	path := "/v1/events/" + url.PathEscape(pos[1])
+	if *route != "" {
+		path += "?route=" + url.QueryEscape(*route)
 	}
 	var raw json.RawMessage
-	if err := c.call(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(pos[1]), nil, nil, &raw); err != nil {
+	if err := c.call(ctx, http.MethodGet, path, nil, nil, &raw); err != nil {
 		return err
 	}
 	if *asJSON {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/jethook/jethook/store"
@@ -31,6 +32,19 @@ func TestTheSameEventIDOnTwoRoutesIsStoredForEachAndOnceForOne(t *testing.T) {
 	}
 	if s, err := st.Stats(ctx); err != nil || s.Messages != 2 {
 		t.Fatalf("stream holds %+v, %v; want 2 webhooks", s, err)
+	}
+	for _, route := range []string{"github", "shop"} {
+		if e, _, err := st.Event(ctx, "1", route); err != nil || e.Route != route {
+			t.Errorf("event 1 on route %s: %+v, %v", route, e, err)
+		}
+	}
+	if e, _, err := st.Event(ctx, "1", ""); err != nil || e.Route != "shop" {
+		t.Errorf("event 1 on any route: %+v, %v; want the latest, on shop", e, err)
+	}
+	for _, route := range []string{"other", "*", ">", "git.hub", "a b"} {
+		if _, _, err := st.Event(ctx, "1", route); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("event 1 on route %q: err = %v, want ErrNotFound", route, err)
+		}
 	}
 }
 

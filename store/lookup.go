@@ -13,10 +13,16 @@ import (
 var ErrNotFound = errors.New("not found")
 
 // Event finds a stored webhook by its event id, without a scan: the id's
-// token is the last subject token. It returns the envelope and its stream
-// sequence.
-func (s *Store) Event(ctx context.Context, eventID string) (*Envelope, uint64, error) {
-	m, err := s.main.GetLastMsgForSubject(ctx, "webhooks.*."+EventToken(eventID))
+// token is the last subject token. Ids are unique per route, so route picks
+// the route; empty, it finds the latest webhook with that id on any route.
+// It returns the envelope and its stream sequence.
+func (s *Store) Event(ctx context.Context, eventID, route string) (*Envelope, uint64, error) {
+	if route == "" {
+		route = "*"
+	} else if !validToken(route) {
+		return nil, 0, ErrNotFound // no route has such a name
+	}
+	m, err := s.main.GetLastMsgForSubject(ctx, "webhooks."+route+"."+EventToken(eventID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, 0, ErrNotFound
 	}
@@ -28,4 +34,15 @@ func (s *Store) Event(ctx context.Context, eventID string) (*Envelope, uint64, e
 		return nil, 0, err
 	}
 	return e, m.Sequence, nil
+}
+
+// validToken reports whether s can stand as one subject token as it is:
+// route names are [A-Za-z0-9_-]+.
+func validToken(s string) bool {
+	for _, c := range s {
+		if !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -152,11 +152,11 @@ func TestAnEventIsFoundByItsIDWhateverCharactersItHolds(t *testing.T) {
 	if _, err := st.Publish(ctx, envelope("other", `{}`)); err != nil {
 		t.Fatal(err)
 	}
-	e, seq, err := st.Event(ctx, id)
+	e, seq, err := st.Event(ctx, id, "")
 	if err != nil || seq != stored.Seq || e.EventID != id || string(e.Body) != `{"find":"me"}` {
 		t.Fatalf("Event(%q) = %+v, %d, %v", id, e, seq, err)
 	}
-	if _, _, err := st.Event(ctx, "never-sent"); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := st.Event(ctx, "never-sent", ""); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown id: err = %v, want ErrNotFound", err)
 	}
 }
