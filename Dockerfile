@@ -18,6 +18,12 @@ ENV JETHOOK_CONFIG=/etc/jethook/policies.yaml \
     JETHOOK_LISTEN=:8080
 VOLUME /data
 EXPOSE 8080
-USER nonroot:nonroot
+# Numeric (distroless's nonroot is 65532), so Kubernetes' runAsNonRoot can
+# check it without a runAsUser.
+USER 65532:65532
+# No shell or curl in the image: jethook asks its own admin listener, which
+# stays on loopback (README: Running in a container).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["/usr/local/bin/jethook", "probe", "ready"]
 ENTRYPOINT ["/usr/local/bin/jethook"]
 CMD ["serve"]

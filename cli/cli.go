@@ -32,6 +32,7 @@ func commands() []command {
 		{"simulate", "replay an outage against a route's retry policy and limits", runSimulate},
 		{"send", "sign a payload as a route's provider would and post it to jethook", runSend},
 		{"status", "show each destination's backlog, dead letters and breaker (admin API)", runStatus},
+		{"probe", "exit 0 if the jethook beside it is ready (or live): for exec probes and HEALTHCHECK", runProbe},
 		{"events", "show where an event is: events show ID (admin API)", runEvents},
 		{"dlq", "list, show, replay or purge dead letters: dlq ls|show|replay|purge (admin API)", runDLQ},
 		{"echo", "run a backend that prints what it receives (for trying jethook out)", runEcho},
