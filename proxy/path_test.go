@@ -41,7 +41,7 @@ func TestAPathWithSubjectCharactersReachesNoOtherRouteAndStoresNothing(t *testin
 		if a.status != http.StatusOK {
 			t.Fatalf("%s: %d %s", path, a.status, a.body)
 		}
-		e, _, err := in.store.Event(context.Background(), a.json["id"].(string))
+		e, _, err := in.store.Event(context.Background(), a.json["id"].(string), "")
 		if err != nil || e.Route != "plain" {
 			t.Fatalf("%s: stored as %+v, %v; want route plain", path, e, err)
 		}
