@@ -67,8 +67,7 @@ type natsCluster struct {
 }
 
 // startCluster runs size nats-server processes, routed to each other, each
-// with its own store directory, and waits until JetStream has a meta leader.
-// Their max_payload is 8 MiB, as jethook's embedded server has.
+// with its own store directory. It does not wait for them. Their max_payload is 8 MiB, as jethook's embedded server has.
 func startCluster(t *testing.T, size int) *natsCluster {
 	t.Helper()
 	bin := natsServerBinary(t)
@@ -114,22 +113,7 @@ cluster {
 		}()
 	}
 	t.Cleanup(c.cleanup)
-
-	nc, js := c.connect()
-	defer nc.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := js.AccountInfo(ctx)
-		cancel()
-		if err == nil {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the NATS cluster has no JetStream after 30s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return c
 }
 
 // urls is the comma-separated list JETHOOK_NATS_URL takes.
@@ -229,9 +213,14 @@ func TestClusterLosesNothingWhenANodeAndAReplicaDie(t *testing.T) {
 	env := map[string]string{"JETHOOK_NATS_URL": cl.urls(), "JETHOOK_REPLICAS": "3"}
 	a := newProcess(t, policies(be.URL, fastRetry), env)
 	b := newProcess(t, policies(be.URL, fastRetry), env)
+	// Everything starts at once, as under `docker compose up`: the
+	// replicas wait for the cluster to elect its leaders and race each
+	// other to create the streams.
 	began := time.Now()
-	a.start()
-	b.start()
+	exitedA, exitedB := a.launch(), b.launch()
+	a.waitReady(exitedA)
+	b.waitReady(exitedB)
+	upIn := time.Since(began)
 	po := newPosterTo([]string{a.url("/hooks/crash"), b.url("/hooks/crash")}, t.Name())
 
 	// Posting spans about 15 s whatever n, so both kills land under load.
@@ -332,6 +321,7 @@ func TestClusterLosesNothingWhenANodeAndAReplicaDie(t *testing.T) {
 	}
 	dupAcks, failures := po.stats()
 	newLeader := cl.leader("WEBHOOKS")
+	t.Logf("cluster and both replicas started together; both replicas ready after %s", upIn.Round(time.Millisecond))
 	t.Logf("%d webhooks, %d workers over 2 replicas: stream leader %s killed at %d acked; replica b killed at %d acked (%d in flight, %d delivered in the 200ms before)",
 		n, workers, leader, ackedAtNodeKill, ackedAtReplicaKill, snap.inflight, snap.recentOK)
 	t.Logf("new stream leader %s; posts: slowest acknowledgement %s, failed tries %v, %d acked as duplicates",

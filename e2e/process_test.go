@@ -121,12 +121,18 @@ func (p *process) counter(name string) (float64, error) {
 // connections, which serve opens only once the store and forwarder are up.
 func (p *process) start() {
 	p.t.Helper()
+	p.waitReady(p.launch())
+}
+
+// launch starts jethook without waiting for it; waitReady(launch()) waits.
+func (p *process) launch() (exited chan struct{}) {
+	p.t.Helper()
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.starts++
 	p.mark(fmt.Sprintf("start %d", p.starts))
 	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		p.mu.Unlock()
 		p.t.Fatal(err)
 	}
 	cmd := exec.Command(p.bin, "serve")
@@ -135,17 +141,15 @@ func (p *process) start() {
 	err = cmd.Start()
 	f.Close() // the child holds its own descriptor
 	if err != nil {
-		p.mu.Unlock()
 		p.t.Fatalf("start jethook: %v", err)
 	}
-	exited := make(chan struct{})
+	exited = make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
 		close(exited)
 	}()
 	p.cmd, p.exited, p.killed = cmd, exited, false
-	p.mu.Unlock()
-	p.waitReady(exited)
+	return exited
 }
 
 func (p *process) waitReady(exited chan struct{}) {

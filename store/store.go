@@ -120,21 +120,69 @@ type Store struct {
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	opts.applyDefaults()
 	s := &Store{opts: opts}
-	var err error
 	if opts.URL == "" {
-		if err = s.startEmbedded(); err != nil {
+		if err := s.startEmbedded(); err != nil {
 			return nil, err
 		}
+		if err := s.connect(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := s.ensureStreams(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+		return s, nil
 	}
-	if err = s.connect(); err != nil {
-		s.Close()
-		return nil, err
-	}
-	if err = s.ensureStreams(ctx); err != nil {
+	if err := s.openExternal(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// startupWait bounds how long Open waits for an external cluster that is
+// starting with it (no server listening yet, or JetStream without a meta
+// leader), as under `docker compose up` or a new Kubernetes rollout.
+const startupWait = time.Minute
+
+// openExternal connects to opts.URL and creates the streams, retrying every
+// second while the cluster is not there yet or not ready; any other error,
+// such as more replicas than the cluster has servers, returns at once.
+func (s *Store) openExternal(ctx context.Context) error {
+	deadline := time.Now().Add(startupWait)
+	for tries := 1; ; tries++ {
+		err := s.connect()
+		if err == nil {
+			err = s.ensureStreams(ctx)
+		}
+		if err == nil || !startingUp(err) || time.Now().After(deadline) {
+			return err
+		}
+		s.opts.Logger.Warn("waiting for NATS JetStream", "url", redact(s.opts.URL), "try", tries, "err", err)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
+		}
+	}
+}
+
+// startingUp reports whether err is what a NATS cluster answers while it
+// starts: nobody listening, nobody answering the JetStream API, or the API
+// saying it is not available yet.
+func startingUp(err error) bool {
+	var api *jetstream.APIError
+	switch {
+	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return true
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		return false // a configuration error, not a start-up
+	case errors.As(err, &api):
+		return api.Code == 503
+	}
+	return false
 }
 
 func (s *Store) startEmbedded() error {
@@ -172,6 +220,9 @@ func (s *Store) startEmbedded() error {
 }
 
 func (s *Store) connect() error {
+	if s.nc != nil {
+		return nil // connected on an earlier try of openExternal
+	}
 	log := s.opts.Logger
 	nopts := []nats.Option{
 		nats.Name("jethook"),
