@@ -45,10 +45,13 @@ func commands() []command {
 func Main(args []string, stdout, stderr io.Writer) int {
 	tuneGC()
 	name := "serve"
-	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+	switch {
+	case len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		name = "help" // `jethook -h` lists the commands; `jethook serve -h` shows serve's flags
+	case len(args) > 0 && args[0] != "" && args[0][0] != '-':
 		name, args = args[0], args[1:]
 	}
-	if name == "help" || name == "-h" || name == "--help" {
+	if name == "help" {
 		usage(stdout)
 		return 0
 	}
@@ -96,7 +99,8 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.usage)
 	}
-	fmt.Fprintln(w, "\nSettings come from JETHOOK_* environment variables; see README.md.")
+	fmt.Fprintln(w, "\n`jethook COMMAND -h` shows a command's flags. Settings come from JETHOOK_*")
+	fmt.Fprintln(w, "environment variables; see README.md.")
 }
 
 // flags returns a flag set whose errors go to out and whose parse errors

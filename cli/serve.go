@@ -90,8 +90,16 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	}
 	h.Metrics = prom
 	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, log: log}
+	// Not ready once shutdown begins: the admin listener outlives the public
+	// one, and a load balancer must stop sending before the listener closes.
+	shuttingDown := func(context.Context) error {
+		if ctx.Err() != nil {
+			return errors.New("shutting down")
+		}
+		return nil
+	}
 	adminAddr, stopAdmin, err := startAdmin(s, &admin.Handler{Store: st, Forwarder: fwd, Token: s.AdminToken,
-		Reload: rl.reload, Metrics: prom.Handler(), Logger: log}, log)
+		Reload: rl.reload, Metrics: prom.Handler(), Logger: log, Ready: shuttingDown}, log)
 	if err != nil {
 		return err
 	}

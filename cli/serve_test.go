@@ -63,7 +63,7 @@ func startServe(t *testing.T, tweak func(*Settings)) (string, func()) {
 	case addr := <-ready:
 		return addr.String(), stop
 	case err := <-done:
-		cancel()
+		once.Do(cancel) // done is drained: stop must not wait on it
 		t.Fatalf("serve stopped: %v", err)
 	case <-time.After(30 * time.Second):
 		stop()
@@ -234,5 +234,47 @@ func TestAChunkedBodyOverMaxBodyGets413ThroughServeAndNothingIsStored(t *testing
 	}
 	if stats.Messages != 1 {
 		t.Fatalf("the stream holds %d webhooks, want 1 (the refused body must not be stored)", stats.Messages)
+	}
+}
+
+// While shutdown waits for open requests, /readyz already says 503, so a
+// load balancer or kubelet takes the instance out before it stops.
+func TestReadyzSaysShuttingDownAsSoonAsShutdownBegins(t *testing.T) {
+	t.Parallel()
+	adminAddr := freeAddr(t)
+	addr, stop := startServe(t, func(s *Settings) { s.AdminListen = adminAddr; s.ShutdownGrace = 5 * time.Second })
+	t.Cleanup(stop)
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + adminAddr + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("before shutdown: %d %s", code, body)
+	}
+	// A request still arriving holds the public listener's shutdown open.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST /hooks/example HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"partial\":"); err != nil {
+		t.Fatal(err)
+	}
+	go stop()
+	deadline := time.Now().Add(4 * time.Second)
+	for {
+		code, body := readyz()
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "shutting down") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("during shutdown /readyz still answers %d %s", code, body)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
