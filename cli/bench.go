@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&bo.Delay, "backlog-delay", 2*time.Minute, "backlog: how long each parked webhook waits before its retry")
 	fs.IntVar(&bo.MaxAckPending, "max-ack-pending", 0, "backlog: consumers' MaxAckPending (default: sized for -messages)")
 	fs.IntVar(&bo.Probes, "probes", 20, "backlog: new webhooks timed to the healthy destination")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (baselines included) to this file, for go tool pprof")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -67,6 +69,13 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		Dir:             *dir,
 	}
 
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	fmt.Fprintf(out, "jethook bench: %d CPUs, %s %s/%s, %d-byte JSON bodies, loopback%s\n",
 		runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, *size, loadAverage())
 	if want["ingest"] {
@@ -136,6 +145,22 @@ func benchEndToEnd(ctx context.Context, out io.Writer, o bench.Options) error {
 	fmt.Fprintf(out, "(ingress took the %d posts at %.0f req/s, p99 %s; %d repeated deliveries)\n",
 		r.Ingest.Requests, r.Ingest.PerSecond(), millis(r.Ingest.P99), r.Repeats)
 	return nil
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // scenarios parses "ingest,e2e" into the set of scenarios to run.
