@@ -58,20 +58,18 @@ func EventToken(eventID string) string {
 }
 
 func (e *Envelope) msg(subject string) *nats.Msg {
-	m := nats.NewMsg(subject)
-	m.Data = e.Body
+	h := make(nats.Header, len(e.Header)+6)
 	for k, vs := range e.Header {
-		for _, v := range vs {
-			m.Header.Add(hdrOrigPrefix+k, v)
-		}
+		h[hdrOrigPrefix+k] = vs
 	}
-	m.Header.Set(hdrEventID, e.EventID)
-	m.Header.Set(hdrMethod, e.Method)
-	m.Header.Set(hdrHost, e.Host)
-	m.Header.Set(hdrProto, e.Proto)
-	m.Header.Set(hdrRemote, e.RemoteAddr)
-	m.Header.Set(hdrReceived, e.ReceivedAt.UTC().Format(time.RFC3339Nano))
-	return m
+	// One backing array for jethook's six single-value headers: this runs
+	// once per webhook.
+	v := [...]string{e.EventID, e.Method, e.Host, e.Proto, e.RemoteAddr, e.ReceivedAt.UTC().Format(time.RFC3339Nano)}
+	vals := v[:]
+	for i, k := range [...]string{hdrEventID, hdrMethod, hdrHost, hdrProto, hdrRemote, hdrReceived} {
+		h[k] = vals[i : i+1 : i+1]
+	}
+	return &nats.Msg{Subject: subject, Header: h, Data: e.Body}
 }
 
 // decodeEnvelope reads an envelope back from a stored message's subject,
@@ -88,7 +86,7 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 		Host:       h.Get(hdrHost),
 		Proto:      h.Get(hdrProto),
 		RemoteAddr: h.Get(hdrRemote),
-		Header:     make(map[string][]string),
+		Header:     make(map[string][]string, len(h)),
 		Body:       data,
 	}
 	if e.EventID == "" {
@@ -99,7 +97,7 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 	}
 	for k, vs := range h {
 		if name, ok := strings.CutPrefix(k, hdrOrigPrefix); ok {
-			e.Header[name] = append([]string(nil), vs...)
+			e.Header[name] = vs // h was decoded for this message alone
 		}
 	}
 	return e, nil
