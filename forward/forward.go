@@ -250,7 +250,6 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	n := int(md.NumDelivered)
-	log := d.log.With("event_id", e.EventID, "attempt", n)
 
 	d.f.Metrics.AttemptStarted(d.route.Name, d.dest.Name)
 	defer d.f.Metrics.AttemptEnded(d.route.Name, d.dest.Name)
@@ -271,18 +270,21 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		o.RetryAfter = retry.ClampRetryAfter(o.RetryAfter)
 	}
 	if d.gate.record(o.Kind, o.RetryAfter) {
-		log.Warn("breaker open: no attempts to this destination until the cooldown ends",
+		d.eventLog(e, n).Warn("breaker open: no attempts to this destination until the cooldown ends",
 			"failures", d.dest.Breaker.Failures, "cooldown", d.dest.Breaker.Cooldown)
 	}
 	switch o.Kind {
 	case Delivered:
 		d.observe(e, md, n, o, latency, 0)
-		log.Debug("delivered", "status", o.Status)
+		if d.log.Enabled(ctx, slog.LevelDebug) {
+			d.eventLog(e, n).Debug("delivered", "status", o.Status)
+		}
 		if err := m.Ack(); err != nil {
-			log.Warn("ack failed; the backend may see this event again", "err", err)
+			d.eventLog(e, n).Warn("ack failed; the backend may see this event again", "err", err)
 		}
 		return
 	case Transient:
+		log := d.eventLog(e, n)
 		next := retry.Delay(n, e.EventID+"/"+d.dest.Name)
 		if o.RetryAfter > 0 {
 			next = o.RetryAfter
@@ -299,8 +301,14 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		d.deadLetter(ctx, m, md, e, o, n, "exhausted", log)
 	case Permanent:
 		d.observe(e, md, n, o, latency, 0)
-		d.deadLetter(ctx, m, md, e, o, n, "permanent", log)
+		d.deadLetter(ctx, m, md, e, o, n, "permanent", d.eventLog(e, n))
 	}
+}
+
+// eventLog is the destination's logger with the event and attempt, built
+// only when there is something to log: a delivery logs nothing above debug.
+func (d *destination) eventLog(e *store.Envelope, attempt int) *slog.Logger {
+	return d.log.With("event_id", e.EventID, "attempt", attempt)
 }
 
 // send makes the HTTP request and classifies what came back.
