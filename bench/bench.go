@@ -96,16 +96,22 @@ func listen(h http.Handler) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{URL: "http://" + ln.Addr().String(), srv: &http.Server{
+	s := &server{URL: "http://" + ln.Addr().String(), srv: newServer(h)}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// newServer is an HTTP server with the settings every side of the bench
+// shares.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-	}}
-	go func() { _ = s.srv.Serve(ln) }()
-	return s, nil
+	}
 }
 
 func (s *server) close() { _ = s.srv.Close() }
@@ -180,4 +186,34 @@ func check(what string, l Load) error {
 		return fmt.Errorf("%s: %d of %d not answered 200", what, l.Failed, l.Failed+l.Requests)
 	}
 	return nil
+}
+
+// ServeBare serves the bare baseline handler on addr, a loopback address
+// ("127.0.0.1:18080"), with the bench's server settings, until ctx ends. It
+// lets an outside load generator such as wrk measure the same ceiling
+// against a separate process (bench/wrk.sh).
+func ServeBare(ctx context.Context, addr string, ready func(net.Addr)) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("bare listen %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("bare listen %q: want a loopback IP address", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	s := newServer(bare)
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return s.Close()
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -37,9 +38,15 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&bo.Delay, "backlog-delay", 2*time.Minute, "backlog: how long each parked webhook waits before its retry")
 	fs.IntVar(&bo.MaxAckPending, "max-ack-pending", 0, "backlog: consumers' MaxAckPending (default: sized for -messages)")
 	fs.IntVar(&bo.Probes, "probes", 20, "backlog: new webhooks timed to the healthy destination")
+	serveBare := fs.String("serve-bare", "", "only serve the bare baseline handler on this loopback address until interrupted, for an outside load generator (bench/wrk.sh)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (baselines included) to this file, for go tool pprof")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *serveBare != "" {
+		return bench.ServeBare(ctx, *serveBare, func(a net.Addr) {
+			fmt.Fprintf(out, "bare net/http handler on http://%s\n", a)
+		})
 	}
 	want, err := scenarios(*scenario)
 	if err != nil {
