@@ -66,10 +66,11 @@ wait_http() {
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # run NAME URL PID: one wrk run against URL served by process PID; sets
-# rps, p50, p99, requests, cpu_us (server CPU per request) and prints a row.
+# rps, p50_ms, p99_ms and requests, and prints a row with the server's CPU
+# per request (wrk's own not counted) and the load average before the run.
 run() {
 	local name=$1 url=$2 pid=$3 out c0 c1 load
-	load=$(cut -d' ' -f1-3 /proc/loadavg)
+	load=$(cut -d' ' -f1 /proc/loadavg)
 	c0=$(cpu_ticks "$pid")
 	out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" -s "$here/wrk.lua" "$url")
 	c1=$(cpu_ticks "$pid")
@@ -80,7 +81,7 @@ run() {
 		exit 1
 	fi
 	cpu_us=$(awk -v t=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v n="$requests" 'BEGIN{printf "%.0f", t / hz * 1e6 / n}')
-	printf '%-22s %9s %9s %9s %12s   %s\n' "$name" "$rps" "${p50_ms}ms" "${p99_ms}ms" "${cpu_us}µs" "$load"
+	printf '%-22s %9s %9s %9s %11s %9s\n' "$name" "$rps" "${p50_ms}ms" "${p99_ms}ms" "${cpu_us}µs" "$load"
 }
 
 "$tmp/jethook" bench -serve-bare "$BARE_ADDR" >"$tmp/bare.log" 2>&1 &
@@ -108,7 +109,7 @@ wait_http "http://$ADMIN_ADDR/readyz"
 curl -sf -o /dev/null -X POST -H "Authorization: Bearer $token" "http://$ADMIN_ADDR/v1/destinations/wrk/sink/pause"
 
 echo "wrk -t$THREADS -c$CONNS -d$DURATION, $BODY-byte JSON bodies unique per request, loopback; $(nproc) CPUs"
-printf '%-22s %9s %9s %9s %12s   %s\n' TARGET REQ/S P50 P99 "SERVER CPU/REQ" "LOAD AVERAGE BEFORE"
+printf '%-22s %9s %9s %9s %11s %9s\n' TARGET REQ/S P50 P99 "SERVER CPU" "LOAD"
 run "bare net/http" "http://$BARE_ADDR/hooks/wrk" "$bare_pid"
 bare_rps=$rps
 run "jethook ingress" "http://$JETHOOK_ADDR/hooks/wrk" "$jethook_pid"
