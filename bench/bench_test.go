@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -96,5 +99,29 @@ func TestPercentileIsNearestRank(t *testing.T) {
 	}
 	if got := percentile(nil, 99); got != 0 {
 		t.Errorf("p99 of nothing = %d, want 0", got)
+	}
+}
+
+func TestServeBareAnswersOnLoopbackOnlyUntilItsContextEnds(t *testing.T) {
+	t.Parallel()
+	if err := ServeBare(context.Background(), "0.0.0.0:0", nil); err == nil {
+		t.Error("ServeBare took a non-loopback address")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- ServeBare(ctx, "127.0.0.1:0", func(a net.Addr) { addrs <- a }) }()
+	addr := <-addrs
+	resp, err := http.Post("http://"+addr.String()+"/anything", "application/json", strings.NewReader(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("bare handler answered %d, want 200", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("ServeBare returned %v after its context ended, want nil", err)
 	}
 }
