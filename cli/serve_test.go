@@ -262,7 +262,17 @@ func TestReadyzSaysShuttingDownAsSoonAsShutdownBegins(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := io.WriteString(c, "POST /hooks/example HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"partial\":"); err != nil {
+	// Expect: 100-continue makes the server say when the handler starts
+	// reading the body: from then on the request is active, not idle.
+	if _, err := io.WriteString(c, "POST /hooks/example HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(line, "100") {
+		t.Fatalf("no 100 Continue: %q, %v", line, err)
+	}
+	if _, err := io.WriteString(c, `{"partial":`); err != nil {
 		t.Fatal(err)
 	}
 	go stop()
