@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,29 +25,11 @@ import (
 // but the other replica goes on with the rest meanwhile.
 const failoverBound = 20 * time.Second
 
-// natsBin is the nats-server binary, built once per test run from the
-// module jethook embeds, so the cluster runs the same server version.
-var natsBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
+// natsServerBinary is nats-server built from the module jethook embeds,
+// so the cluster runs the same server version.
 func natsServerBinary(t *testing.T) string {
 	t.Helper()
-	natsBin.once.Do(func() {
-		path := filepath.Join(build.dir, "nats-server")
-		out, err := exec.Command("go", "build", "-o", path, "github.com/nats-io/nats-server/v2").CombinedOutput()
-		if err != nil {
-			natsBin.err = fmt.Errorf("go build nats-server: %v\n%s", err, out)
-			return
-		}
-		natsBin.path = path
-	})
-	if natsBin.err != nil {
-		t.Fatal(natsBin.err)
-	}
-	return natsBin.path
+	return build.natsSrv.get(t, "nats-server", "github.com/nats-io/nats-server/v2")
 }
 
 // natsNode is one nats-server process of a cluster.

@@ -9,12 +9,39 @@ import (
 	"testing"
 )
 
-// build is the jethook binary, built once per test run.
+// build holds the binaries the tests run, each built once per test run
+// into dir.
 var build struct {
-	dir  string
+	dir     string
+	jethook binaryBuild
+	natsSrv binaryBuild
+}
+
+// binaryBuild is one `go build`, done the first time a test needs it.
+type binaryBuild struct {
 	once sync.Once
 	path string
 	err  error
+}
+
+// get builds pkg as dir/name once and returns its path. It is built
+// without -race even under `go test -race`, so processes start fast and a
+// kill loop spends its time on them, not the detector.
+func (b *binaryBuild) get(t *testing.T, name, pkg string) string {
+	t.Helper()
+	b.once.Do(func() {
+		path := filepath.Join(build.dir, name)
+		out, err := exec.Command("go", "build", "-o", path, pkg).CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+			return
+		}
+		b.path = path
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }
 
 func TestMain(m *testing.M) {
@@ -29,22 +56,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binary builds github.com/jethook/jethook the first time a test needs it.
-// It is built without -race even under `go test -race`, so the process
-// starts fast and a kill loop spends its time on jethook, not the detector.
+// binary is the jethook binary.
 func binary(t *testing.T) string {
 	t.Helper()
-	build.once.Do(func() {
-		path := filepath.Join(build.dir, "jethook")
-		out, err := exec.Command("go", "build", "-o", path, "github.com/jethook/jethook").CombinedOutput()
-		if err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		build.path = path
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
+	return build.jethook.get(t, "jethook", "github.com/jethook/jethook")
 }
