@@ -82,7 +82,7 @@ func storedHeader(stored map[string][]string) (http.Header, error) {
 	h := make(http.Header, len(stored)+6)
 	for k, vs := range stored {
 		name := http.CanonicalHeaderKey(k)
-		if name == "" || strings.ContainsFunc(name, func(r rune) bool { return !isTokenChar(r) }) {
+		if !store.ValidHeaderName(name) {
 			return nil, fmt.Errorf("stored header %q: not a valid header name", k)
 		}
 		for _, v := range vs {
@@ -93,9 +93,4 @@ func storedHeader(stored map[string][]string) (http.Header, error) {
 		h[name] = append(h[name], vs...)
 	}
 	return h, nil
-}
-
-// isTokenChar reports whether r may appear in a header name (RFC 9110 §5.6.2).
-func isTokenChar(r rune) bool {
-	return r > ' ' && r < 0x7f && !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
 }

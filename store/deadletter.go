@@ -61,7 +61,7 @@ func (s *Store) AddDeadLetter(ctx context.Context, d DeadLetter) error {
 	m.Header.Set(hdrFirstSeen, d.FirstSeen.UTC().Format(time.RFC3339Nano))
 	m.Header.Set(hdrLastAttempt, d.LastAttempt.UTC().Format(time.RFC3339Nano))
 	for k := range m.Header {
-		if !headerName(k) {
+		if !ValidHeaderName(k) {
 			delete(m.Header, k)
 		}
 	}
@@ -140,12 +140,13 @@ func deadLetterFrom(subject string, h nats.Header, data []byte) (DeadLetter, err
 	return d, nil
 }
 
-// headerName reports whether nats.go writes k as a header name: printable
-// ASCII without ':' or the other delimiters an HTTP field name may not
-// hold. Ingress stores only names net/http accepted, which qualify; a
-// message put on the stream another way may hold others, and its dead
-// letter goes without them rather than fail to store on every try.
-func headerName(k string) bool {
+// ValidHeaderName reports whether k is an HTTP field name (RFC 9110
+// §5.6.2 token: printable ASCII without delimiters), which is also what
+// nats.go writes as a header name. Ingress stores only names net/http
+// accepted, which qualify; a message put on the stream another way may hold
+// others, and its dead letter goes without them rather than fail to store
+// on every try.
+func ValidHeaderName(k string) bool {
 	for i := 0; i < len(k); i++ {
 		if c := k[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
 			return false
