@@ -120,21 +120,18 @@ type Store struct {
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	opts.applyDefaults()
 	s := &Store{opts: opts}
+	var err error
 	if opts.URL == "" {
-		if err := s.startEmbedded(); err != nil {
+		if err = s.startEmbedded(); err != nil {
 			return nil, err
 		}
-		if err := s.connect(); err != nil {
-			s.Close()
-			return nil, err
+		if err = s.connect(); err == nil {
+			err = s.ensureStreams(ctx)
 		}
-		if err := s.ensureStreams(ctx); err != nil {
-			s.Close()
-			return nil, err
-		}
-		return s, nil
+	} else {
+		err = s.openExternal(ctx)
 	}
-	if err := s.openExternal(ctx); err != nil {
+	if err != nil {
 		s.Close()
 		return nil, err
 	}
