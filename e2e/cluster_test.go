@@ -260,37 +260,8 @@ func TestClusterLosesNothingWhenANodeAndAReplicaDie(t *testing.T) {
 	}
 	lastAck := time.Now()
 
-	ns := make([]int, 0, n)
-	for i := 1; i <= n; i++ {
-		ns = append(ns, i)
-	}
-	deadline := replicaKilled.Add(ackWait + time.Minute)
-	var allIn time.Time
-	for {
-		a.checkAlive()
-		missing := be.missing(ns)
-		if len(missing) == 0 && allIn.IsZero() {
-			allIn = time.Now()
-		}
-		// Wait out the ack wait after the replica's death, so every
-		// redelivery it caused is counted as a duplicate.
-		if len(missing) == 0 && time.Since(replicaKilled) > ackWait+2*time.Second {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acknowledged webhooks never delivered, %s after the replica was killed: %s",
-				len(missing), n, time.Since(replicaKilled).Round(time.Second), sample(missing, 20))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-
-	for i, id := range acked {
-		for _, d := range be.deliveries(i) {
-			if d.id != id {
-				t.Errorf("webhook %d: acknowledged as %q, delivered as %q", i, id, d.id)
-			}
-		}
-	}
+	allIn := be.awaitAll(t, a, n, replicaKilled, "the replica was killed")
+	be.checkIDs(t, acked)
 	rep := be.report(n)
 	if len(rep.bad) > 0 {
 		t.Errorf("backend got %d requests it could not attribute, first: %s", len(rep.bad), rep.bad[0])
@@ -309,7 +280,7 @@ func TestClusterLosesNothingWhenANodeAndAReplicaDie(t *testing.T) {
 		newLeader, po.slowestAck().Round(time.Millisecond), failures, dupAcks)
 	t.Logf("deliveries: longest pause while posting %s (at %s, node killed at %s, replica at %s); all %d delivered %s after the replica was killed",
 		stall.Round(time.Millisecond), at.Sub(began).Round(time.Millisecond), nodeKilled.Sub(began).Round(time.Millisecond),
-		replicaKilled.Sub(began).Round(time.Millisecond), n, allIn.Sub(replicaKilled).Round(time.Millisecond))
+		replicaKilled.Sub(began).Round(time.Millisecond), n, allIn.Round(time.Millisecond))
 	t.Logf("backend: %d attempts, %d webhooks delivered more than once (%d extra)", rep.attempts, rep.duplicates, rep.extra)
 }
 

@@ -118,41 +118,13 @@ func TestKillNineLosesNothing(t *testing.T) {
 		t.Fatalf("jethook acknowledged %d of %d webhooks", len(acked), n)
 	}
 
-	// Every acknowledged webhook must arrive. Then wait out the ack wait
-	// after the last kill, so every redelivery a kill caused is counted.
-	ns := make([]int, 0, n)
-	for i := 1; i <= n; i++ {
-		ns = append(ns, i)
-	}
-	deadline := lastKill.Add(ackWait + time.Minute)
-	var allIn time.Duration // from the last kill to the last first delivery
-	for {
-		jh.checkAlive()
-		missing := be.missing(ns)
-		if len(missing) == 0 && allIn == 0 {
-			allIn = time.Since(lastKill)
-		}
-		if len(missing) == 0 && time.Since(lastKill) > ackWait+2*time.Second {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acknowledged webhooks never delivered, %s after the last kill: %s",
-				len(missing), n, time.Since(lastKill).Round(time.Second), sample(missing, 20))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	allIn := be.awaitAll(t, jh, n, lastKill, "the last kill")
 
 	rep := be.report(n)
 	if len(rep.bad) > 0 {
 		t.Errorf("backend got %d requests it could not attribute, first: %s", len(rep.bad), rep.bad[0])
 	}
-	for i, id := range acked {
-		for _, d := range be.deliveries(i) {
-			if d.id != id {
-				t.Errorf("webhook %d: acknowledged as %q, delivered as %q", i, id, d.id)
-			}
-		}
-	}
+	be.checkIDs(t, acked)
 	dupAcks, failures := po.stats()
 	var plausible int
 	var kl []string
@@ -224,6 +196,49 @@ func TestKillNineMidBackoffDeliversAfterRestart(t *testing.T) {
 	}
 	t.Logf("%d webhooks delivered %s after the restart; %d attempts in all, %d delivered more than once",
 		n, took.Round(time.Millisecond), rep.attempts, rep.duplicates)
+}
+
+// awaitAll waits until every webhook 1..n has been delivered, then until
+// the ack wait after the kill at killed has passed, so that every
+// redelivery the kill caused is counted as a duplicate. It fails the test
+// if any is still missing a minute after that, or if p exited on its own,
+// and returns how long after the kill the last first delivery came.
+func (b *backend) awaitAll(t *testing.T, p *process, n int, killed time.Time, kill string) time.Duration {
+	t.Helper()
+	ns := make([]int, 0, n)
+	for i := 1; i <= n; i++ {
+		ns = append(ns, i)
+	}
+	deadline := killed.Add(ackWait + time.Minute)
+	var allIn time.Duration
+	for {
+		p.checkAlive()
+		missing := b.missing(ns)
+		if len(missing) == 0 && allIn == 0 {
+			allIn = time.Since(killed)
+		}
+		if len(missing) == 0 && time.Since(killed) > ackWait+2*time.Second {
+			return allIn
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged webhooks never delivered, %s after %s: %s",
+				len(missing), n, time.Since(killed).Round(time.Second), kill, sample(missing, 20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkIDs fails the test for every delivery whose X-Webhook-Id is not the
+// event id jethook acknowledged the webhook with.
+func (b *backend) checkIDs(t *testing.T, acked map[int]string) {
+	t.Helper()
+	for i, id := range acked {
+		for _, d := range b.deliveries(i) {
+			if d.id != id {
+				t.Errorf("webhook %d: acknowledged as %q, delivered as %q", i, id, d.id)
+			}
+		}
+	}
 }
 
 // eventually polls until missing() is empty, failing with what is still
