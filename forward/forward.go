@@ -35,8 +35,11 @@ const ackMargin = 5 * time.Second
 type Forwarder struct {
 	// Store holds the messages and dead letters. Required.
 	Store *store.Store
-	// Client sends attempts. Nil uses a client that never follows redirects.
-	Client *http.Client
+	// Transport sends attempts; nil uses one made for jethook (see
+	// newTransport). Each attempt is a single round trip: a 3xx comes back
+	// as it is, never followed (DESIGN.md: a redirect is a permanent
+	// configuration error).
+	Transport http.RoundTripper
 	// Logger gets one line per failed attempt and per dead letter.
 	Logger *slog.Logger
 	// Now is the clock for Retry-After dates and dead-letter times.
@@ -60,13 +63,8 @@ type Forwarder struct {
 // Start creates or updates the consumer of every destination in cfg and
 // starts delivering. It returns once every consumer exists.
 func (f *Forwarder) Start(ctx context.Context, cfg *policy.Config) error {
-	if f.Client == nil {
-		f.Client = &http.Client{
-			Transport: newTransport(),
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		}
+	if f.Transport == nil {
+		f.Transport = newTransport()
 	}
 	if f.Logger == nil {
 		f.Logger = slog.New(slog.DiscardHandler)
@@ -324,7 +322,7 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 			return Outcome{Kind: Permanent, Err: err, Reason: "resign: " + err.Error()}
 		}
 	}
-	resp, err := d.f.Client.Do(req)
+	resp, err := d.f.Transport.RoundTrip(req)
 	if err != nil {
 		return Classify(d.route.Retry, nil, err, d.f.Now())
 	}

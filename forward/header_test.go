@@ -281,3 +281,31 @@ func TestCraftedStoredHeadersAreNeitherSentNorRetriedNorFatal(t *testing.T) {
 		t.Errorf("%d dead letters, want %d", len(dead), len(bad)+raw)
 	}
 }
+
+// Credentials in a destination URL reach the backend as Basic auth, as
+// they would through http.Client, unless the provider sent its own
+// Authorization; the URL's userinfo is never sent in the request line.
+func TestDestinationURLCredentialsBecomeBasicAuth(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, status(http.StatusOK))
+	withUser := strings.Replace(b.URL, "http://", "http://app:s3cret@", 1)
+	r := newRig(t, parseConfig(t, fastRetry, withUser), store.Options{})
+	if code, body := r.post("/hooks/shop", nil, []byte("one")); code != http.StatusOK {
+		t.Fatalf("post: %d %s", code, body)
+	}
+	own := http.Header{"Authorization": {"Bearer provider-token"}}
+	if code, body := r.post("/hooks/shop", own, []byte("two")); code != http.StatusOK {
+		t.Fatalf("post: %d %s", code, body)
+	}
+	eventually(t, "both deliveries", func() bool { return b.count() >= 2 })
+	got := map[string]string{}
+	for _, h := range b.all() {
+		got[string(h.body)] = h.header.Get("Authorization")
+	}
+	if want := "Basic YXBwOnMzY3JldA=="; got["one"] != want {
+		t.Errorf("without a provider Authorization: got %q, want %q", got["one"], want)
+	}
+	if want := "Bearer provider-token"; got["two"] != want {
+		t.Errorf("with a provider Authorization: got %q, want %q", got["two"], want)
+	}
+}

@@ -67,6 +67,12 @@ func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int)
 		h["User-Agent"] = []string{""}
 	}
 	req.Header = h
+	if u := req.URL.User; u != nil && h.Get("Authorization") == "" {
+		// Credentials in the destination URL become Basic auth, as
+		// http.Client would send them; a provider's own Authorization wins.
+		pass, _ := u.Password()
+		req.SetBasicAuth(u.Username(), pass)
+	}
 	req.ContentLength = int64(len(e.Body))
 	return req, nil
 }
