@@ -147,9 +147,7 @@ func startStack(ctx context.Context, o Options, cfg *policy.Config, syncAlways, 
 		return nil, err
 	}
 	if forwarding {
-		s.fwd = &forward.Forwarder{Store: s.store}
-		if err = s.fwd.Start(ctx, cfg); err != nil {
-			s.fwd = nil
+		if err = s.startForwarder(ctx, cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -163,14 +161,31 @@ func startStack(ctx context.Context, o Options, cfg *policy.Config, syncAlways, 
 	return s, nil
 }
 
+// startForwarder starts delivering cfg's destinations from the stack's
+// store.
+func (s *stack) startForwarder(ctx context.Context, cfg *policy.Config) error {
+	f := &forward.Forwarder{Store: s.store}
+	if err := f.Start(ctx, cfg); err != nil {
+		return err
+	}
+	s.fwd = f
+	return nil
+}
+
+// stopForwarder stops delivering; messages stay in their consumers.
+func (s *stack) stopForwarder() {
+	if s.fwd != nil {
+		s.fwd.Stop(5 * time.Second)
+		s.fwd = nil
+	}
+}
+
 // close stops the stack and deletes its data.
 func (s *stack) close() {
 	if s.ingress != nil {
 		s.ingress.close()
 	}
-	if s.fwd != nil {
-		s.fwd.Stop(5 * time.Second)
-	}
+	s.stopForwarder()
 	if s.store != nil {
 		s.store.Close()
 	}

@@ -13,41 +13,56 @@ import (
 
 // EndToEndResult compares delivering Events webhooks to a loopback backend
 // through jethook with posting them to the same backend directly, at the
-// same client concurrency.
+// same client concurrency, in two ways: with the posts and the deliveries
+// running at once (the pipeline's sustained rate), and from a backlog
+// jethook already stored (the forwarder alone, as a recovering backend
+// sees it).
 type EndToEndResult struct {
 	Events int
 	// Direct is the client posting straight to the backend.
 	Direct Load
-	// Ingest is the client posting to jethook while the forwarder delivers.
+	// Sustained has the client posting to jethook while the forwarder
+	// delivers; Sustained.Ingest is those posts.
+	Sustained Delivery
+	// Drain delivers a backlog of Events webhooks posted with the
+	// forwarder off; Drain.Ingest is those posts.
+	Drain Delivery
+}
+
+// Delivery is one pass of Events webhooks through jethook to the backend.
+type Delivery struct {
 	Ingest Load
-	// Delivered counts the events the backend received through jethook,
-	// each once; Repeats counts the deliveries beyond the first (delivery
-	// is at least once).
+	// Delivered counts the events the backend received, each once;
+	// Repeats counts the deliveries beyond the first (delivery is at least
+	// once).
 	Delivered, Repeats int
-	// Elapsed runs from the first post to jethook to the moment the backend
-	// has received every event; CPU is the process's CPU time over it.
+	// Elapsed runs from the first post (Sustained) or from the forwarder's
+	// start (Drain) to the moment the backend has received every event;
+	// CPU is the process's CPU time over it.
 	Elapsed, CPU time.Duration
 }
 
-// PerSecond is the rate of events delivered through jethook.
-func (r EndToEndResult) PerSecond() float64 {
-	if r.Elapsed <= 0 {
+// PerSecond is the rate of events delivered.
+func (d Delivery) PerSecond() float64 {
+	if d.Elapsed <= 0 {
 		return 0
 	}
-	return float64(r.Delivered) / r.Elapsed.Seconds()
+	return float64(d.Delivered) / d.Elapsed.Seconds()
 }
 
-// CPUPerEvent is CPU spread over the events delivered through jethook.
-func (r EndToEndResult) CPUPerEvent() time.Duration {
-	if r.Delivered == 0 {
+// CPUPerEvent is CPU spread over the events delivered.
+func (d Delivery) CPUPerEvent() time.Duration {
+	if d.Delivered == 0 {
 		return 0
 	}
-	return r.CPU / time.Duration(r.Delivered)
+	return d.CPU / time.Duration(d.Delivered)
 }
 
 // EndToEnd posts o.Events webhooks directly to a backend that answers 200,
 // then the same number through jethook (embedded store, ingress and
-// forwarder all running), and waits until the backend has every one of them.
+// forwarder all running) and waits until the backend has every one of
+// them, then posts o.Events more to a fresh jethook whose forwarder is not
+// running yet, starts it, and waits again.
 func EndToEnd(ctx context.Context, o Options) (EndToEndResult, error) {
 	o.applyDefaults()
 	r := EndToEndResult{Events: o.Events}
@@ -62,42 +77,66 @@ func EndToEnd(ctx context.Context, o Options) (EndToEndResult, error) {
 	if err := check("direct posts", r.Direct); err != nil {
 		return r, err
 	}
+	if r.Sustained, err = deliver(ctx, o, false); err != nil {
+		return r, fmt.Errorf("sustained: %w", err)
+	}
+	if r.Drain, err = deliver(ctx, o, true); err != nil {
+		return r, fmt.Errorf("drain: %w", err)
+	}
+	return r, nil
+}
 
+// deliver runs o.Events webhooks through a fresh jethook to a fresh
+// backend: posted while the forwarder runs, or, with backlog, all posted
+// while it is stopped, then delivered once it starts again.
+func deliver(ctx context.Context, o Options, backlog bool) (Delivery, error) {
+	var d Delivery
 	be := newBackend(o.Events)
-	s, err = listen(be)
+	s, err := listen(be)
 	if err != nil {
-		return r, err
+		return d, err
 	}
 	defer s.close()
 	cfg, err := config(s.URL+hookPath, o.DestConcurrency)
 	if err != nil {
-		return r, err
+		return d, err
 	}
 	st, err := startStack(ctx, o, cfg, false, true)
 	if err != nil {
-		return r, fmt.Errorf("start jethook: %w", err)
+		return d, fmt.Errorf("start jethook: %w", err)
 	}
 	defer st.close()
+	if backlog {
+		// As after a restart: the destination's consumer exists, and
+		// nothing delivers until the forwarder starts again.
+		st.stopForwarder()
+	}
 
 	start, cpu0 := time.Now(), cpuTime()
-	r.Ingest = run(ctx, st.ingress.URL+hookPath, o.Clients, o.Events, 0, o.BodySize)
-	if err := check("posts to jethook", r.Ingest); err != nil {
-		return r, err
+	d.Ingest = run(ctx, st.ingress.URL+hookPath, o.Clients, o.Events, 0, o.BodySize)
+	if err := check("posts to jethook", d.Ingest); err != nil {
+		return d, err
+	}
+	if backlog {
+		start, cpu0 = time.Now(), cpuTime()
+		if err := st.startForwarder(ctx, cfg); err != nil {
+			return d, err
+		}
 	}
 	timeout := time.NewTimer(o.DeliveryTimeout)
 	defer timeout.Stop()
 	select {
 	case <-be.done:
-		r.Elapsed, r.CPU = be.doneAt.Sub(start), cpuTime()-cpu0
+		d.Elapsed, d.CPU = be.doneAt.Sub(start), cpuTime()-cpu0
 	case <-ctx.Done():
-		return r, ctx.Err()
+		return d, ctx.Err()
 	case <-timeout.C:
 	}
-	r.Delivered, r.Repeats = int(be.first.Load()), int(be.repeats.Load())
-	if r.Delivered < o.Events {
-		return r, fmt.Errorf("backend received %d of %d events within %s", r.Delivered, o.Events, o.DeliveryTimeout)
+	d.Delivered, d.Repeats = int(be.first.Load()), int(be.repeats.Load())
+	if d.Delivered < o.Events {
+		return d, fmt.Errorf("backend received %d of %d events within %s", d.Delivered, o.Events, o.DeliveryTimeout)
 	}
-	return r, nil
+	return d, nil
 }
 
 // backend answers 200 to every request after reading its body, and counts
