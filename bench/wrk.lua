@@ -1,10 +1,12 @@
 -- wrk script for bench/wrk.sh: POSTs a JSON body of exactly BODY bytes
 -- (default 1024), unique per request. jethook's ingress takes an id-less
 -- webhook's event id from a SHA-256 of route and body (provider none), so
--- a repeated body would be answered as a duplicate without being stored.
+-- a repeated body would be answered as a duplicate without being stored;
+-- RUN keeps the bodies of two runs against one jethook apart.
 -- Prints one RESULT line for the script to read.
 
 local size = tonumber(os.getenv("BODY") or "1024")
+local run = os.getenv("RUN") or "a" -- one per wrk run against the same jethook
 local pad = string.rep("x", size)
 local threads = {}
 local counter = 0
@@ -21,7 +23,7 @@ end
 
 function request()
   counter = counter + 1
-  local head = '{"id":"evt_' .. tid .. '_' .. counter .. '","type":"bench.event","pad":"'
+  local head = '{"id":"evt_' .. run .. '_' .. tid .. '_' .. counter .. '","type":"bench.event","pad":"'
   local body = head .. string.sub(pad, 1, math.max(size - #head - 2, 0)) .. '"}'
   return wrk.format(nil, nil, nil, body)
 end

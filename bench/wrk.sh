@@ -5,8 +5,10 @@
 # JSON bodies unique per request (bench/wrk.lua). The route's destination
 # is paused, so (b) measures ingress and store, as `jethook bench`'s ingest
 # case does. Prints req/s, p50, p99, the servers' CPU per request and the
-# ratio jethook ÷ bare. It builds jethook, installs wrk from Debian if it
-# is missing, and stops everything it started on exit.
+# ratio jethook ÷ bare. Then end to end, with (a) as the backend: the drain
+# of the stored backlog, and a second wrk run posting while jethook
+# delivers, in deliveries per second. It builds jethook, installs wrk from
+# Debian if it is missing, and stops everything it started on exit.
 #
 #   bench/wrk.sh                        # wrk -t2 -c64 -d30s
 #   DURATION=10s CONNS=16 bench/wrk.sh
@@ -126,4 +128,73 @@ if [ -z "$pending" ] || [ "$pending" -lt "$jethook_requests" ] || [ "$pending" -
 	echo "wrk.sh: stored count does not match the answers: duplicates or losses" >&2
 	exit 1
 fi
+
+# End to end, still separate processes: the bare handler is now the backend
+# (the destination posts to it at /sink). (c) drain: resume the destination
+# and time until the stored backlog is delivered. (d) sustained: wrk posts
+# new webhooks while the destination delivers, timed from wrk's start to the
+# last delivery. Deliveries are counted by jethook_delivered_total, which
+# counts 2xx answers from the backend; the last one's time is the
+# destination's last_success_at in /v1/status, so polling every 0.5 s (and
+# its CPU) does not add to the elapsed time.
+now() { date +%s.%N; }
+last_success() {
+	date -d "$(curl -sf -H "Authorization: Bearer $token" "http://$ADMIN_ADDR/v1/status" |
+		tr -d ' \n' | sed -n 's/.*"last_success_at":"\([^"]*\)".*/\1/p')" +%s.%N
+}
+delivered() {
+	curl -sf -H "Authorization: Bearer $token" "http://$ADMIN_ADDR/metrics" |
+		awk '/^jethook_delivered_total/ {s += $NF} END {printf "%d", s}'
+}
+# settle WANT: until jethook_delivered_total reaches WANT, for up to 10 min.
+settle() {
+	local deadline=$((SECONDS + 600))
+	while [ "$(delivered)" -lt "$1" ]; do
+		if [ $SECONDS -gt $deadline ]; then
+			echo "wrk.sh: $(delivered) of $1 delivered after 10 min" >&2
+			exit 1
+		fi
+		sleep 0.5
+	done
+}
+# e2e_row NAME EVENTS T0 T1 C0 C1: deliveries/s over T1 − T0, ratio to the
+# bare handler's req/s, and the CPU per delivery of jethook plus the backend.
+e2e_row() {
+	awk -v name="$1" -v n="$2" -v t0="$3" -v t1="$4" -v ticks=$(($6 - $5)) -v hz="$(getconf CLK_TCK)" -v bare="$bare_rps" \
+		'BEGIN{printf "%-22s %9d %9.0f %8.2fs %9.2f %11.0fµs\n", name, n, n / (t1 - t0), t1 - t0, n / (t1 - t0) / bare, ticks / hz * 1e6 / n}'
+}
+both_ticks() { echo $(($(cpu_ticks "$jethook_pid") + $(cpu_ticks "$bare_pid"))); }
+
+echo
+echo "End to end: the destination delivers to the bare handler at concurrency 64"
+printf '%-22s %9s %9s %9s %9s %11s\n' PHASE EVENTS EVENTS/S ELAPSED "÷ BARE" "CPU/EVENT"
+d0=$(delivered)
+c0=$(both_ticks)
+t0=$(now)
+curl -sf -o /dev/null -X POST -H "Authorization: Bearer $token" "http://$ADMIN_ADDR/v1/destinations/wrk/sink/resume"
+settle $((d0 + pending))
+t1=$(last_success)
+e2e_row "drain (backlog above)" "$pending" "$t0" "$t1" "$c0" "$(both_ticks)"
+
+d0=$(delivered)
+c0=$(both_ticks)
+t0=$(now)
+out=$(RUN=b wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" -s "$here/wrk.lua" "http://$JETHOOK_ADDR/hooks/wrk")
+echo "$out" | grep -q '^RESULT' || { echo "$out" >&2; exit 1; }
+eval "$(echo "$out" | grep '^RESULT' | sed 's/^RESULT //')"
+if [ "$non2xx" != 0 ] || [ "$errors" != 0 ]; then
+	echo "wrk.sh: sustained: $non2xx answers other than 2xx, $errors socket errors" >&2
+	exit 1
+fi
+settle $((d0 + requests))
+# Up to CONNS more were stored while wrk stopped, uncounted by wrk.
+for _ in $(seq 20); do
+	curl -sf -H "Authorization: Bearer $token" "http://$ADMIN_ADDR/v1/status" | tr -d ' \n' |
+		grep -q '"pending":0,"ack_pending":0' && break
+	sleep 0.5
+done
+t1=$(last_success)
+e2e_row "sustained (wrk + drain)" $(($(delivered) - d0)) "$t0" "$t1" "$c0" "$(both_ticks)"
+echo "(sustained: wrk posted at $rps req/s, p99 ${p99_ms}ms, for $DURATION; elapsed is wrk's start to the last delivery;"
+echo " CPU is jethook's and the backend's, wrk's not counted)"
 echo "done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
