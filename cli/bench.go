@@ -156,8 +156,9 @@ func benchEndToEnd(ctx context.Context, out io.Writer, o bench.Options) error {
 	}
 	fmt.Fprintf(out, "(sustained: first post to last delivery, posts and deliveries at once; ingress took the posts at %.0f req/s, p99 %s.\n",
 		r.Sustained.Ingest.PerSecond(), millis(r.Sustained.Ingest.P99))
-	fmt.Fprintf(out, " drain: forwarder start to last delivery of %d webhooks stored before it started; %d and %d repeated deliveries)\n",
-		r.Drain.Ingest.Requests, r.Sustained.Repeats, r.Drain.Repeats)
+	fmt.Fprintf(out, " drain: forwarder start to last delivery of %d webhooks stored before it started.\n",
+		r.Drain.Ingest.Requests)
+	fmt.Fprintf(out, " repeated deliveries: %d sustained, %d drain)\n", r.Sustained.Repeats, r.Drain.Repeats)
 	return nil
 }
 

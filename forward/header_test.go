@@ -284,7 +284,7 @@ func TestCraftedStoredHeadersAreNeitherSentNorRetriedNorFatal(t *testing.T) {
 
 // Credentials in a destination URL reach the backend as Basic auth, as
 // they would through http.Client, unless the provider sent its own
-// Authorization; the URL's userinfo is never sent in the request line.
+// Authorization.
 func TestDestinationURLCredentialsBecomeBasicAuth(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusOK))
