@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -70,6 +71,24 @@ func (d *decoder) err() error {
 // yamlLine matches the position yaml.v3 puts in its syntax errors.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// yamlParserProblems are the syntax errors yaml.v3's parser (rather than
+// its scanner) reports. For these it prints the line of the enclosing
+// block or of the token 0-based, one less than the 1-based line it prints
+// for the scanner's errors (go.yaml.in/yaml/v3 v3.0.6, parser.fail).
+var yamlParserProblems = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"did not find expected node content":     true,
+	"did not find expected key":              true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found undefined tag handle":             true,
+	"found duplicate %YAML directive":        true,
+	"found duplicate %TAG directive":         true,
+	"found incompatible YAML document":       true,
+}
+
 // document parses data into the root node of its single YAML document; nil
 // means the file is empty.
 func (d *decoder) document(data []byte) *yaml.Node {
@@ -77,7 +96,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if !errors.Is(err, io.EOF) {
-			d.syntax(err)
+			d.syntax(err, data)
 		}
 		return nil
 	}
@@ -85,7 +104,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		d.syntax(err)
+		d.syntax(err, data)
 		return nil
 	default:
 		d.failf(&next, "document", "only one YAML document is allowed")
@@ -97,15 +116,38 @@ func (d *decoder) document(data []byte) *yaml.Node {
 	return doc.Content[0]
 }
 
-// syntax records a YAML syntax error, keeping its line.
-func (d *decoder) syntax(err error) {
+// syntax records a YAML syntax error in data with the line of the mistake
+// where it can be known: yaml.v3 prints the line where the enclosing block
+// starts (0-based for its parser's errors), so a tab in the indentation is
+// looked up from there and reported on its own line.
+func (d *decoder) syntax(err error, data []byte) {
 	line, msg := 1, err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		if l, err := strconv.Atoi(m[1]); err == nil {
 			line, msg = l, m[2]
 		}
+		if yamlParserProblems[msg] {
+			line++
+		}
+	}
+	if strings.Contains(msg, "tab character") {
+		if tab := indentTab(data, line); tab > 0 {
+			line = tab
+		}
 	}
 	d.failf(&yaml.Node{Line: line}, "yaml", "%s", msg)
+}
+
+// indentTab is the first line, from line from on (1-based), with a tab in
+// the indentation before its content; 0 if none has.
+func indentTab(data []byte, from int) int {
+	for i, l := range strings.Split(string(data), "\n") {
+		content := strings.TrimLeft(l, " \t")
+		if i+1 >= from && content != "" && strings.Contains(l[:len(l)-len(content)], "\t") {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // resolve follows aliases; nil means too many.
