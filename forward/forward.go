@@ -267,7 +267,11 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	if o.RetryAfter > 0 {
 		o.RetryAfter = retry.ClampRetryAfter(o.RetryAfter)
 	}
-	if d.gate.record(o.Kind, o.RetryAfter) {
+	if o.Unsent {
+		// Says nothing about the backend; if this was the breaker's
+		// probe, the next message probes instead.
+		d.gate.unprobe()
+	} else if d.gate.record(o.Kind, o.RetryAfter) {
 		d.eventLog(e, n).Warn("breaker open: no attempts to this destination until the cooldown ends",
 			"failures", d.dest.Breaker.Failures, "cooldown", d.dest.Breaker.Cooldown)
 	}
@@ -313,13 +317,13 @@ func (d *destination) eventLog(e *store.Envelope, attempt int) *slog.Logger {
 func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) Outcome {
 	req, err := newRequest(ctx, d.dest.URL, e, attempt)
 	if err != nil {
-		return Outcome{Kind: Permanent, Err: err, Reason: "bad request: " + err.Error()}
+		return Outcome{Kind: Permanent, Err: err, Reason: "bad request: " + err.Error(), Unsent: true}
 	}
 	if rs := d.dest.Resign; rs != nil {
 		// Fresh Standard Webhooks headers on every attempt, so a late retry
 		// still passes the backend's timestamp check.
 		if err := provider.Resign(req.Header, e.EventID, e.Body, rs.Secret, d.f.Now()); err != nil {
-			return Outcome{Kind: Permanent, Err: err, Reason: "resign: " + err.Error()}
+			return Outcome{Kind: Permanent, Err: err, Reason: "resign: " + err.Error(), Unsent: true}
 		}
 	}
 	resp, err := d.f.Transport.RoundTrip(req)

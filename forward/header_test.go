@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/store"
 )
 
@@ -308,4 +309,91 @@ func TestDestinationURLCredentialsBecomeBasicAuth(t *testing.T) {
 	if want := "Bearer provider-token"; got["two"] != want {
 		t.Errorf("with a provider Authorization: got %q, want %q", got["two"], want)
 	}
+}
+
+// A stored message that cannot be made into a request never reaches the
+// backend, so it tells the breaker nothing: it must not reset the count of
+// the backend's failures in a row.
+func TestAnUnsendableMessageDoesNotResetTheBreaker(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsAddr := ln.Addr().String()
+	ln.Close()
+	b := newBackend(t, status(http.StatusServiceUnavailable))
+	// One attempt a minute, so the failed webhook is not retried while
+	// the test runs; the breaker would open at the second failure in a row.
+	yaml := strings.Replace(fastRetry, "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 1m, multiplier: 2, max_delay: 1m", 1)
+	yaml = strings.Replace(yaml, `{name: app, url: "${BACKEND}/hook"}`,
+		`{name: app, url: "${BACKEND}/hook", slow_start: 0s, breaker: {failures: 2, cooldown: 1h}}`, 1)
+	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{ClientListen: natsAddr})
+	failures := func() int {
+		for _, s := range r.fwd.Status() {
+			return s.Gate.Failures
+		}
+		return -1
+	}
+
+	if code, resp := r.post("/hooks/shop", nil, []byte(`{"fails":1}`)); code != http.StatusOK {
+		t.Fatalf("ingress %d %s", code, resp)
+	}
+	eventually(t, "one failed attempt counted", func() bool { return failures() == 1 })
+
+	c := newCrafted(t, natsAddr)
+	c.publish("unsendable", nats.Header{"Jethook-Event-Id": {"unsendable"}, "Jethook-Method": {"POST"},
+		"H-X-Note": {"a\x00b"}}, "x")
+	eventually(t, "the unsendable message dead-lettered", func() bool { return len(r.deadLetters()) == 1 })
+	if got := failures(); got != 1 {
+		t.Errorf("failures in a row after the unsendable message: %d, want 1 (the backend's 503)", got)
+	}
+	if n := b.count(); n != 1 {
+		t.Errorf("backend got %d requests, want 1", n)
+	}
+}
+
+// When the breaker's probe is a message that cannot be sent, the next
+// message probes instead: the destination is not left half-open forever.
+func TestAnUnsendableProbeHandsTheProbeOn(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsAddr := ln.Addr().String()
+	ln.Close()
+	b := newBackend(t, func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	yaml := strings.Replace(fastRetry, "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 1m, multiplier: 2, max_delay: 1m", 1)
+	// Concurrency 1: each fetch asks for one message and ends with it, so
+	// no fetch is still open to take the next ones while the breaker is.
+	yaml = strings.Replace(yaml, `{name: app, url: "${BACKEND}/hook"}`,
+		`{name: app, url: "${BACKEND}/hook", concurrency: 1, slow_start: 0s, breaker: {failures: 1, cooldown: 300ms}}`, 1)
+	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{ClientListen: natsAddr})
+	breaker := func() forward.BreakerState {
+		for _, s := range r.fwd.Status() {
+			return s.Gate.Breaker
+		}
+		return ""
+	}
+
+	if code, resp := r.post("/hooks/shop", nil, []byte(`{"fails":1}`)); code != http.StatusOK {
+		t.Fatalf("ingress %d %s", code, resp)
+	}
+	eventually(t, "the breaker open after the 503", func() bool { return breaker() == forward.BreakerOpen })
+	c := newCrafted(t, natsAddr)
+	c.publish("unsendable", nats.Header{"Jethook-Event-Id": {"unsendable"}, "Jethook-Method": {"POST"},
+		"H-X-Note": {"a\x00b"}}, "x")
+	eventually(t, "the unsendable message dead-lettered as the probe", func() bool { return len(r.deadLetters()) == 1 })
+	if code, resp := r.post("/hooks/shop", nil, []byte(`{"after":1}`)); code != http.StatusOK {
+		t.Fatalf("ingress %d %s", code, resp)
+	}
+	eventually(t, "the next webhook delivered as the probe", func() bool { return b.count() == 2 })
+	eventually(t, "the breaker closed", func() bool { return breaker() == forward.BreakerClosed })
 }

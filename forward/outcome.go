@@ -42,6 +42,10 @@ type Outcome struct {
 	Err        error         // network or timeout error, if any
 	RetryAfter time.Duration // the backend's Retry-After on 429/503, 0 if none
 	Reason     string        // short, for dead letters and logs
+	// Unsent is true when the stored message could not be made into a
+	// request, so nothing reached the backend and the breaker learns
+	// nothing from it.
+	Unsent bool
 }
 
 // Classify applies the retry rules of DESIGN.md to one attempt's result:
