@@ -197,6 +197,22 @@ func (n *Notifier) Breaker(route, destination string, open bool) {
 	}
 }
 
+// Removed forgets a destination a reload stopped (removed, or restarted
+// with new settings and a closed breaker); if its breaker was open, a
+// notice says it is no longer watched, and no reminder follows.
+func (n *Notifier) Removed(route, destination string) {
+	if n == nil || n.wake == nil {
+		return
+	}
+	t := target{route, destination}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, was := n.breakers[t]; was {
+		delete(n.breakers, t)
+		n.note(fmt.Sprintf("breaker no longer watched: %s: the destination was removed or changed by a reload", t))
+	}
+}
+
 // note adds a breaker line to the pending notice. Call with n.mu held.
 func (n *Notifier) note(line string) {
 	if len(n.pending.notes) >= maxLines {

@@ -18,6 +18,9 @@ type Alerts interface {
 	DeadLettered(route, destination, eventID, reason string)
 	// Breaker reports a destination's breaker state after each attempt.
 	Breaker(route, destination string, open bool)
+	// Removed reports a destination a reload stopped: removed, or
+	// restarted with new settings (and a closed breaker).
+	Removed(route, destination string)
 }
 
 // observe reports one classified attempt to the metrics and the attempt

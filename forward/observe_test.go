@@ -279,3 +279,35 @@ func TestAnOpenBreakerIsAGaugeAndAnAlertAndBackoffIsABacklog(t *testing.T) {
 		t.Errorf("pending = %v, want 0", got)
 	}
 }
+
+// A destination removed by a reload while its breaker is open leaves no
+// breaker gauge at 1 and no alert reminding of it: nothing delivers to it
+// any more, so nothing would ever close it.
+func TestARemovedDestinationLeavesNoOpenBreakerBehind(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, status(http.StatusServiceUnavailable))
+	cfg := strings.Replace(limited(t, "breaker: {failures: 1, cooldown: 1h}", ""), "base: 20ms", "base: 1h, max_delay: 1h", 1)
+	cfg = strings.Replace(cfg, ", max_delay: 200ms", "", 1)
+	cfg = strings.Replace(cfg, "max_age: 1h", "max_age: 5h", 1)
+	w := newWatched(t, cfg, b.URL)
+	w.accepted(`{"order":5}`)
+	eventually(t, "the breaker gauge at 1", func() bool {
+		return w.value("jethook_breaker_open", "route", "shop", "destination", "app") == 1
+	})
+
+	renamed := strings.Replace(cfg, "{name: app,", "{name: app2,", 1)
+	if err := w.fwd.Reload(context.Background(), parseConfig(t, renamed, b.URL)); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.value("jethook_breaker_open", "route", "shop", "destination", "app"); got != 0 {
+		t.Errorf("breaker_open of the removed destination = %v, want 0 (no series)", got)
+	}
+	eventually(t, "an alert that the breaker is no longer watched", func() bool {
+		for _, s := range w.alerts.all() {
+			if strings.Contains(s, "breaker no longer watched: shop → app: the destination was removed or changed by a reload") {
+				return true
+			}
+		}
+		return false
+	})
+}

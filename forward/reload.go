@@ -136,6 +136,13 @@ func (f *Forwarder) Reload(ctx context.Context, cfg *policy.Config) error {
 		}()
 	}
 	wg.Wait()
+	for _, l := range halt {
+		// Its breaker state goes with it: a replacement starts closed.
+		f.Metrics.Removed(l.d.route.Name, l.d.dest.Name)
+		if f.Alerts != nil {
+			f.Alerts.Removed(l.d.route.Name, l.d.dest.Name)
+		}
+	}
 
 	f.reg.mu.Lock()
 	defer f.reg.mu.Unlock()

@@ -189,6 +189,18 @@ func (m *Metrics) Breaker(route, destination string, open bool) {
 	m.breakerOpen.WithLabelValues(route, destination).Set(v)
 }
 
+// Removed ends a destination's breaker and in-flight gauges when a reload
+// stops it (removed, or restarted with new settings): a breaker open at
+// that moment must not stay 1 for good. Its counters and histograms stay,
+// as counters do in Prometheus.
+func (m *Metrics) Removed(route, destination string) {
+	if m == nil {
+		return
+	}
+	m.breakerOpen.DeleteLabelValues(route, destination)
+	m.inFlight.DeleteLabelValues(route, destination)
+}
+
 // Class is the status class label of an HTTP status: "2xx" to "5xx", or
 // "error" when no response arrived.
 func Class(status int) string {

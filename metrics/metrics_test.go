@@ -26,6 +26,7 @@ func TestANilMetricsRecordsNothingAndDoesNotPanic(t *testing.T) {
 	m.Delivered("shop", "app", time.Second)
 	m.DeadLettered("shop", "app", "permanent")
 	m.Breaker("shop", "app", true)
+	m.Removed("shop", "app")
 	m.SetBacklog(nil)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
