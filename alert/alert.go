@@ -33,8 +33,10 @@ const (
 // postTimeout bounds one POST of a notice.
 const postTimeout = 10 * time.Second
 
-// Notifier batches alerts and posts them. Set the fields, then Start; a
-// nil *Notifier ignores everything, so callers need no check.
+// Notifier batches alerts and posts them. Set the fields, then Start;
+// Configure changes URL, Batch and MaxPerHour while it runs. A nil
+// *Notifier, or one without a URL, ignores everything, so callers need no
+// check.
 type Notifier struct {
 	// URL receives the notices. It is a secret: it is never logged.
 	URL string
@@ -55,7 +57,8 @@ type Notifier struct {
 	// Now is the clock of the rate limit and the reminders.
 	Now func() time.Time
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards URL, Batch and MaxPerHour once started
+	reconf   chan struct{}
 	pending  batch
 	breakers map[target]*breaker
 	sent     []time.Time // POSTs within the last hour, oldest first
@@ -64,13 +67,47 @@ type Notifier struct {
 	done     chan struct{}
 }
 
-// New returns a Notifier for the `alerts:` block of policies.yaml, or nil
-// when there is none.
+// New returns a Notifier for the `alerts:` block of policies.yaml; with no
+// block (cfg nil) it stays quiet until Configure gives it one.
 func New(cfg *policy.Alerts, log *slog.Logger) *Notifier {
-	if cfg == nil || cfg.URL == "" {
-		return nil
+	n := &Notifier{Logger: log}
+	if cfg != nil {
+		n.URL, n.Batch, n.MaxPerHour = cfg.URL, cfg.Batch, cfg.MaxPerHour
 	}
-	return &Notifier{URL: cfg.URL, Batch: cfg.Batch, MaxPerHour: cfg.MaxPerHour, Logger: log}
+	return n
+}
+
+// Configure applies a reloaded `alerts:` block at once: a new URL, batch
+// window or hourly limit. With no block (cfg nil), what is pending is
+// dropped and nothing more is gathered until a block returns. The hourly
+// count of notices sent carries over, so a reload cannot lift the limit.
+func (n *Notifier) Configure(cfg *policy.Alerts) {
+	if n == nil || n.wake == nil {
+		return
+	}
+	n.mu.Lock()
+	if cfg == nil || cfg.URL == "" {
+		n.URL, n.pending, n.breakers = "", batch{}, map[target]*breaker{}
+	} else {
+		n.URL = cfg.URL
+		n.Batch, n.MaxPerHour = defaults(cfg.Batch, cfg.MaxPerHour)
+	}
+	n.mu.Unlock()
+	select {
+	case n.reconf <- struct{}{}:
+	default:
+	}
+}
+
+// defaults fills in the default batch window and hourly limit.
+func defaults(batch time.Duration, maxPerHour int) (time.Duration, int) {
+	if batch <= 0 {
+		batch = time.Minute
+	}
+	if maxPerHour <= 0 {
+		maxPerHour = 30
+	}
+	return batch, maxPerHour
 }
 
 // target is a route × destination.
@@ -112,12 +149,7 @@ func (n *Notifier) Start() {
 	if n == nil {
 		return
 	}
-	if n.Batch <= 0 {
-		n.Batch = time.Minute
-	}
-	if n.MaxPerHour <= 0 {
-		n.MaxPerHour = 30
-	}
+	n.Batch, n.MaxPerHour = defaults(n.Batch, n.MaxPerHour)
 	if n.Remind <= 0 {
 		n.Remind = 15 * time.Minute
 	}
@@ -132,6 +164,7 @@ func (n *Notifier) Start() {
 	}
 	n.breakers = map[target]*breaker{}
 	n.wake = make(chan struct{}, 1)
+	n.reconf = make(chan struct{}, 1)
 	n.done = make(chan struct{})
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
@@ -157,6 +190,9 @@ func (n *Notifier) DeadLettered(route, destination, eventID, reason string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.URL == "" {
+		return
+	}
 	b := &n.pending
 	g := group{target{route, destination}, reason}
 	if b.dead == nil {
@@ -185,6 +221,9 @@ func (n *Notifier) Breaker(route, destination string, open bool) {
 	t := target{route, destination}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.URL == "" {
+		return
+	}
 	b, was := n.breakers[t]
 	switch {
 	case open && !was:
@@ -238,7 +277,7 @@ func (n *Notifier) opened() {
 
 func (n *Notifier) run(ctx context.Context) {
 	defer close(n.done)
-	tick := time.NewTicker(n.Batch)
+	tick := time.NewTicker(n.window())
 	defer tick.Stop()
 	for {
 		select {
@@ -246,7 +285,7 @@ func (n *Notifier) run(ctx context.Context) {
 			return
 		case <-n.wake:
 			// The first event of a burst: gather the rest for one window.
-			t := time.NewTimer(n.Batch)
+			t := time.NewTimer(n.window())
 			select {
 			case <-t.C:
 			case <-ctx.Done():
@@ -255,9 +294,18 @@ func (n *Notifier) run(ctx context.Context) {
 			}
 		case <-tick.C:
 			n.remind()
+		case <-n.reconf:
+			tick.Reset(n.window())
 		}
 		n.flush(false)
 	}
+}
+
+// window is the batch window.
+func (n *Notifier) window() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.Batch
 }
 
 // remind notes the breakers that stayed open for another Remind.
@@ -301,8 +349,9 @@ func (n *Notifier) flush(final bool) {
 	}
 	n.sent = append(n.sent, now)
 	n.pending = batch{}
+	to := n.URL
 	n.mu.Unlock()
-	if err := n.post(b.text(now)); err != nil {
+	if err := n.post(to, b.text(now)); err != nil {
 		n.Logger.Warn("alert not sent", "err", err, "dead_letters", b.total)
 	}
 }
@@ -342,14 +391,14 @@ type notice struct {
 	Text string `json:"text"`
 }
 
-func (n *Notifier) post(text string) error {
+func (n *Notifier) post(to, text string) error {
 	body, err := json.Marshal(notice{Text: text})
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), postTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to, bytes.NewReader(body))
 	if err != nil {
 		return errors.New("bad alert URL")
 	}

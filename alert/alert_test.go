@@ -202,15 +202,52 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 func TestWithoutAnAlertsBlockNothingIsSent(t *testing.T) {
 	t.Parallel()
-	n := alert.New(nil, nil)
-	if n != nil {
-		t.Fatalf("New(nil) = %v, want nil", n)
-	}
-	n.Start()
+	var nilNotifier *alert.Notifier
+	nilNotifier.Start()
+	nilNotifier.DeadLettered("shop", "app", "evt_1", "permanent")
+	nilNotifier.Configure(nil)
+	nilNotifier.Stop()
+
+	var logged bytes.Buffer
+	n := start(t, alert.New(nil, slog.New(slog.NewTextHandler(&logged, nil))))
 	n.DeadLettered("shop", "app", "evt_1", "permanent")
 	n.Breaker("shop", "app", true)
 	n.Stop()
-	if got := alert.New(&policy.Alerts{URL: "https://chat.example/hook", Batch: time.Minute, MaxPerHour: 30}, nil); got == nil || got.URL == "" {
-		t.Errorf("New with an alerts block = %v", got)
+	if n.URL != "" || logged.Len() != 0 {
+		t.Errorf("a Notifier without an alerts block has URL %q and logged %q", n.URL, logged.String())
+	}
+	if got := alert.New(&policy.Alerts{URL: "https://chat.example/hook", Batch: time.Minute, MaxPerHour: 30}, nil); got.URL == "" {
+		t.Errorf("New with an alerts block = %+v", got)
+	}
+}
+
+// A reload's alerts block takes effect at once: a block after none starts
+// the notices, a new URL gets the next one, and no block stops them and
+// drops what was pending.
+func TestAReloadedAlertsBlockTakesEffectAtOnce(t *testing.T) {
+	t.Parallel()
+	first, second := newSink(t), newSink(t)
+	n := start(t, alert.New(nil, nil))
+	n.DeadLettered("shop", "app", "evt_before", "permanent") // no block yet: not told
+
+	n.Configure(&policy.Alerts{URL: first.URL, Batch: 50 * time.Millisecond, MaxPerHour: 30})
+	n.DeadLettered("shop", "app", "evt_1", "permanent")
+	if texts := first.waitFor(t, 1); !strings.Contains(texts[0], "1 event dead-lettered") || strings.Contains(texts[0], "evt_before") {
+		t.Errorf("first notice %q, want evt_1 alone", texts[0])
+	}
+
+	n.Configure(&policy.Alerts{URL: second.URL, Batch: 50 * time.Millisecond, MaxPerHour: 30})
+	n.Breaker("shop", "crm", true)
+	if texts := second.waitFor(t, 1); !strings.Contains(texts[0], "breaker opened: shop → crm") {
+		t.Errorf("notice at the new URL %q, want the breaker", texts[0])
+	}
+
+	n.Configure(&policy.Alerts{URL: second.URL, Batch: time.Hour, MaxPerHour: 30})
+	n.DeadLettered("shop", "app", "evt_dropped", "permanent")
+	n.Configure(nil) // the pending dead letter goes with the block
+	n.DeadLettered("shop", "app", "evt_after", "permanent")
+	n.Stop() // posts what is pending: nothing
+	if len(first.all()) != 1 || len(second.all()) != 1 {
+		t.Errorf("notices after the block was removed: %q and %q", first.all(), second.all())
 	}
 }

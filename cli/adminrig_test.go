@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/alert"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
@@ -76,7 +77,10 @@ func newOpsRig(t *testing.T) *opsRig {
 	}
 	st := storetest.Open(t, store.Options{})
 	log := slog.New(slog.DiscardHandler)
-	fwd := &forward.Forwarder{Store: st, Logger: log, FetchWait: 100 * time.Millisecond}
+	alerts := alert.New(cfg.Alerts, log)
+	alerts.Start()
+	t.Cleanup(alerts.Stop)
+	fwd := &forward.Forwarder{Store: st, Logger: log, FetchWait: 100 * time.Millisecond, Alerts: alerts}
 	if err := fwd.Start(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +92,7 @@ func newOpsRig(t *testing.T) *opsRig {
 	r.ingress = httptest.NewServer(h)
 	t.Cleanup(r.ingress.Close)
 	s := Settings{Config: r.config, Retention: 72 * time.Hour}
-	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, log: log}
+	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, alerts: alerts, log: log}
 	r.admin = httptest.NewServer(&admin.Handler{Store: st, Forwarder: fwd, Token: adminToken, Reload: rl.reload, Logger: log})
 	t.Cleanup(r.admin.Close)
 	r.client = adminFromEnv(func(k string) string {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/jethook/jethook/alert"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
@@ -22,6 +23,7 @@ type reloader struct {
 	store    *store.Store
 	fwd      *forward.Forwarder
 	ingress  *proxy.Handler
+	alerts   *alert.Notifier
 	log      *slog.Logger
 
 	mu sync.Mutex // one reload at a time
@@ -48,6 +50,7 @@ func (r *reloader) reload(ctx context.Context) error {
 		r.log.Error("ingress reload failed after the forwarder took the new configuration", "err", err)
 		return err
 	}
+	r.alerts.Configure(cfg.Alerts)
 	for _, w := range cfg.Warnings() {
 		r.log.Warn(w)
 	}

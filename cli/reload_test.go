@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,4 +111,38 @@ func TestTheAdminListenerNeedsATokenOffLoopback(t *testing.T) {
 			t.Errorf("error %q does not name the token variable", err)
 		}
 	}
+}
+
+// An alerts block added by a reload takes effect without a restart: the
+// next dead letter is told at the block's URL.
+func TestReloadStartsAlertsWithoutARestart(t *testing.T) {
+	t.Parallel()
+	r := newOpsRig(t)
+	var mu sync.Mutex
+	var notices []string
+	chat := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var n struct{ Text string }
+		_ = json.NewDecoder(req.Body).Decode(&n)
+		mu.Lock()
+		notices = append(notices, n.Text)
+		mu.Unlock()
+	}))
+	t.Cleanup(chat.Close)
+	told := func(eventID string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range notices {
+			if strings.Contains(n, eventID) {
+				return true
+			}
+		}
+		return false
+	}
+
+	r.write(opsConfig + "alerts: {url: \"" + chat.URL + "\", batch: 100ms}\n")
+	if err := r.client.call(context.Background(), http.MethodPost, "/v1/reload", nil, nil, nil); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	_, after := r.post("/hooks/shop", `{"after":1}`, map[string]string{"app": "400"})
+	eventually(t, "the dead letter after the reload told", func() bool { return told(after) })
 }

@@ -89,7 +89,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		return err
 	}
 	h.Metrics = prom
-	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, log: log}
+	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, alerts: alerts, log: log}
 	// Not ready once shutdown begins: the admin listener outlives the public
 	// one, and a load balancer must stop sending before the listener closes.
 	shuttingDown := func(context.Context) error {
