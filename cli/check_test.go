@@ -62,8 +62,8 @@ func TestCheckReportsEveryMistakeOfAFileWithItsLineAndKey(t *testing.T) {
 			`testdata/mistakes.yaml:46: routes[8].timeout: invalid duration "soon"`,
 			`testdata/mistakes.yaml:48: routes[8].destinations[0].rate: invalid rate "fast": want N/s, N/m or N/h, e.g. "50/s"`,
 		}},
-		{"testdata/tabs.yaml", []string{`testdata/tabs.yaml:2: yaml: found a tab character that violates indentation`}},
-		{"testdata/unclosed.yaml", []string{`testdata/unclosed.yaml:3: yaml: did not find expected ',' or ']'`}},
+		{"testdata/tabs.yaml", []string{`testdata/tabs.yaml:3: yaml: found a tab character that violates indentation`}},
+		{"testdata/unclosed.yaml", []string{`testdata/unclosed.yaml:4: yaml: did not find expected ',' or ']'`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
