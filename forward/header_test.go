@@ -124,6 +124,27 @@ func newCrafted(t *testing.T, addr string) *crafted {
 	return &crafted{t: t, js: js, addr: addr}
 }
 
+// newCraftedRig is a rig whose store also takes NATS clients on a free
+// loopback port, and a crafted publisher connected there.
+func newCraftedRig(t *testing.T, yaml, backendURL string) (*rig, *crafted) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	r := newRig(t, parseConfig(t, yaml, backendURL), store.Options{ClientListen: addr})
+	return r, newCrafted(t, addr)
+}
+
+// publishUnsendable stores a message on route shop whose header holds a
+// NUL, which no HTTP request may carry.
+func (c *crafted) publishUnsendable(id string) {
+	c.t.Helper()
+	c.publish(id, nats.Header{"Jethook-Event-Id": {id}, "Jethook-Method": {"POST"}, "H-X-Note": {"a\x00b"}}, "x")
+}
+
 // publish stores a message on route shop with the given NATS headers.
 func (c *crafted) publish(id string, h nats.Header, body string) {
 	c.t.Helper()
@@ -169,18 +190,9 @@ func (c *crafted) publishRaw(subject, headerBlock, body string) {
 // the reason, and the rest are delivered.
 func TestCraftedStoredHeadersAreNeitherSentNorRetriedNorFatal(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	natsAddr := ln.Addr().String()
-	ln.Close()
 	b := newBackend(t, status(http.StatusOK))
 	// Two failed attempts in a row would open the breaker for an hour.
-	yaml := strings.Replace(fastRetry, `{name: app, url: "${BACKEND}/hook"}`,
-		`{name: app, url: "${BACKEND}/hook", slow_start: 0s, breaker: {failures: 2, cooldown: 1h}}`, 1)
-	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{ClientListen: natsAddr})
-	c := newCrafted(t, natsAddr)
+	r, c := newCraftedRig(t, limited(t, "slow_start: 0s, breaker: {failures: 2, cooldown: 1h}", ""), b.URL)
 	base := func(id string) nats.Header {
 		return nats.Header{"Jethook-Event-Id": {id}, "Jethook-Method": {"POST"}, "Jethook-Remote": {"192.0.2.1:1"},
 			"Jethook-Proto": {"https"}, "H-Content-Type": {"application/json"}}
@@ -316,19 +328,9 @@ func TestDestinationURLCredentialsBecomeBasicAuth(t *testing.T) {
 // the backend's failures in a row.
 func TestAnUnsendableMessageDoesNotResetTheBreaker(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	natsAddr := ln.Addr().String()
-	ln.Close()
 	b := newBackend(t, status(http.StatusServiceUnavailable))
-	// One attempt a minute, so the failed webhook is not retried while
-	// the test runs; the breaker would open at the second failure in a row.
-	yaml := strings.Replace(fastRetry, "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 1m, multiplier: 2, max_delay: 1m", 1)
-	yaml = strings.Replace(yaml, `{name: app, url: "${BACKEND}/hook"}`,
-		`{name: app, url: "${BACKEND}/hook", slow_start: 0s, breaker: {failures: 2, cooldown: 1h}}`, 1)
-	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{ClientListen: natsAddr})
+	// The breaker would open at the second failure in a row.
+	r, c := newCraftedRig(t, slowRetry(t, "slow_start: 0s, breaker: {failures: 2, cooldown: 1h}"), b.URL)
 	failures := func() int {
 		for _, s := range r.fwd.Status() {
 			return s.Gate.Failures
@@ -341,9 +343,7 @@ func TestAnUnsendableMessageDoesNotResetTheBreaker(t *testing.T) {
 	}
 	eventually(t, "one failed attempt counted", func() bool { return failures() == 1 })
 
-	c := newCrafted(t, natsAddr)
-	c.publish("unsendable", nats.Header{"Jethook-Event-Id": {"unsendable"}, "Jethook-Method": {"POST"},
-		"H-X-Note": {"a\x00b"}}, "x")
+	c.publishUnsendable("unsendable")
 	eventually(t, "the unsendable message dead-lettered", func() bool { return len(r.deadLetters()) == 1 })
 	if got := failures(); got != 1 {
 		t.Errorf("failures in a row after the unsendable message: %d, want 1 (the backend's 503)", got)
@@ -357,12 +357,6 @@ func TestAnUnsendableMessageDoesNotResetTheBreaker(t *testing.T) {
 // message probes instead: the destination is not left half-open forever.
 func TestAnUnsendableProbeHandsTheProbeOn(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	natsAddr := ln.Addr().String()
-	ln.Close()
 	b := newBackend(t, func(n int, w http.ResponseWriter) {
 		if n == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -370,12 +364,9 @@ func TestAnUnsendableProbeHandsTheProbeOn(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	yaml := strings.Replace(fastRetry, "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 1m, multiplier: 2, max_delay: 1m", 1)
 	// Concurrency 1: each fetch asks for one message and ends with it, so
 	// no fetch is still open to take the next ones while the breaker is.
-	yaml = strings.Replace(yaml, `{name: app, url: "${BACKEND}/hook"}`,
-		`{name: app, url: "${BACKEND}/hook", concurrency: 1, slow_start: 0s, breaker: {failures: 1, cooldown: 300ms}}`, 1)
-	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{ClientListen: natsAddr})
+	r, c := newCraftedRig(t, slowRetry(t, "concurrency: 1, slow_start: 0s, breaker: {failures: 1, cooldown: 300ms}"), b.URL)
 	breaker := func() forward.BreakerState {
 		for _, s := range r.fwd.Status() {
 			return s.Gate.Breaker
@@ -387,9 +378,7 @@ func TestAnUnsendableProbeHandsTheProbeOn(t *testing.T) {
 		t.Fatalf("ingress %d %s", code, resp)
 	}
 	eventually(t, "the breaker open after the 503", func() bool { return breaker() == forward.BreakerOpen })
-	c := newCrafted(t, natsAddr)
-	c.publish("unsendable", nats.Header{"Jethook-Event-Id": {"unsendable"}, "Jethook-Method": {"POST"},
-		"H-X-Note": {"a\x00b"}}, "x")
+	c.publishUnsendable("unsendable")
 	eventually(t, "the unsendable message dead-lettered as the probe", func() bool { return len(r.deadLetters()) == 1 })
 	if code, resp := r.post("/hooks/shop", nil, []byte(`{"after":1}`)); code != http.StatusOK {
 		t.Fatalf("ingress %d %s", code, resp)

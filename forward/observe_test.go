@@ -142,6 +142,16 @@ func (s *alertSink) all() []string {
 	return append([]string(nil), s.texts...)
 }
 
+// says reports whether a notice so far contains line.
+func (s *alertSink) says(line string) bool {
+	for _, text := range s.all() {
+		if strings.Contains(text, line) {
+			return true
+		}
+	}
+	return false
+}
+
 func TestMetricsAndTheAttemptLogTellTwoFailuresThenADelivery(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, func(n int, w http.ResponseWriter) {
@@ -255,20 +265,11 @@ func TestRejectedWebhooksAreCountedByReason(t *testing.T) {
 func TestAnOpenBreakerIsAGaugeAndAnAlertAndBackoffIsABacklog(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusServiceUnavailable))
-	cfg := strings.Replace(limited(t, "breaker: {failures: 2, cooldown: 1h}", ""), "base: 20ms", "base: 1h, max_delay: 1h", 1)
-	cfg = strings.Replace(cfg, ", max_delay: 200ms", "", 1)
-	cfg = strings.Replace(cfg, "max_age: 1h", "max_age: 5h", 1)
+	cfg := slowRetry(t, "breaker: {failures: 2, cooldown: 1h}")
 	w := newWatched(t, cfg, b.URL)
 	w.accepted(`{"order":3}`)
 	w.accepted(`{"order":4}`)
-	eventually(t, "a breaker alert", func() bool {
-		for _, s := range w.alerts.all() {
-			if strings.Contains(s, "breaker opened: shop → app") {
-				return true
-			}
-		}
-		return false
-	})
+	eventually(t, "a breaker alert", func() bool { return w.alerts.says("breaker opened: shop → app") })
 	if got := w.value("jethook_breaker_open", "route", "shop", "destination", "app"); got != 1 {
 		t.Errorf("breaker_open = %v, want 1", got)
 	}
@@ -286,9 +287,7 @@ func TestAnOpenBreakerIsAGaugeAndAnAlertAndBackoffIsABacklog(t *testing.T) {
 func TestARemovedDestinationLeavesNoOpenBreakerBehind(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusServiceUnavailable))
-	cfg := strings.Replace(limited(t, "breaker: {failures: 1, cooldown: 1h}", ""), "base: 20ms", "base: 1h, max_delay: 1h", 1)
-	cfg = strings.Replace(cfg, ", max_delay: 200ms", "", 1)
-	cfg = strings.Replace(cfg, "max_age: 1h", "max_age: 5h", 1)
+	cfg := slowRetry(t, "breaker: {failures: 1, cooldown: 1h}")
 	w := newWatched(t, cfg, b.URL)
 	w.accepted(`{"order":5}`)
 	eventually(t, "the breaker gauge at 1", func() bool {
@@ -303,11 +302,6 @@ func TestARemovedDestinationLeavesNoOpenBreakerBehind(t *testing.T) {
 		t.Errorf("breaker_open of the removed destination = %v, want 0 (no series)", got)
 	}
 	eventually(t, "an alert that the breaker is no longer watched", func() bool {
-		for _, s := range w.alerts.all() {
-			if strings.Contains(s, "breaker no longer watched: shop → app: the destination was removed or changed by a reload") {
-				return true
-			}
-		}
-		return false
+		return w.alerts.says("breaker no longer watched: shop → app: the destination was removed or changed by a reload")
 	})
 }

@@ -30,6 +30,15 @@ routes:
       - {name: app, url: "${BACKEND}/hook"}
 `
 
+// slowRetry is fastRetry with destKeys added to the destination and an
+// hour between attempts, so a failed webhook is not attempted again while
+// a test runs.
+func slowRetry(t *testing.T, destKeys string) string {
+	cfg := strings.Replace(limited(t, destKeys, ""), "base: 20ms", "base: 1h, max_delay: 1h", 1)
+	cfg = strings.Replace(cfg, ", max_delay: 200ms", "", 1)
+	return strings.Replace(cfg, "max_age: 1h", "max_age: 5h", 1)
+}
+
 // hit is one request a backend received.
 type hit struct {
 	at     time.Time
