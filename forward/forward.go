@@ -146,7 +146,10 @@ type destination struct {
 
 	inflight atomic.Int64
 	ended    chan struct{} // a signal each time an attempt ends
-	last     lastAttempt   // latest success and failure, for Status
+
+	fetchMu  sync.Mutex
+	endFetch context.CancelFunc // ends the fetch in progress; nil between fetches
+	last     lastAttempt        // latest success and failure, for Status
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
@@ -203,6 +206,8 @@ func (d *destination) tokens(ctx context.Context, n int) int {
 func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int) int {
 	ctx, cancel := context.WithTimeout(fetchCtx, d.f.FetchWait)
 	defer cancel()
+	d.fetching(cancel)
+	defer d.fetching(nil)
 	batch, err := d.cons.Fetch(n, jetstream.FetchContext(ctx))
 	got := 0
 	if err == nil {
@@ -231,6 +236,26 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int) int {
 		}
 	}
 	return got
+}
+
+// fetching records how to end the fetch in progress (nil: none).
+func (d *destination) fetching(end context.CancelFunc) {
+	d.fetchMu.Lock()
+	d.endFetch = end
+	d.fetchMu.Unlock()
+}
+
+// stopFetch ends the fetch in progress, if any, when the gate has shut
+// (breaker open, Retry-After pause): a fetch waits up to FetchWait for
+// messages, and any that arrived meanwhile would be attempted. Ending it
+// unsubscribes its reply subject, and the server drops a pull request
+// nobody listens to.
+func (d *destination) stopFetch() {
+	d.fetchMu.Lock()
+	if d.endFetch != nil {
+		d.endFetch()
+	}
+	d.fetchMu.Unlock()
 }
 
 // attempt makes one HTTP attempt for m and settles it.
@@ -271,9 +296,14 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		// Says nothing about the backend; if this was the breaker's
 		// probe, the next message probes instead.
 		d.gate.unprobe()
-	} else if d.gate.record(o.Kind, o.RetryAfter) {
-		d.eventLog(e, n).Warn("breaker open: no attempts to this destination until the cooldown ends",
-			"failures", d.dest.Breaker.Failures, "cooldown", d.dest.Breaker.Cooldown)
+	} else {
+		if d.gate.record(o.Kind, o.RetryAfter) {
+			d.eventLog(e, n).Warn("breaker open: no attempts to this destination until the cooldown ends",
+				"failures", d.dest.Breaker.Failures, "cooldown", d.dest.Breaker.Cooldown)
+		}
+		if d.gate.shut() {
+			d.stopFetch()
+		}
 	}
 	switch o.Kind {
 	case Delivered:

@@ -108,6 +108,14 @@ func (g *gate) rampShare(now time.Time) float64 {
 	return slowStartFloor + (1-slowStartFloor)*float64(elapsed)/float64(g.slowStart)
 }
 
+// shut reports whether the gate admits no new attempts for now: the
+// breaker is open, a Retry-After pause runs, or an operator holds it.
+func (g *gate) shut() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held || g.now().Before(g.pausedUntil) || g.state == BreakerOpen
+}
+
 // unprobe gives the probe back when no message was there to probe with.
 func (g *gate) unprobe() {
 	g.mu.Lock()

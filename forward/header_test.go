@@ -18,6 +18,7 @@ import (
 
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
 )
 
 // hopByHop are the request headers that describe one connection (RFC 9110
@@ -385,4 +386,60 @@ func TestAnUnsendableProbeHandsTheProbeOn(t *testing.T) {
 	}
 	eventually(t, "the next webhook delivered as the probe", func() bool { return b.count() == 2 })
 	eventually(t, "the breaker closed", func() bool { return breaker() == forward.BreakerClosed })
+}
+
+// When the breaker opens, the fetch waiting for more messages ends at once,
+// so a webhook that arrives while the breaker is open is not attempted
+// until the cooldown has passed (and then as attempt 1), however long a
+// fetch may wait.
+func TestAnOpeningBreakerEndsTheFetchInProgress(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	const cooldown = time.Second
+	r, c := newCraftedRig(t, slowRetry(t, "slow_start: 0s, breaker: {failures: 1, cooldown: 1s}"), b.URL)
+	r.fwd.Stop(time.Second)
+	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: time.Minute} // a fetch may wait a minute
+	if err := r.fwd.Start(context.Background(), r.cfg); err != nil {
+		t.Fatal(err)
+	}
+	fwd := r.fwd
+	t.Cleanup(func() { fwd.Stop(time.Second) })
+	cons, err := c.js.Consumer(context.Background(), store.StreamName, store.ConsumerName("shop", "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() int {
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			return -1
+		}
+		return info.NumWaiting
+	}
+
+	if code, resp := r.post("/hooks/shop", nil, []byte(`{"fails":1}`)); code != http.StatusOK {
+		t.Fatalf("ingress %d %s", code, resp)
+	}
+	eventually(t, "the breaker open after the 503", func() bool {
+		st := r.fwd.Status()
+		return len(st) == 1 && st[0].Gate.Breaker == forward.BreakerOpen
+	})
+	opened := time.Now()
+	storetest.Eventually(t, cooldown/2, "no pull request waiting while the breaker is open", func() bool { return waiting() == 0 })
+	if code, resp := r.post("/hooks/shop", nil, []byte(`{"while":"open"}`)); code != http.StatusOK {
+		t.Fatalf("ingress %d %s", code, resp)
+	}
+	eventually(t, "the second webhook delivered", func() bool { return b.count() == 2 })
+	h := b.all()[1]
+	if string(h.body) != `{"while":"open"}` || h.header.Get("X-Webhook-Attempt") != "1" {
+		t.Errorf("second request: %s, attempt %q; want the webhook posted while open, attempt 1", h.body, h.header.Get("X-Webhook-Attempt"))
+	}
+	if waited := h.at.Sub(opened); waited < cooldown*9/10 {
+		t.Errorf("the webhook posted while the breaker was open was attempted %s after it opened, before the %s cooldown", waited, cooldown)
+	}
 }
