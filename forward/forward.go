@@ -146,10 +146,10 @@ type destination struct {
 
 	inflight atomic.Int64
 	ended    chan struct{} // a signal each time an attempt ends
+	last     lastAttempt   // latest success and failure, for Status
 
 	fetchMu  sync.Mutex
 	endFetch context.CancelFunc // ends the fetch in progress; nil between fetches
-	last     lastAttempt        // latest success and failure, for Status
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
