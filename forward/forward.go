@@ -9,6 +9,7 @@ package forward
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -266,13 +267,16 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		_ = m.Nak()
 		return
 	}
+	n := int(md.NumDelivered)
 	e, err := store.Decode(m)
 	if err != nil {
-		d.log.Error("undecodable message; terminated", "seq", md.Sequence.Stream, "err", err)
-		_ = m.Term()
+		// Not written by jethook's ingress (no event id): kept as a dead
+		// letter under its stream sequence, body and all, not dropped.
+		e = &store.Envelope{Route: d.route.Name, EventID: fmt.Sprintf("seq-%d", md.Sequence.Stream), Body: m.Data()}
+		o := Outcome{Kind: Permanent, Err: err, Reason: "undecodable: " + err.Error(), Unsent: true}
+		d.deadLetter(ctx, m, md, e, o, n, "permanent", d.eventLog(e, n))
 		return
 	}
-	n := int(md.NumDelivered)
 
 	d.f.Metrics.AttemptStarted(d.route.Name, d.dest.Name)
 	defer d.f.Metrics.AttemptEnded(d.route.Name, d.dest.Name)

@@ -229,10 +229,10 @@ func TestCraftedStoredHeadersAreNeitherSentNorRetriedNorFatal(t *testing.T) {
 	if code, resp := r.post("/hooks/shop", http.Header{"Content-Type": {"application/json"}}, []byte(`{"after":"poison"}`)); code != http.StatusOK {
 		t.Fatalf("ingress %d %s", code, resp)
 	}
-	const raw = 2 // the cr and bad name messages
+	const raw, idless = 2, 2 // the cr and bad name messages; no id and bare
 	eventually(t, "a dead letter for each bad message", func() bool {
 		s, err := r.store.Stats(context.Background())
-		return err == nil && s.DeadLetters >= uint64(len(bad)+raw)
+		return err == nil && s.DeadLetters >= uint64(len(bad)+raw+idless)
 	})
 	eventually(t, "the crafted and the posted webhook delivered", func() bool { return b.count() >= 2 })
 	time.Sleep(150 * time.Millisecond) // room for a retry or a stray delivery
@@ -291,8 +291,22 @@ func TestCraftedStoredHeadersAreNeitherSentNorRetriedNorFatal(t *testing.T) {
 				id, d.Reason, d.Attempts, d.LastStatus, d.LastError, reason)
 		}
 	}
-	if len(dead) != len(bad)+raw {
-		t.Errorf("%d dead letters, want %d", len(dead), len(bad)+raw)
+	// Messages with no event id are kept under their stream sequence, with
+	// their body, as dead letters that say why.
+	bodies := map[string]bool{}
+	for id, d := range dead {
+		if strings.HasPrefix(id, "seq-") {
+			bodies[string(d.Envelope.Body)] = true
+			if d.Reason != "permanent" || !strings.Contains(d.LastError, "has no Jethook-Event-Id header") {
+				t.Errorf("%s: dead letter %s, error %q; want permanent, naming the missing event id", id, d.Reason, d.LastError)
+			}
+		}
+	}
+	if !bodies["no id"] || !bodies["bare"] {
+		t.Errorf("dead letters of the messages without an event id hold bodies %v, want \"no id\" and \"bare\"", bodies)
+	}
+	if len(dead) != len(bad)+raw+idless {
+		t.Errorf("%d dead letters, want %d", len(dead), len(bad)+raw+idless)
 	}
 }
 
