@@ -415,8 +415,8 @@ func TestAnOpeningBreakerEndsTheFetchInProgress(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	const cooldown = time.Second
-	r, c := newCraftedRig(t, slowRetry(t, "slow_start: 0s, breaker: {failures: 1, cooldown: 1s}"), b.URL)
+	const cooldown = 2 * time.Second
+	r, c := newCraftedRig(t, slowRetry(t, "slow_start: 0s, breaker: {failures: 1, cooldown: 2s}"), b.URL)
 	r.fwd.Stop(time.Second)
 	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: time.Minute} // a fetch may wait a minute
 	if err := r.fwd.Start(context.Background(), r.cfg); err != nil {
