@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,18 +13,6 @@ import (
 	"github.com/jethook/jethook/store/storetest"
 )
 
-// freeAddr returns a loopback address nothing listens on (for a moment).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func runProbeFor(admin string, args ...string) (string, error) {
 	var out bytes.Buffer
 	err := probe(context.Background(), map[string]string{"JETHOOK_ADMIN_LISTEN": admin}, args, &out)
@@ -34,7 +21,7 @@ func runProbeFor(admin string, args ...string) (string, error) {
 
 func TestProbePassesAgainstARunningJethook(t *testing.T) {
 	t.Parallel()
-	admin := freeAddr(t)
+	admin := storetest.FreeAddr(t)
 	serveForTest(t, func(s *Settings) { s.AdminListen = admin })
 	for _, tc := range []struct {
 		args []string
@@ -65,7 +52,7 @@ func TestProbeSaysNotReadyWhileTheNATSServerIsDownButStillLive(t *testing.T) {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server did not start")
 	}
-	admin := freeAddr(t)
+	admin := storetest.FreeAddr(t)
 	serveForTest(t, func(s *Settings) { s.AdminListen, s.NATSURL = admin, ns.ClientURL() })
 	if _, err := runProbeFor(admin, "ready"); err != nil {
 		t.Fatalf("ready with NATS up: %v", err)
@@ -86,7 +73,7 @@ func TestProbeSaysNotReadyWhileTheNATSServerIsDownButStillLive(t *testing.T) {
 
 func TestProbeFailsWhenNothingAnswers(t *testing.T) {
 	t.Parallel()
-	if _, err := runProbeFor(freeAddr(t), "live"); err == nil {
+	if _, err := runProbeFor(storetest.FreeAddr(t), "live"); err == nil {
 		t.Fatal("probe passed with nothing listening")
 	}
 }

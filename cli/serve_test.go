@@ -241,7 +241,7 @@ func TestAChunkedBodyOverMaxBodyGets413ThroughServeAndNothingIsStored(t *testing
 // load balancer or kubelet takes the instance out before it stops.
 func TestReadyzSaysShuttingDownAsSoonAsShutdownBegins(t *testing.T) {
 	t.Parallel()
-	adminAddr := freeAddr(t)
+	adminAddr := storetest.FreeAddr(t)
 	addr, stop := startServe(t, func(s *Settings) { s.AdminListen = adminAddr; s.ShutdownGrace = 5 * time.Second })
 	t.Cleanup(stop)
 	readyz := func() (int, string) {

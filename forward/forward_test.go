@@ -15,13 +15,7 @@ import (
 
 func TestAFlakyBackendGetsTheWebhookByteForByteOnTheFourthAttempt(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t, func(n int, w http.ResponseWriter) {
-		if n <= 3 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	})
+	b := newBackend(t, unavailableFirst(3))
 	r := newRig(t, parseConfig(t, fastRetry, b.URL), store.Options{})
 	body := []byte("{\"action\":\"opened\",\"bin\":\"\xff\xfe\"}\n")
 	hdr := http.Header{

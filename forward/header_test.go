@@ -129,12 +129,7 @@ func newCrafted(t *testing.T, addr string) *crafted {
 // loopback port, and a crafted publisher connected there.
 func newCraftedRig(t *testing.T, yaml, backendURL string) (*rig, *crafted) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := storetest.FreeAddr(t)
 	r := newRig(t, parseConfig(t, yaml, backendURL), store.Options{ClientListen: addr})
 	return r, newCrafted(t, addr)
 }
@@ -346,21 +341,15 @@ func TestAnUnsendableMessageDoesNotResetTheBreaker(t *testing.T) {
 	b := newBackend(t, status(http.StatusServiceUnavailable))
 	// The breaker would open at the second failure in a row.
 	r, c := newCraftedRig(t, slowRetry(t, "slow_start: 0s, breaker: {failures: 2, cooldown: 1h}"), b.URL)
-	failures := func() int {
-		for _, s := range r.fwd.Status() {
-			return s.Gate.Failures
-		}
-		return -1
-	}
 
 	if code, resp := r.post("/hooks/shop", nil, []byte(`{"fails":1}`)); code != http.StatusOK {
 		t.Fatalf("ingress %d %s", code, resp)
 	}
-	eventually(t, "one failed attempt counted", func() bool { return failures() == 1 })
+	eventually(t, "one failed attempt counted", func() bool { return r.gate().Failures == 1 })
 
 	c.publishUnsendable("unsendable")
 	eventually(t, "the unsendable message dead-lettered", func() bool { return len(r.deadLetters()) == 1 })
-	if got := failures(); got != 1 {
+	if got := r.gate().Failures; got != 1 {
 		t.Errorf("failures in a row after the unsendable message: %d, want 1 (the backend's 503)", got)
 	}
 	if n := b.count(); n != 1 {
@@ -372,34 +361,22 @@ func TestAnUnsendableMessageDoesNotResetTheBreaker(t *testing.T) {
 // message probes instead: the destination is not left half-open forever.
 func TestAnUnsendableProbeHandsTheProbeOn(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t, func(n int, w http.ResponseWriter) {
-		if n == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	})
+	b := newBackend(t, unavailableFirst(1))
 	// Concurrency 1: each fetch asks for one message and ends with it, so
 	// no fetch is still open to take the next ones while the breaker is.
 	r, c := newCraftedRig(t, slowRetry(t, "concurrency: 1, slow_start: 0s, breaker: {failures: 1, cooldown: 300ms}"), b.URL)
-	breaker := func() forward.BreakerState {
-		for _, s := range r.fwd.Status() {
-			return s.Gate.Breaker
-		}
-		return ""
-	}
 
 	if code, resp := r.post("/hooks/shop", nil, []byte(`{"fails":1}`)); code != http.StatusOK {
 		t.Fatalf("ingress %d %s", code, resp)
 	}
-	eventually(t, "the breaker open after the 503", func() bool { return breaker() == forward.BreakerOpen })
+	eventually(t, "the breaker open after the 503", func() bool { return r.gate().Breaker == forward.BreakerOpen })
 	c.publishUnsendable("unsendable")
 	eventually(t, "the unsendable message dead-lettered as the probe", func() bool { return len(r.deadLetters()) == 1 })
 	if code, resp := r.post("/hooks/shop", nil, []byte(`{"after":1}`)); code != http.StatusOK {
 		t.Fatalf("ingress %d %s", code, resp)
 	}
 	eventually(t, "the next webhook delivered as the probe", func() bool { return b.count() == 2 })
-	eventually(t, "the breaker closed", func() bool { return breaker() == forward.BreakerClosed })
+	eventually(t, "the breaker closed", func() bool { return r.gate().Breaker == forward.BreakerClosed })
 }
 
 // When the breaker opens, the fetch waiting for more messages ends at once,
@@ -408,22 +385,11 @@ func TestAnUnsendableProbeHandsTheProbeOn(t *testing.T) {
 // fetch may wait.
 func TestAnOpeningBreakerEndsTheFetchInProgress(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t, func(n int, w http.ResponseWriter) {
-		if n == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	})
+	b := newBackend(t, unavailableFirst(1))
 	const cooldown = 2 * time.Second
 	r, c := newCraftedRig(t, slowRetry(t, "slow_start: 0s, breaker: {failures: 1, cooldown: 2s}"), b.URL)
 	r.fwd.Stop(time.Second)
-	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: time.Minute} // a fetch may wait a minute
-	if err := r.fwd.Start(context.Background(), r.cfg); err != nil {
-		t.Fatal(err)
-	}
-	fwd := r.fwd
-	t.Cleanup(func() { fwd.Stop(time.Second) })
+	r.startForwarder(time.Minute) // a fetch may wait a minute
 	cons, err := c.js.Consumer(context.Background(), store.StreamName, store.ConsumerName("shop", "app"))
 	if err != nil {
 		t.Fatal(err)
@@ -439,10 +405,7 @@ func TestAnOpeningBreakerEndsTheFetchInProgress(t *testing.T) {
 	if code, resp := r.post("/hooks/shop", nil, []byte(`{"fails":1}`)); code != http.StatusOK {
 		t.Fatalf("ingress %d %s", code, resp)
 	}
-	eventually(t, "the breaker open after the 503", func() bool {
-		st := r.fwd.Status()
-		return len(st) == 1 && st[0].Gate.Breaker == forward.BreakerOpen
-	})
+	eventually(t, "the breaker open after the 503", func() bool { return r.gate().Breaker == forward.BreakerOpen })
 	opened := time.Now()
 	storetest.Eventually(t, cooldown/2, "no pull request waiting while the breaker is open", func() bool { return waiting() == 0 })
 	if code, resp := r.post("/hooks/shop", nil, []byte(`{"while":"open"}`)); code != http.StatusOK {

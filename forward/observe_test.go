@@ -154,13 +154,7 @@ func (s *alertSink) says(line string) bool {
 
 func TestMetricsAndTheAttemptLogTellTwoFailuresThenADelivery(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t, func(n int, w http.ResponseWriter) {
-		if n <= 2 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	})
+	b := newBackend(t, unavailableFirst(2))
 	w := newWatched(t, fastRetry, b.URL)
 	id := w.accepted(`{"order":1}`)
 	eventually(t, "a delivery", func() bool { return w.value("jethook_delivered_total", "route", "shop", "destination", "app") == 1 })

@@ -91,6 +91,17 @@ func status(code int) func(int, http.ResponseWriter) {
 	return func(_ int, w http.ResponseWriter) { w.WriteHeader(code) }
 }
 
+// unavailableFirst answers 503 to the first k requests, then 200.
+func unavailableFirst(k int) func(int, http.ResponseWriter) {
+	return func(n int, w http.ResponseWriter) {
+		if n <= k {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
 // rig is jethook in one test: a real embedded store, the ingress handler
 // behind a real HTTP server, and a forwarder.
 type rig struct {
@@ -124,12 +135,13 @@ func newRig(t *testing.T, cfg *policy.Config, opts store.Options) *rig {
 	}
 	r.ingress = httptest.NewServer(h)
 	t.Cleanup(r.ingress.Close)
-	r.startForwarder()
+	r.startForwarder(200 * time.Millisecond)
 	return r
 }
 
-func (r *rig) startForwarder() {
-	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: 200 * time.Millisecond}
+// startForwarder starts a forwarder whose fetches wait up to fetchWait.
+func (r *rig) startForwarder(fetchWait time.Duration) {
+	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: fetchWait}
 	if err := r.fwd.Start(context.Background(), r.cfg); err != nil {
 		r.t.Fatal(err)
 	}
@@ -154,6 +166,14 @@ func (r *rig) post(path string, header http.Header, body []byte) (int, string) {
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, strings.TrimSpace(string(out))
+}
+
+// gate is the gate status of the rig's destination (the config has one).
+func (r *rig) gate() forward.GateStatus {
+	for _, s := range r.fwd.Status() {
+		return s.Gate
+	}
+	return forward.GateStatus{}
 }
 
 func (r *rig) deadLetters() []store.DeadLetter {

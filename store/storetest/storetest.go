@@ -4,6 +4,7 @@ package storetest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -41,4 +42,17 @@ func Eventually(t testing.TB, within time.Duration, msg string, cond func() bool
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// FreeAddr is a loopback address nothing listens on (for a moment), for a
+// listener a test starts itself, such as Options.ClientListen.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
