@@ -20,7 +20,9 @@ func TestStatusReportsEachDestinationsDeadLettersAndLastOutcome(t *testing.T) {
 		if code := r.call(http.MethodGet, "/v1/status", nil, &st); code != http.StatusOK {
 			t.Fatalf("status %d", code)
 		}
-		return len(st.Destinations) == 2 && st.Destinations[0].LastSuccessAt != nil && st.Destinations[1].LastFailureAt != nil
+		// Settled at app: delivered and no longer in flight.
+		return len(st.Destinations) == 2 && st.Destinations[0].LastSuccessAt != nil && st.Destinations[1].LastFailureAt != nil &&
+			st.Destinations[0].AckPending == 0 && st.Destinations[0].Pending == 0 && st.Destinations[0].InFlight == 0
 	})
 	app, audit := st.Destinations[0], st.Destinations[1]
 	if app.Route != "shop" || app.Destination != "app" || audit.Destination != "audit" {

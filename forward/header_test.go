@@ -144,7 +144,7 @@ func (c *crafted) publishUnsendable(id string) {
 // publish stores a message on route shop with the given NATS headers.
 func (c *crafted) publish(id string, h nats.Header, body string) {
 	c.t.Helper()
-	m := nats.NewMsg(store.Subject("shop", id))
+	m := nats.NewMsg(store.Subject("shop"))
 	m.Header, m.Data = h, []byte(body)
 	if _, err := c.js.PublishMsg(context.Background(), m); err != nil {
 		c.t.Fatal(err)
@@ -213,11 +213,11 @@ func TestCraftedStoredHeadersAreNeitherSentNorRetriedNorFatal(t *testing.T) {
 	for id, h := range bad {
 		c.publish(id, h, `{"bad":true}`)
 	}
-	c.publishRaw(store.Subject("shop", "cr"), "Jethook-Event-Id: cr\r\nH-X-Note: a\rb\r\n", `{"bad":"cr"}`)
-	c.publishRaw(store.Subject("shop", "bad name"), "Jethook-Event-Id: bad name\r\nH-X(Note) y: x\r\n", `{"bad":"name"}`)
+	c.publishRaw(store.Subject("shop"), "Jethook-Event-Id: cr\r\nH-X-Note: a\rb\r\n", `{"bad":"cr"}`)
+	c.publishRaw(store.Subject("shop"), "Jethook-Event-Id: bad name\r\nH-X(Note) y: x\r\n", `{"bad":"name"}`)
 	// Nothing to decode an envelope from.
 	c.publish("no id", nats.Header{"H-Content-Type": {"text/plain"}}, "no id")
-	if _, err := c.js.Publish(context.Background(), store.Subject("shop", "bare"), []byte("bare")); err != nil {
+	if _, err := c.js.Publish(context.Background(), store.Subject("shop"), []byte("bare")); err != nil {
 		t.Fatal(err)
 	}
 

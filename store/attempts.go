@@ -3,8 +3,8 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -47,10 +47,9 @@ type attemptRecord struct {
 	NextNS      int64     `json:"next_ns,omitempty"`
 }
 
-// AttemptSubject is the subject of one attempt:
-// attempts.<route>.<destination>.<event token>.
-func AttemptSubject(route, destination, eventID string) string {
-	return "attempts." + route + "." + destination + "." + EventToken(eventID)
+// AttemptSubject is the subject of the attempts to one destination.
+func AttemptSubject(route, destination string) string {
+	return "attempts." + route + "." + destination + "." + layoutToken
 }
 
 // attemptLog counts the attempt records that could not be sent.
@@ -58,8 +57,8 @@ type attemptLog struct {
 	dropped atomic.Uint64
 }
 
-func (s *Store) ensureAttempts(ctx context.Context) error {
-	_, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+func (s *Store) ensureAttempts(ctx context.Context) (jetstream.Stream, error) {
+	st, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        AttemptStreamName,
 		Description: "jethook: one record per delivery attempt, no payloads",
 		Subjects:    []string{"attempts.>"},
@@ -69,10 +68,10 @@ func (s *Store) ensureAttempts(ctx context.Context) error {
 		Replicas:    s.opts.Replicas,
 	})
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", AttemptStreamName, err)
+		return nil, fmt.Errorf("stream %s: %w", AttemptStreamName, err)
 	}
 	s.attempts = &attemptLog{}
-	return nil
+	return st, nil
 }
 
 func (l *attemptLog) drop(s *Store, subject string, err error) {
@@ -94,7 +93,7 @@ func (s *Store) LogAttempt(a Attempt) {
 	if s == nil || s.attempts == nil {
 		return
 	}
-	subject := AttemptSubject(a.Route, a.Destination, a.EventID)
+	subject := AttemptSubject(a.Route, a.Destination)
 	if err := s.nc.Publish(subject, a.appendJSON(make([]byte, 0, 256))); err != nil {
 		s.attempts.drop(s, subject, err)
 	}
@@ -149,42 +148,32 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // Attempts reads the logged attempts of one event, to every destination of
-// every route that received it, in the order they were logged (per
-// destination, the order they were made).
+// every route that received it, oldest first (per destination, the order
+// they were made). The index holds the records; an attempt logged a
+// moment ago is found once the index has read it from the stream.
 func (s *Store) Attempts(ctx context.Context, eventID string) ([]Attempt, error) {
-	c, err := s.js.OrderedConsumer(ctx, AttemptStreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"attempts.*.*." + EventToken(eventID)},
-	})
+	if _, err := s.tails[2].sync(ctx, time.Second); err != nil {
+		return nil, err
+	}
+	es, err := s.idx.all(eventID, kindAttempt)
 	if err != nil {
-		return nil, fmt.Errorf("%w: attempts: %v", ErrUnavailable, err)
+		return nil, err
 	}
-	var out []Attempt
-	for {
-		batch, err := c.FetchNoWait(256)
-		if err != nil {
-			return nil, fmt.Errorf("%w: attempts: %v", ErrUnavailable, err)
+	out := make([]Attempt, 0, len(es))
+	for _, e := range es {
+		var r attemptRecord
+		if err := json.Unmarshal(e.Data, &r); err != nil {
+			return nil, fmt.Errorf("attempt record of %s: %w", e.Route, err)
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			var r attemptRecord
-			if err := json.Unmarshal(m.Data(), &r); err != nil {
-				return nil, fmt.Errorf("attempt record %s: %w", m.Subject(), err)
-			}
-			if r.EventID != eventID {
-				continue
-			}
-			out = append(out, Attempt{
-				Time: r.Time, Route: r.Route, Destination: r.Destination, EventID: r.EventID,
-				Attempt: r.Attempt, Status: r.Status, Error: r.Error, Latency: time.Duration(r.LatencyNS),
-				Outcome: r.Outcome, Next: time.Duration(r.NextNS),
-			})
+		if r.EventID != eventID {
+			continue
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, fmt.Errorf("%w: attempts: %v", ErrUnavailable, err)
-		}
-		if n == 0 {
-			return out, nil
-		}
+		out = append(out, Attempt{
+			Time: r.Time, Route: r.Route, Destination: r.Destination, EventID: r.EventID,
+			Attempt: r.Attempt, Status: r.Status, Error: r.Error, Latency: time.Duration(r.LatencyNS),
+			Outcome: r.Outcome, Next: time.Duration(r.NextNS),
+		})
 	}
+	slices.SortStableFunc(out, func(a, b Attempt) int { return a.Time.Compare(b.Time) })
+	return out, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -39,19 +40,23 @@ const (
 	hdrLastAttempt = "Jethook-Last-Attempt"
 )
 
-// DLQSubject is the subject of one dead letter:
-// dlq.<route>.<destination>.<event token>.
-func DLQSubject(route, destination, eventID string) string {
-	return "dlq." + route + "." + destination + "." + EventToken(eventID)
+// DLQSubject is the subject of one destination's dead letters.
+func DLQSubject(route, destination string) string {
+	return "dlq." + route + "." + destination + "." + layoutToken
 }
 
 // AddDeadLetter stores d and waits for the stream's ack. The caller may
 // Term the original only after this returns nil: acks and terms are
-// fire-and-forget, the dead letter must not be. Nats-Msg-Id is derived from
-// the original's sequence, so a crash between the two stores it once.
+// fire-and-forget, the dead letter must not be. A crash between the two
+// stores it once: the index knows the dead letter of the original's
+// sequence, and its Nats-Msg-Id, derived from that sequence, covers the
+// moment before the index has read it.
 func (s *Store) AddDeadLetter(ctx context.Context, d DeadLetter) error {
 	e := d.Envelope
-	m := e.msg(DLQSubject(e.Route, d.Destination, e.EventID))
+	if prev, err := s.lastDeadLetter(ctx, e.Route, d.Destination, e.EventID); err == nil && prev != nil && prev.Seq == d.Seq {
+		return nil
+	}
+	m := e.msg(DLQSubject(e.Route, d.Destination))
 	m.Header.Set(hdrDest, d.Destination)
 	m.Header.Set(hdrSeq, strconv.FormatUint(d.Seq, 10))
 	m.Header.Set(hdrReason, d.Reason)
@@ -107,6 +112,26 @@ func (s *Store) DeadLetters(ctx context.Context, filter string, limit int) ([]De
 		}
 	}
 	return out, nil
+}
+
+// lastDeadLetter reads the newest dead letter of eventID at route's
+// destination; nil if there is none.
+func (s *Store) lastDeadLetter(ctx context.Context, route, destination, eventID string) (*DeadLetter, error) {
+	en, ok, err := s.idx.latest(eventID, kindDeadLetter, route, destination, time.Time{})
+	if err != nil || !ok {
+		return nil, err
+	}
+	d, err := s.DeadLetter(ctx, en.Seq)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil // purged
+	}
+	if err != nil {
+		return nil, err
+	}
+	if d.Envelope.EventID != eventID {
+		return nil, nil // the index is older than the stream
+	}
+	return &d, nil
 }
 
 func decodeDeadLetter(m jetstream.Msg) (DeadLetter, error) {

@@ -74,16 +74,14 @@ type Delivery struct {
 // passes it.
 func (s *Store) Delivery(ctx context.Context, e *Envelope, seq uint64, destination string) (Delivery, error) {
 	d := Delivery{Destination: destination}
-	var dl *DeadLetter
-	m, err := s.dlq.GetLastMsgForSubject(ctx, DLQSubject(e.Route, destination, e.EventID))
-	switch {
-	case err == nil:
-		if x, err := deadLetterFrom(m.Subject, m.Header, m.Data); err == nil {
-			x.DLQSeq, x.DeadLetteredAt = m.Sequence, m.Time
-			dl = &x
+	for _, t := range s.tails[:2] {
+		if _, err := t.sync(ctx, time.Second); err != nil {
+			return d, err
 		}
-	case !errors.Is(err, jetstream.ErrMsgNotFound):
-		return d, fmt.Errorf("%w: dead letter lookup: %v", ErrUnavailable, err)
+	}
+	dl, err := s.lastDeadLetter(ctx, e.Route, destination, e.EventID)
+	if err != nil {
+		return d, err
 	}
 	if d.Replay, err = s.LastReplay(ctx, e.Route, destination, e.EventID); err != nil {
 		return d, err

@@ -39,19 +39,27 @@ const (
 	hdrOrigPrefix = "H-"
 )
 
-// Subject is the subject a webhook is stored under:
-// webhooks.<route>.<event token>, so the stream finds an event by its id.
-func Subject(route, eventID string) string { return "webhooks." + route + "." + EventToken(eventID) }
+// layoutToken ends every subject jethook writes. Each route has one
+// subject for its webhooks and each destination one for its replays, dead
+// letters and attempts: JetStream keeps every distinct subject in memory,
+// so per-event subjects would cost memory for every retained webhook. The
+// index (index.go) finds an event by its id instead. Data written before
+// this layout ends in an event token (32 hex digits) instead; the same
+// wildcard filters match both.
+const layoutToken = "v2"
+
+// Subject is the subject route's webhooks are stored under.
+func Subject(route string) string { return "webhooks." + route + "." + layoutToken }
 
 // ReplaySubject is where a replay for one destination goes: a subject only
 // that destination's consumer reads.
-func ReplaySubject(route, destination, eventID string) string {
-	return "replay." + route + "." + destination + "." + EventToken(eventID)
+func ReplaySubject(route, destination string) string {
+	return "replay." + route + "." + destination + "." + layoutToken
 }
 
-// EventToken is the subject token of an event id: provider ids may hold
-// '.', '*' or '>', so the token is the first 128 bits of the id's SHA-256,
-// in hex.
+// EventToken was the last subject token of an event id in the earlier
+// layout: the first 128 bits of the id's SHA-256, in hex. Tests use it to
+// write data as that layout did.
 func EventToken(eventID string) string {
 	sum := sha256.Sum256([]byte(eventID))
 	return hex.EncodeToString(sum[:16])

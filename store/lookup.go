@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -12,19 +13,30 @@ import (
 // older than the retention).
 var ErrNotFound = errors.New("not found")
 
-// Event finds a stored webhook by its event id, without a scan: the id's
-// token is the last subject token. Ids are unique per route, so route picks
-// the route; empty, it finds the latest webhook with that id on any route.
-// It returns the envelope and its stream sequence.
+// Event finds a stored webhook by its event id through the index. Ids are
+// unique per route, so route picks the route; empty, it finds the latest
+// webhook with that id on any route. It returns the envelope and its
+// stream sequence.
 func (s *Store) Event(ctx context.Context, eventID, route string) (*Envelope, uint64, error) {
-	if route == "" {
-		route = "*"
-	} else if !validToken(route) {
+	if route != "" && !validToken(route) {
 		return nil, 0, ErrNotFound // no route has such a name
 	}
-	m, err := s.main.GetLastMsgForSubject(ctx, "webhooks."+route+"."+EventToken(eventID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	en, ok, err := s.idx.latest(eventID, kindEvent, route, "", time.Time{})
+	if err == nil && !ok {
+		// Stored a moment ago and not indexed yet?
+		if ok, err = s.tails[0].sync(ctx, time.Second); ok {
+			en, ok, err = s.idx.latest(eventID, kindEvent, route, "", time.Time{})
+		}
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if !ok {
 		return nil, 0, ErrNotFound
+	}
+	m, err := s.main.GetMsg(ctx, en.Seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, ErrNotFound // past the retention; the index forgets it soon
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: event lookup: %v", ErrUnavailable, err)
@@ -32,6 +44,9 @@ func (s *Store) Event(ctx context.Context, eventID, route string) (*Envelope, ui
 	e, err := decodeEnvelope(m.Subject, m.Header, m.Data)
 	if err != nil {
 		return nil, 0, err
+	}
+	if e.EventID != eventID || e.Route != en.Route {
+		return nil, 0, ErrNotFound // the index is older than the stream
 	}
 	return e, m.Sequence, nil
 }

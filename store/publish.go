@@ -14,17 +14,25 @@ type Stored struct {
 	Duplicate bool   // the event id was already in the dedup window
 }
 
-// Publish writes e to webhooks.<route>.<token> with Nats-Msg-Id =
-// msgID(e.Route, e.EventID) and waits for the stream's ack, so a nil error
-// means the message is on disk (see DESIGN.md, Durability). Publishes are sent asynchronously, so
-// concurrent callers share the wire; each waits only for its own ack. Any
-// failure wraps ErrUnavailable.
+// Publish writes e to its route's subject and waits for the stream's ack,
+// so a nil error means the message is on disk (see docs/design.md,
+// Durability). An event id the index holds from the last DedupWindow is a
+// duplicate and is not written again; one stored a moment ago, not yet
+// indexed, is caught by the stream itself (Nats-Msg-Id =
+// msgID(e.Route, e.EventID), raceWindow). Publishes are sent
+// asynchronously, so concurrent callers share the wire; each waits only
+// for its own ack. Any failure wraps ErrUnavailable.
 func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
+	if seq, ok, err := s.idx.eventSeq(e.Route, e.EventID, time.Now().Add(-s.opts.DedupWindow)); ok {
+		return Stored{Seq: seq, Duplicate: true}, nil
+	} else if err != nil {
+		s.opts.Logger.Warn("dedup index unreadable; storing", "route", e.Route, "err", err)
+	}
 	// A timer, not a child context: this runs once per webhook, and a
 	// child of the request's context costs a lock and allocations.
 	timeout := time.NewTimer(s.opts.PublishTimeout)
 	defer timeout.Stop()
-	fut, err := s.js.PublishMsgAsync(e.msg(Subject(e.Route, e.EventID)),
+	fut, err := s.js.PublishMsgAsync(e.msg(Subject(e.Route)),
 		jetstream.WithMsgID(msgID(e.Route, e.EventID)),
 		jetstream.WithExpectStream(StreamName),
 		jetstream.WithStallWait(s.opts.PublishTimeout))

@@ -20,13 +20,15 @@ type ReplayResult struct {
 	Duplicates int // already replayed within the dedup window: not queued again
 }
 
-// Replay republishes each dead letter to replay.<route>.<destination>.<token>,
+// Replay republishes each dead letter to its destination's replay subject,
 // which only that destination's consumer reads, so the route's other
 // destinations do not get the event again. The message is new to the
-// consumer, so its attempts and max_age start afresh. Its Nats-Msg-Id is
-// derived from the dead letter's WEBHOOKS_DLQ sequence: replaying the same
-// dead letter again within the dedup window queues nothing. Dead letters
-// stay in WEBHOOKS_DLQ until purged. Replay waits for every ack.
+// consumer, so its attempts and max_age start afresh. Replaying a dead
+// letter that was already replayed queues nothing: the index knows the
+// latest replay of each event to each destination, and the replay's
+// Nats-Msg-Id, derived from the dead letter's WEBHOOKS_DLQ sequence,
+// covers two replays at the same moment. Dead letters stay in
+// WEBHOOKS_DLQ until purged. Replay waits for every ack.
 func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayResult, error) {
 	var r ReplayResult
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
@@ -37,7 +39,15 @@ func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayResult, err
 			return r, fmt.Errorf("replay: dead letter without sequence, envelope or destination")
 		}
 		e := d.Envelope
-		m := e.msg(ReplaySubject(e.Route, d.Destination, e.EventID))
+		last, err := s.LastReplay(ctx, e.Route, d.Destination, e.EventID)
+		if err != nil {
+			return r, err
+		}
+		if last.Exists && last.Of == d.DLQSeq {
+			r.Duplicates++
+			continue
+		}
+		m := e.msg(ReplaySubject(e.Route, d.Destination))
 		m.Header.Set(hdrReplayOf, strconv.FormatUint(d.DLQSeq, 10))
 		fut, err := s.js.PublishMsgAsync(m,
 			jetstream.WithMsgID(replayID(d.DLQSeq)),
@@ -49,7 +59,7 @@ func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayResult, err
 		futs = append(futs, fut)
 	}
 	var errs []error
-	for i, fut := range futs {
+	for _, fut := range futs {
 		select {
 		case ack := <-fut.Ok():
 			if ack.Duplicate {
@@ -58,9 +68,9 @@ func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayResult, err
 				r.Queued++
 			}
 		case err := <-fut.Err():
-			errs = append(errs, fmt.Errorf("dead letter %d: %v", dls[i].DLQSeq, err))
+			errs = append(errs, fmt.Errorf("dead letter %s: %v", fut.Msg().Header.Get(hdrReplayOf), err))
 		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("dead letter %d: no ack from the stream: %v", dls[i].DLQSeq, ctx.Err()))
+			errs = append(errs, fmt.Errorf("dead letter %s: no ack from the stream: %v", fut.Msg().Header.Get(hdrReplayOf), ctx.Err()))
 		}
 	}
 	if len(errs) > 0 {
@@ -83,13 +93,9 @@ type Replayed struct {
 // LastReplay finds the latest replay of eventID to route's destination,
 // if the stream still holds one.
 func (s *Store) LastReplay(ctx context.Context, route, destination, eventID string) (Replayed, error) {
-	m, err := s.main.GetLastMsgForSubject(ctx, ReplaySubject(route, destination, eventID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return Replayed{}, nil
+	en, ok, err := s.idx.latest(eventID, kindReplay, route, destination, time.Time{})
+	if err != nil || !ok {
+		return Replayed{}, err
 	}
-	if err != nil {
-		return Replayed{}, fmt.Errorf("%w: replay lookup: %v", ErrUnavailable, err)
-	}
-	of, _ := strconv.ParseUint(m.Header.Get(hdrReplayOf), 10, 64)
-	return Replayed{Seq: m.Sequence, Of: of, At: m.Time, Exists: true}, nil
+	return Replayed{Seq: en.Seq, Of: en.Ref, At: en.Time, Exists: true}, nil
 }

@@ -11,10 +11,13 @@ import (
 	"log/slog"
 	"net"
 	neturl "net/url"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,7 +43,9 @@ var ErrUnavailable = errors.New("store unavailable")
 // Options configure Open. The zero value (plus DataDir) runs an embedded
 // server with the defaults DESIGN.md gives.
 type Options struct {
-	// DataDir holds the embedded server's JetStream files.
+	// DataDir holds the embedded server's JetStream files and the index
+	// (also with an external server). Empty, the index goes to a
+	// temporary directory and is rebuilt from the streams at each start.
 	DataDir string
 	// URL of an external NATS server or cluster; empty runs an embedded server.
 	URL string
@@ -49,9 +54,15 @@ type Options struct {
 	ClientListen string
 	// Retention is the streams' MaxAge (default 72h).
 	Retention time.Duration
-	// DedupWindow is how long an event id is remembered (default 24h,
-	// capped by Retention).
+	// DedupWindow is how long an event id is remembered (default and
+	// cap: Retention). The index (index.go) remembers it on disk; the
+	// stream's own in-memory Nats-Msg-Id window is only raceWindow long.
 	DedupWindow time.Duration
+	// RaceWindow is the stream's own, in-memory Nats-Msg-Id window
+	// (default 2m, capped by DedupWindow): it dedups two copies of an
+	// event stored within moments of each other, before the index has
+	// read the first. It costs about 140 B of memory per webhook in it.
+	RaceWindow time.Duration
 	// SyncAlways makes the embedded server fsync every write before it
 	// acks. Off, it fsyncs every two minutes (nats-server's default).
 	SyncAlways bool
@@ -77,12 +88,13 @@ func (o *Options) applyDefaults() {
 	if o.Retention <= 0 {
 		o.Retention = 72 * time.Hour
 	}
-	if o.DedupWindow <= 0 {
-		o.DedupWindow = 24 * time.Hour
-	}
-	if o.DedupWindow > o.Retention {
+	if o.DedupWindow <= 0 || o.DedupWindow > o.Retention {
 		o.DedupWindow = o.Retention
 	}
+	if o.RaceWindow <= 0 {
+		o.RaceWindow = raceWindow
+	}
+	o.RaceWindow = min(o.RaceWindow, o.DedupWindow)
 	if o.Replicas <= 0 {
 		o.Replicas = 1
 	}
@@ -113,7 +125,21 @@ type Store struct {
 	main jetstream.Stream
 
 	attempts *attemptLog // nil until the streams exist
+
+	idx     *index
+	tails   []*tailer // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
+	expired chan struct{}
+	closed  sync.Once
+	// tmpIndex is the index's temporary directory when DataDir is empty.
+	tmpIndex string
 }
+
+// raceWindow is the default Options.RaceWindow. The index dedups for the
+// whole DedupWindow, but only once it has read the first copy back from
+// the stream (milliseconds later); this window covers two copies stored
+// at the same moment, through this jethook or another replica. The stream
+// keeps its ids in memory, so it is short.
+const raceWindow = 2 * time.Minute
 
 // Open starts the embedded server or connects to opts.URL, then creates or
 // updates the WEBHOOKS, WEBHOOKS_DLQ and WEBHOOKS_ATTEMPTS streams.
@@ -264,7 +290,7 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		MaxAge:      s.opts.Retention,
-		Duplicates:  s.opts.DedupWindow,
+		Duplicates:  s.opts.RaceWindow,
 		Replicas:    s.opts.Replicas,
 		// An unset (or -1) MaxConsumers still means the server's default of
 		// 1,000 per stream (pinned in jetstream_facts_test.go); jethook has
@@ -282,18 +308,83 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		MaxAge:      s.opts.Retention,
-		Duplicates:  s.opts.DedupWindow,
+		Duplicates:  s.opts.RaceWindow,
 		Replicas:    s.opts.Replicas,
 		MaxMsgSize:  s.opts.MaxPayload,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", DLQStreamName, err)
 	}
-	if err := s.ensureAttempts(ctx); err != nil {
+	attempts, err := s.ensureAttempts(ctx)
+	if err != nil {
 		return err
 	}
 	s.main, s.dlq = main, dlq
+	return s.startIndex(ctx, attempts)
+}
+
+// startIndex opens the index and tails the three streams into it, then
+// waits until it holds everything the streams held when it started: the
+// first start after an upgrade from the per-event-subject layout reads
+// every retained message once.
+func (s *Store) startIndex(ctx context.Context, attempts jetstream.Stream) error {
+	if s.idx != nil {
+		return nil // an earlier try of openExternal got this far
+	}
+	dir := s.opts.DataDir
+	if dir == "" {
+		// External NATS and no data dir: the index lives as long as
+		// this process and is rebuilt from the streams at every start.
+		tmp, err := os.MkdirTemp("", "jethook-index-")
+		if err != nil {
+			return fmt.Errorf("index: %w", err)
+		}
+		s.tmpIndex, dir = tmp, tmp
+	}
+	keep := max(s.opts.Retention, s.opts.DedupWindow, s.opts.AttemptLogAge)
+	idx, err := openIndex(dir, keep, s.opts.Logger)
+	if err != nil {
+		return err
+	}
+	s.idx = idx
+	start := time.Now()
+	for _, t := range []struct {
+		st          jetstream.Stream
+		headersOnly bool
+		apply       func(*pebble.Batch, jetstream.Msg, *jetstream.MsgMetadata)
+	}{{s.main, true, s.indexWebhook}, {s.dlq, true, s.indexDeadLetter}, {attempts, false, s.indexAttempt}} {
+		tl, err := s.startTailer(ctx, t.st, t.headersOnly, t.apply)
+		if err != nil {
+			return err
+		}
+		s.tails = append(s.tails, tl)
+	}
+	for _, tl := range s.tails {
+		if err := tl.catchUp(ctx, s.opts.Logger); err != nil {
+			return err
+		}
+	}
+	s.opts.Logger.Debug("index ready", "took", time.Since(start))
+	s.expired = make(chan struct{})
+	go s.expireIndex()
 	return nil
+}
+
+// expireIndex drops what the streams no longer hold from the index, once
+// a minute until Close.
+func (s *Store) expireIndex() {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		if err := s.idx.expire(time.Now()); err != nil {
+			s.opts.Logger.Warn("index expiry", "err", err)
+		}
+		select {
+		case <-t.C:
+		case <-s.expired:
+			return
+		}
+	}
 }
 
 // MaxPayload is the largest message the server accepts (body plus headers).
@@ -313,6 +404,18 @@ func (s *Store) Ready(ctx context.Context) error {
 // Close drains nothing: callers finish their publishes first. It closes the
 // connection and shuts the embedded server down, which flushes its files.
 func (s *Store) Close() error {
+	var err error
+	s.closed.Do(func() { err = s.close() })
+	return err
+}
+
+func (s *Store) close() error {
+	if s.expired != nil {
+		close(s.expired)
+	}
+	for _, t := range s.tails {
+		t.stop()
+	}
 	if s.nc != nil {
 		s.nc.Close()
 	}
@@ -320,7 +423,14 @@ func (s *Store) Close() error {
 		s.srv.Shutdown()
 		s.srv.WaitForShutdown()
 	}
-	return nil
+	var err error
+	if s.idx != nil {
+		err = s.idx.close()
+	}
+	if s.tmpIndex != "" {
+		_ = os.RemoveAll(s.tmpIndex)
+	}
+	return err
 }
 
 func redact(url string) string {

@@ -1,0 +1,348 @@
+package store
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// The index finds what the streams hold about an event id: the webhook's
+// stream sequence (for lookup and dedup), its dead letters, replays and
+// attempt records. JetStream keeps every distinct subject in memory, so
+// the streams use a few subjects per route and destination, and this
+// on-disk index (a Pebble LSM tree in <data dir>/index) takes the place of
+// the per-event subjects: its memory is its cache and memtables, fixed by
+// configuration, whatever it holds.
+//
+// It is a projection of the streams, written only by their tailers (one
+// ordered consumer per stream, tail.go), so it is rebuilt from the streams
+// when it is missing and on every replica of a cluster alike.
+//
+// Keys are grouped in generations of a fixed width of time (the stream
+// time of the message they index), so expiring what the streams no longer
+// hold is one range deletion per generation:
+//
+//	'g' gen(8) id(16) kind(1) route 0x00 dest 0x00 extra
+//
+// gen is the generation's start in Unix seconds, id the first 16 bytes of
+// the SHA-256 of the event id, kind one of the kind* bytes. A marker key
+// 'l' gen(8) lists the generations; 'm' stream holds the last sequence of
+// each stream indexed.
+type index struct {
+	db    *pebble.DB
+	width int64 // generation width in seconds
+	keep  time.Duration
+
+	mu   sync.Mutex
+	gens []int64 // live generations, oldest first
+}
+
+// Kinds of index entries.
+const (
+	kindEvent      = 'e' // value: seq(8) time(8)
+	kindDeadLetter = 'd' // value: dlq seq(8) time(8) original seq(8)
+	kindReplay     = 'r' // value: seq(8) time(8) dead letter seq(8)
+	kindAttempt    = 'a' // extra: time(8) attempt(4); value: the record's JSON
+)
+
+// indexCache bounds the index's block cache; with its two 4 MiB memtables
+// this is what the index can hold in memory.
+const indexCache = 8 << 20
+
+// openIndex opens (or creates) the index in dir. keep is how long its
+// entries are needed: the longest of the retention, the dedup window and
+// the attempt log's age.
+func openIndex(dir string, keep time.Duration, log *slog.Logger) (*index, error) {
+	cache := pebble.NewCache(indexCache)
+	defer cache.Unref()
+	db, err := pebble.Open(filepath.Join(dir, "index"), &pebble.Options{
+		Cache:        cache,
+		MemTableSize: 4 << 20,
+		Logger:       pebbleLogger{log},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index in %s: %w", dir, err)
+	}
+	x := &index{db: db, keep: keep, width: max(int64(keep/time.Second)/4, 60)}
+	if err := x.loadGens(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return x, nil
+}
+
+func (x *index) close() error { return x.db.Close() }
+
+func (x *index) loadGens() error {
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'l'}, UpperBound: []byte{'l' + 1}})
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if k := it.Key(); len(k) == 9 {
+			x.gens = append(x.gens, int64(binary.BigEndian.Uint64(k[1:])))
+		}
+	}
+	return it.Error()
+}
+
+// gen returns the generation of stream time t, adding it to b's marker
+// keys if it is new.
+func (x *index) gen(b *pebble.Batch, t time.Time) int64 {
+	g := t.Unix() - t.Unix()%x.width
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	i, found := slices.BinarySearch(x.gens, g)
+	if !found {
+		x.gens = slices.Insert(x.gens, i, g)
+		_ = b.Set(binary.BigEndian.AppendUint64([]byte{'l'}, uint64(g)), nil, nil)
+	}
+	return g
+}
+
+// liveGens returns the generations that may hold entries written at or
+// after since, newest first.
+func (x *index) liveGens(since time.Time) []int64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []int64
+	for i := len(x.gens) - 1; i >= 0; i-- {
+		if x.gens[i]+x.width <= since.Unix() {
+			break
+		}
+		out = append(out, x.gens[i])
+	}
+	return out
+}
+
+// eventHash is the index's id of an event id.
+func eventHash(eventID string) [16]byte {
+	sum := sha256.Sum256([]byte(eventID))
+	return [16]byte(sum[:16])
+}
+
+// key builds a data key; extra may be nil.
+func key(gen int64, id [16]byte, kind byte, route, dest string, extra []byte) []byte {
+	k := make([]byte, 0, 1+8+16+1+len(route)+1+len(dest)+1+len(extra))
+	k = append(k, 'g')
+	k = binary.BigEndian.AppendUint64(k, uint64(gen))
+	k = append(k, id[:]...)
+	k = append(k, kind)
+	k = append(k, route...)
+	k = append(k, 0)
+	k = append(k, dest...)
+	k = append(k, 0)
+	return append(k, extra...)
+}
+
+// prefix is the key prefix of every entry of one kind about one event in
+// generation gen.
+func prefix(gen int64, id [16]byte, kind byte) []byte {
+	k := make([]byte, 0, 26)
+	k = append(k, 'g')
+	k = binary.BigEndian.AppendUint64(k, uint64(gen))
+	k = append(k, id[:]...)
+	return append(k, kind)
+}
+
+// entry is a decoded index value with the route and destination of its key.
+type entry struct {
+	Route, Dest string
+	Seq         uint64
+	Time        time.Time
+	Ref         uint64 // original seq of a dead letter; dead letter seq of a replay
+	Data        []byte // an attempt record
+}
+
+func putEntry(b *pebble.Batch, k []byte, seq uint64, t time.Time, ref uint64) {
+	v := make([]byte, 0, 24)
+	v = binary.BigEndian.AppendUint64(v, seq)
+	v = binary.BigEndian.AppendUint64(v, uint64(t.UnixNano()))
+	v = binary.BigEndian.AppendUint64(v, ref)
+	_ = b.Set(k, v, nil)
+}
+
+func decodeEntry(k, v []byte) (entry, bool) {
+	var e entry
+	rest := k[26:]
+	r, rest, ok := bytes.Cut(rest, []byte{0})
+	if !ok {
+		return e, false
+	}
+	d, extra, ok := bytes.Cut(rest, []byte{0})
+	if !ok {
+		return e, false
+	}
+	e.Route, e.Dest = string(r), string(d)
+	if k[25] == kindAttempt {
+		e.Data = slices.Clone(v)
+		if len(extra) >= 8 {
+			e.Time = time.Unix(0, int64(binary.BigEndian.Uint64(extra)))
+		}
+		return e, true
+	}
+	if len(v) < 24 {
+		return e, false
+	}
+	e.Seq = binary.BigEndian.Uint64(v)
+	e.Time = time.Unix(0, int64(binary.BigEndian.Uint64(v[8:])))
+	e.Ref = binary.BigEndian.Uint64(v[16:])
+	return e, true
+}
+
+// latest returns the newest entry of kind about eventID for route and dest
+// (dest "" for kindEvent; route "" matches any route) written at or after
+// since.
+func (x *index) latest(eventID string, kind byte, route, dest string, since time.Time) (entry, bool, error) {
+	id := eventHash(eventID)
+	var best entry
+	found := false
+	for _, g := range x.liveGens(since) {
+		es, err := x.scan(prefix(g, id, kind), kind)
+		if err != nil {
+			return best, false, err
+		}
+		for _, e := range es {
+			if (route != "" && e.Route != route) || e.Dest != dest || e.Time.Before(since) {
+				continue
+			}
+			if !found || e.Seq > best.Seq {
+				best, found = e, true
+			}
+		}
+		if found {
+			return best, true, nil // later generations hold only later entries
+		}
+	}
+	return best, found, nil
+}
+
+// all returns every entry of kind about eventID, oldest generation first
+// and in key order within one.
+func (x *index) all(eventID string, kind byte) ([]entry, error) {
+	id := eventHash(eventID)
+	gens := x.liveGens(time.Time{})
+	var out []entry
+	for i := len(gens) - 1; i >= 0; i-- {
+		es, err := x.scan(prefix(gens[i], id, kind), kind)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}
+
+func (x *index) scan(p []byte, kind byte) ([]entry, error) {
+	upper := slices.Clone(p)
+	upper[len(upper)-1]++
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("%w: index: %v", ErrUnavailable, err)
+	}
+	defer it.Close()
+	var out []entry
+	for it.First(); it.Valid(); it.Next() {
+		if e, ok := decodeEntry(it.Key(), it.Value()); ok {
+			out = append(out, e)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("%w: index: %v", ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// watermark is the last sequence of stream the index has taken in.
+func (x *index) watermark(stream string) (uint64, error) {
+	v, closer, err := x.db.Get(append([]byte{'m'}, stream...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("index: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("index: bad watermark of %s", stream)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+func setWatermark(b *pebble.Batch, stream string, seq uint64) {
+	_ = b.Set(append([]byte{'m'}, stream...), binary.BigEndian.AppendUint64(nil, seq), nil)
+}
+
+// expire drops the generations that ended more than keep before now.
+func (x *index) expire(now time.Time) error {
+	x.mu.Lock()
+	var old []int64
+	for len(x.gens) > 0 && x.gens[0]+x.width < now.Add(-x.keep).Unix() {
+		old = append(old, x.gens[0])
+		x.gens = x.gens[1:]
+	}
+	x.mu.Unlock()
+	for _, g := range old {
+		start := binary.BigEndian.AppendUint64([]byte{'g'}, uint64(g))
+		end := binary.BigEndian.AppendUint64([]byte{'g'}, uint64(g+1))
+		b := x.db.NewBatch()
+		_ = b.DeleteRange(start, end, nil)
+		_ = b.Delete(binary.BigEndian.AppendUint64([]byte{'l'}, uint64(g)), nil)
+		if err := b.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("index: expire: %w", err)
+		}
+	}
+	return nil
+}
+
+// pebbleLogger sends Pebble's messages to jethook's log at debug level
+// (its fatal errors at error level).
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Debug("index: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error("index: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error("index: " + fmt.Sprintf(format, args...))
+	panic(fmt.Sprintf(format, args...))
+}
+
+// eventSeq finds route's webhook eventID stored at or after since by exact
+// key, newest generation first: the dedup check of every publish.
+func (x *index) eventSeq(route, eventID string, since time.Time) (uint64, bool, error) {
+	id := eventHash(eventID)
+	for _, g := range x.liveGens(since) {
+		v, closer, err := x.db.Get(key(g, id, kindEvent, route, "", nil))
+		if errors.Is(err, pebble.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("%w: index: %v", ErrUnavailable, err)
+		}
+		ok := len(v) >= 16 && !time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))).Before(since)
+		seq := uint64(0)
+		if ok {
+			seq = binary.BigEndian.Uint64(v)
+		}
+		closer.Close()
+		if ok {
+			return seq, true, nil
+		}
+	}
+	return 0, false, nil
+}

@@ -1,0 +1,237 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// tailer copies one stream into the index, in stream order, with an
+// ordered consumer starting after the index's watermark for that stream.
+// It is the index's only writer for that stream, on every replica: a
+// webhook another jethook stored is found here as soon as it is indexed.
+type tailer struct {
+	st     jetstream.Stream
+	x      *index
+	stream string
+	apply  func(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata)
+	msgs   chan jetstream.Msg
+	cc     jetstream.ConsumeContext
+	done   chan struct{}
+	ended  chan struct{}
+
+	mu      sync.Mutex
+	applied uint64
+	moved   chan struct{} // closed and replaced whenever applied grows
+}
+
+// tailBatch bounds the messages one index write takes in.
+const tailBatch = 1024
+
+func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, headersOnly bool,
+	apply func(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata)) (*tailer, error) {
+	name := st.CachedInfo().Config.Name
+	from, err := s.idx.watermark(name)
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", name, err)
+	}
+	if from > info.State.LastSeq {
+		// The stream was recreated under the index: start again. Lookups
+		// check what they find, so stale entries never answer.
+		s.opts.Logger.Warn("index is ahead of its stream; reindexing", "stream", name, "index", from, "stream_last", info.State.LastSeq)
+		from = 0
+	}
+	cfg := jetstream.OrderedConsumerConfig{HeadersOnly: headersOnly, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from+1
+	}
+	c, err := s.js.OrderedConsumer(ctx, name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", name, err)
+	}
+	t := &tailer{st: st, x: s.idx, stream: name, apply: apply, applied: from,
+		msgs: make(chan jetstream.Msg, tailBatch), done: make(chan struct{}), ended: make(chan struct{}),
+		moved: make(chan struct{})}
+	log := s.opts.Logger
+	t.cc, err = c.Consume(func(m jetstream.Msg) {
+		select {
+		case t.msgs <- m:
+		case <-t.done:
+		}
+	}, jetstream.PullMaxMessages(tailBatch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		log.Debug("index tail", "stream", name, "err", err)
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", name, err)
+	}
+	go t.run(log)
+	return t, nil
+}
+
+func (t *tailer) run(log *slog.Logger) {
+	defer close(t.ended)
+	for {
+		var m jetstream.Msg
+		select {
+		case m = <-t.msgs:
+		case <-t.done:
+			return
+		}
+		b := t.x.db.NewBatch()
+		var last uint64
+		for n := 0; ; n++ {
+			if md, err := m.Metadata(); err == nil {
+				t.apply(b, m, md)
+				last = md.Sequence.Stream
+			}
+			if n == tailBatch {
+				break
+			}
+			select {
+			case m = <-t.msgs:
+				continue
+			default:
+			}
+			break
+		}
+		if last == 0 {
+			b.Close()
+			continue
+		}
+		setWatermark(b, t.stream, last)
+		if err := b.Commit(pebble.NoSync); err != nil {
+			log.Error("index write failed", "stream", t.stream, "err", err)
+			continue
+		}
+		t.mu.Lock()
+		t.applied = last
+		close(t.moved)
+		t.moved = make(chan struct{})
+		t.mu.Unlock()
+	}
+}
+
+// caughtUp waits until the tailer has indexed sequence seq, ctx ends or
+// wait passes; it reports whether it has.
+func (t *tailer) caughtUp(ctx context.Context, seq uint64, wait time.Duration) bool {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		t.mu.Lock()
+		applied, moved := t.applied, t.moved
+		t.mu.Unlock()
+		if applied >= seq {
+			return true
+		}
+		select {
+		case <-moved:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// sync waits up to wait until the tailer has indexed the stream's newest
+// message; it reports whether it has. Lookups call it when the index
+// misses, so what was stored a moment ago is found.
+func (t *tailer) sync(ctx context.Context, wait time.Duration) (bool, error) {
+	m, err := t.st.GetLastMsgForSubject(ctx, ">")
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true, nil // the stream is empty
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, t.stream, err)
+	}
+	return t.caughtUp(ctx, m.Sequence, wait), nil
+}
+
+// catchUp waits until the tailer has indexed what the stream holds now,
+// logging progress while it reads a large stream for the first time.
+func (t *tailer) catchUp(ctx context.Context, log *slog.Logger) error {
+	for {
+		ok, err := t.sync(ctx, 5*time.Second)
+		if err != nil || ok {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t.mu.Lock()
+		applied := t.applied
+		t.mu.Unlock()
+		log.Info("indexing stream", "stream", t.stream, "indexed_through", applied)
+	}
+}
+
+func (t *tailer) stop() {
+	if t == nil {
+		return
+	}
+	t.cc.Stop()
+	close(t.done)
+	<-t.ended
+}
+
+// subjectParts splits a stream subject: kind.<route>[.<destination>].<token>.
+func subjectParts(subject string) []string { return strings.Split(subject, ".") }
+
+// indexWebhook indexes a WEBHOOKS message: a webhook under its route, a
+// replay under its route and destination.
+func (s *Store) indexWebhook(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata) {
+	h := m.Headers()
+	eventID := h.Get(hdrEventID)
+	p := subjectParts(m.Subject())
+	if eventID == "" || len(p) < 3 {
+		return
+	}
+	g := s.idx.gen(b, md.Timestamp)
+	id := eventHash(eventID)
+	switch {
+	case p[0] == "webhooks":
+		putEntry(b, key(g, id, kindEvent, p[1], "", nil), md.Sequence.Stream, md.Timestamp, 0)
+	case p[0] == "replay" && len(p) == 4:
+		of, _ := strconv.ParseUint(h.Get(hdrReplayOf), 10, 64)
+		putEntry(b, key(g, id, kindReplay, p[1], p[2], nil), md.Sequence.Stream, md.Timestamp, of)
+	}
+}
+
+// indexDeadLetter indexes a WEBHOOKS_DLQ message under its route and
+// destination.
+func (s *Store) indexDeadLetter(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata) {
+	h := m.Headers()
+	eventID := h.Get(hdrEventID)
+	p := subjectParts(m.Subject())
+	if eventID == "" || len(p) != 4 {
+		return
+	}
+	orig, _ := strconv.ParseUint(h.Get(hdrSeq), 10, 64)
+	putEntry(b, key(s.idx.gen(b, md.Timestamp), eventHash(eventID), kindDeadLetter, p[1], p[2], nil),
+		md.Sequence.Stream, md.Timestamp, orig)
+}
+
+// indexAttempt keeps an attempt record in the index, under its event.
+func (s *Store) indexAttempt(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata) {
+	var r attemptRecord
+	if err := json.Unmarshal(m.Data(), &r); err != nil || r.EventID == "" {
+		return
+	}
+	extra := binary.BigEndian.AppendUint64(nil, uint64(r.Time.UnixNano()))
+	extra = binary.BigEndian.AppendUint64(extra, md.Sequence.Stream)
+	_ = b.Set(key(s.idx.gen(b, md.Timestamp), eventHash(r.EventID), kindAttempt, r.Route, r.Destination, extra), m.Data(), nil)
+}
