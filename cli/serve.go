@@ -44,6 +44,9 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err := checkAdminListen(s); err != nil {
 		return err
 	}
+	if err := applyMemoryLimit(s, log); err != nil {
+		return err
+	}
 	cfg, err := policy.Load(s.Config)
 	if err != nil {
 		return err

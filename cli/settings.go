@@ -22,7 +22,7 @@ type Settings struct {
 	NATSURL       string        `env:"NATS_URL"`
 	NATSListen    string        `env:"NATS_LISTEN"`
 	Retention     time.Duration `env:"RETENTION" envDefault:"72h"`
-	DedupWindow   time.Duration `env:"DEDUP_WINDOW" envDefault:"24h"`
+	DedupWindow   time.Duration `env:"DEDUP_WINDOW" envDefault:"72h"`
 	StoreSync     string        `env:"STORE_SYNC" envDefault:"interval"`
 	Replicas      int           `env:"REPLICAS" envDefault:"1"`
 	LogLevel      string        `env:"LOG_LEVEL" envDefault:"info"`
@@ -33,6 +33,9 @@ type Settings struct {
 	HeaderTimeout time.Duration `env:"HEADER_TIMEOUT" envDefault:"5s"`
 	ReadTimeout   time.Duration `env:"READ_TIMEOUT" envDefault:"30s"`
 	AttemptLogAge time.Duration `env:"ATTEMPT_LOG_AGE" envDefault:"72h"`
+	// MemoryLimit is the Go memory limit ("512MiB"); empty derives it
+	// (memory.go).
+	MemoryLimit string `env:"MEMORY_LIMIT"`
 }
 
 // loadSettings reads and checks the environment.
@@ -61,6 +64,9 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if s.Retention <= 0 || s.DedupWindow <= 0 || s.ShutdownGrace <= 0 || s.AttemptLogAge <= 0 ||
 		s.HeaderTimeout <= 0 || s.ReadTimeout <= 0 {
 		return s, fmt.Errorf("environment: JETHOOK_RETENTION, JETHOOK_DEDUP_WINDOW, JETHOOK_SHUTDOWN_GRACE and JETHOOK_ATTEMPT_LOG_AGE must be positive")
+	}
+	if _, _, err := memoryLimit(s.MemoryLimit, func() (uint64, error) { return 0, nil }); err != nil {
+		return s, err
 	}
 	if s.Replicas < 1 || s.Replicas > 5 {
 		return s, fmt.Errorf("environment: JETHOOK_REPLICAS=%d: want 1 to 5", s.Replicas)

@@ -143,7 +143,7 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 	}
 	if e, ok := m["max_body"]; ok {
 		if s, ok := d.str(e); ok {
-			if v, err := parseSize(s); err != nil {
+			if v, err := ParseSize(s); err != nil {
 				d.failf(e.node(), e.path, "%v", err)
 			} else {
 				r.MaxBody = v

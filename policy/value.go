@@ -63,7 +63,7 @@ func daysToHours(s string) (string, error) {
 	return b.String(), nil
 }
 
-// sizeUnits are the byte-size suffixes accepted by parseSize, matched
+// sizeUnits are the byte-size suffixes accepted by ParseSize, matched
 // case-insensitively: SI (1000) and IEC (1024) multiples.
 var sizeUnits = map[string]int64{
 	"b":   1,
@@ -75,9 +75,9 @@ var sizeUnits = map[string]int64{
 	"gib": 1 << 30,
 }
 
-// parseSize parses a byte count: a plain integer or a number with a unit
+// ParseSize parses a byte count: a plain integer or a number with a unit
 // ("512KiB", "5MiB", "1MB", "100kB", "2GiB", "1.5MiB"). It must be positive.
-func parseSize(s string) (int64, error) {
+func ParseSize(s string) (int64, error) {
 	bad := fmt.Errorf("invalid size %q: want bytes or a size like \"512KiB\", \"5MiB\", \"1MB\"", s)
 	i := 0
 	for i < len(s) && (s[i] == '.' || s[i] >= '0' && s[i] <= '9') {

@@ -62,9 +62,9 @@ func TestParseSize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run("size "+tt.in, func(t *testing.T) {
 			t.Parallel()
-			got, err := parseSize(tt.in)
+			got, err := ParseSize(tt.in)
 			if (err == nil) != tt.ok || got != tt.want {
-				t.Errorf("parseSize(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
+				t.Errorf("ParseSize(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
 			}
 		})
 	}
