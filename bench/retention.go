@@ -229,7 +229,7 @@ func Retention(ctx context.Context, o RetentionOptions) (RetentionResult, error)
 	}
 
 	p := &poster{url: "http://" + c.public + retentionPath, bodySize: o.BodySize, clients: o.Clients,
-		client: &http.Client{Transport: transport(o.Clients), Timeout: 30 * time.Second}, progress: o.Progress}
+		client: &http.Client{Transport: transport(o.Clients), Timeout: 30 * time.Second}, progress: o.Progress, total: int64(2 * n)}
 	defer p.client.CloseIdleConnections()
 	for i, reading := range []*Reading{&r.AtN, &r.At2N} {
 		from, to := int64(i*n), int64((i+1)*n)
@@ -255,7 +255,7 @@ func Retention(ctx context.Context, o RetentionOptions) (RetentionResult, error)
 		if r.Failed > 0 || r.Duplicates > 0 {
 			return r, fmt.Errorf("of %d posts, %d failed and %d were answered as duplicates", to, r.Failed, r.Duplicates)
 		}
-		fmt.Fprintf(o.Progress, "posted %d in %s; waiting for their delivery\n", to, seconds(r.Post[i]))
+		fmt.Fprintf(o.Progress, "posted %d (%d in all) in %s; waiting for their delivery\n", to-from, to, seconds(r.Post[i]))
 		if err := waitDelivered(ctx, c, be, int(to), o); err != nil {
 			return r, err
 		}
@@ -373,6 +373,7 @@ type poster struct {
 	clients  int
 	client   *http.Client
 	progress io.Writer
+	total    int64 // webhooks in the whole run, for progress
 
 	accepted, duplicates, failed atomic.Int64
 }
@@ -415,7 +416,7 @@ func (p *poster) many(ctx context.Context, from, to int64) error {
 		wg   sync.WaitGroup
 	)
 	next.Store(from)
-	step := max((to-from)/5, 1)
+	step := max(p.total/10, 1)
 	for range p.clients {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -424,8 +425,8 @@ func (p *poster) many(ctx context.Context, from, to int64) error {
 					return
 				}
 				_, _ = p.one(ctx, seq)
-				if (seq-from+1)%step == 0 {
-					fmt.Fprintf(p.progress, "posted %d of %d\n", seq-from+1, to-from)
+				if (seq+1)%step == 0 {
+					fmt.Fprintf(p.progress, "posted %d of %d\n", seq+1, p.total)
 				}
 			}
 		})
