@@ -326,7 +326,7 @@ func waitDelivered(ctx context.Context, c *child, be *backend, want int, o Reten
 		return settled, note + "; waiting for jethook to settle them", err
 	})
 	if err != nil {
-		return fmt.Errorf("delivery: %w", err)
+		return fmt.Errorf("delivery: %w; jethook's log tail:\n%s", err, c.logTail(20))
 	}
 	return nil
 }
