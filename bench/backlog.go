@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -386,23 +385,11 @@ func sample(ctx context.Context, st *store.Store, idle time.Duration) (Sample, e
 	return s, err
 }
 
-// rss is the process's resident set size in bytes, from /proc/self/status;
-// 0 where there is none.
+// rss is this process's resident set size in bytes; 0 where there is no
+// /proc.
 func rss() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) == 2 && f[1] == "kB" {
-				kb, _ := strconv.ParseUint(f[0], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
+	r, _ := procMemory("self")
+	return r
 }
 
 // countingBackend answers 503 until ok is set (always 200 if it starts

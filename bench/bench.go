@@ -1,8 +1,11 @@
 // Package bench measures jethook against bare baselines on loopback: how
 // fast its ingress acknowledges webhooks next to a net/http handler that
 // stores nothing, and how fast webhooks reach a backend through jethook next
-// to posting them to it directly. Every figure is meant to be read as a
-// ratio against the baseline measured in the same run on the same machine.
+// to posting them to it directly. Every such figure is meant to be read as
+// a ratio against the baseline measured in the same run on the same
+// machine. The retention scenario runs the jethook binary as a separate
+// process instead, and reads what each webhook it keeps costs in memory and
+// disk.
 package bench
 
 import (

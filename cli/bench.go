@@ -20,11 +20,11 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	duration := fs.Duration("duration", 5*time.Second, "length of each ingest case")
 	levels := fs.String("concurrency", "16,64", "client concurrencies of the ingest cases, comma-separated")
 	count := fs.Int("count", 20_000, "webhooks sent end to end")
-	clients := fs.Int("clients", 64, "client concurrency of the end-to-end runs, through jethook and direct")
-	destConc := fs.Int("dest-concurrency", 64, "jethook's concurrency toward the backend")
+	clients := fs.Int("clients", 64, "client concurrency of the end-to-end runs (through jethook and direct) and of the retention posts")
+	destConc := fs.Int("dest-concurrency", 64, "jethook's concurrency toward the backend (end to end and retention)")
 	size := fs.Int("body", 1024, "JSON body size in bytes")
 	dir := fs.String("dir", "", "where the stores' temporary data go (default the system temporary directory)")
-	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, recovery, backlog")
+	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, recovery, backlog, retention")
 	var ro bench.RecoveryOptions
 	fs.IntVar(&ro.Arrival, "arrival", 100, "recovery: webhooks per second posted throughout")
 	fs.DurationVar(&ro.Outage, "outage", 20*time.Second, "recovery: how long the backend answers 503")
@@ -38,6 +38,10 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&bo.Delay, "backlog-delay", 2*time.Minute, "backlog: how long each parked webhook waits before its retry")
 	fs.IntVar(&bo.MaxAckPending, "max-ack-pending", 0, "backlog: consumers' MaxAckPending (default: sized for -messages)")
 	fs.IntVar(&bo.Probes, "probes", 20, "backlog: new webhooks timed to the healthy destination")
+	var rto bench.RetentionOptions
+	fs.IntVar(&rto.Retained, "retained", 300_000, "retention: N, webhooks delivered and kept before the first reading and again before the second")
+	fs.DurationVar(&rto.Settle, "settle", 5*time.Second, "retention: wait after the last delivery, or after ready, before reading memory")
+	fs.StringVar(&rto.Binary, "jethook", "", "retention: the jethook binary to run as `jethook serve` (default this one)")
 	serveBare := fs.String("serve-bare", "", "only serve the bare baseline handler on this loopback address until interrupted, for an outside load generator (bench/wrk.sh)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (baselines included) to this file, for go tool pprof")
 	if err := parse(fs, args); err != nil {
@@ -59,13 +63,13 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"count", *count}, {"clients", *clients}, {"dest-concurrency", *destConc}, {"body", *size}} {
+	}{{"count", *count}, {"clients", *clients}, {"dest-concurrency", *destConc}, {"body", *size}, {"retained", rto.Retained}} {
 		if f.v <= 0 {
 			return fmt.Errorf("%w: -%s must be positive", errUsage, f.name)
 		}
 	}
-	if *duration <= 0 {
-		return fmt.Errorf("%w: -duration must be positive", errUsage)
+	if *duration <= 0 || rto.Settle <= 0 {
+		return fmt.Errorf("%w: -duration and -settle must be positive", errUsage)
 	}
 	o := bench.Options{
 		Duration:        *duration,
@@ -108,6 +112,14 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		r, err := bench.Backlog(ctx, bo)
 		if err != nil {
 			return fmt.Errorf("backlog: %w", err)
+		}
+		r.Report(out)
+	}
+	if want["retention"] {
+		rto.BodySize, rto.Clients, rto.DestConcurrency, rto.Dir, rto.Progress = *size, *clients, *destConc, *dir, out
+		r, err := bench.Retention(ctx, rto)
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
 		}
 		r.Report(out)
 	}
@@ -183,10 +195,10 @@ func scenarios(s string) (map[string]bool, error) {
 	want := map[string]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		switch f = strings.TrimSpace(f); f {
-		case "ingest", "e2e", "recovery", "backlog":
+		case "ingest", "e2e", "recovery", "backlog", "retention":
 			want[f] = true
 		default:
-			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, recovery or backlog, comma-separated", errUsage, s)
+			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, recovery, backlog or retention, comma-separated", errUsage, s)
 		}
 	}
 	return want, nil
