@@ -14,7 +14,7 @@ import (
 
 // defaultMemoryLimit is the Go memory limit where neither
 // JETHOOK_MEMORY_LIMIT, GOMEMLIMIT nor a cgroup sets one.
-const defaultMemoryLimit = 1 << 30
+const defaultMemoryLimit = 224 << 20
 
 // cgroupShare is the share of a container's memory limit jethook's Go
 // memory limit takes: the rest is for what the Go runtime does not count

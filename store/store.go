@@ -59,7 +59,7 @@ type Options struct {
 	// stream's own in-memory Nats-Msg-Id window is only raceWindow long.
 	DedupWindow time.Duration
 	// RaceWindow is the stream's own, in-memory Nats-Msg-Id window
-	// (default 2m, capped by DedupWindow): it dedups two copies of an
+	// (default 30s, capped by DedupWindow): it dedups two copies of an
 	// event stored within moments of each other, before the index has
 	// read the first. It costs about 140 B of memory per webhook in it.
 	RaceWindow time.Duration
@@ -139,7 +139,7 @@ type Store struct {
 // the stream (milliseconds later); this window covers two copies stored
 // at the same moment, through this jethook or another replica. The stream
 // keeps its ids in memory, so it is short.
-const raceWindow = 2 * time.Minute
+const raceWindow = 30 * time.Second
 
 // Open starts the embedded server or connects to opts.URL, then creates or
 // updates the WEBHOOKS, WEBHOOKS_DLQ and WEBHOOKS_ATTEMPTS streams.
