@@ -85,7 +85,7 @@ func (h *Handler) backlog(ctx context.Context, s *DestinationStatus, backlogs []
 	for _, b := range backlogs {
 		if b.Route == s.Route && b.Destination == s.Destination {
 			s.Pending, s.AckPending = b.Pending, int(b.AckPending)
-			s.InBackoff = max(0, s.AckPending-s.InFlight)
+			s.InBackoff = max(0, s.AckPending-s.InFlight) + int(b.Parked)
 		}
 	}
 	n, err := h.Store.DeadLetterCount(ctx, store.DeadLetterFilter{Route: s.Route, Destination: s.Destination})

@@ -24,7 +24,7 @@ func newMetrics(st *store.Store) *metrics.Metrics {
 		}
 		rows := make([]metrics.BacklogRow, len(bs))
 		for i, b := range bs {
-			rows[i] = metrics.BacklogRow{Route: b.Route, Destination: b.Destination, Pending: b.Pending, AckPending: b.AckPending}
+			rows[i] = metrics.BacklogRow{Route: b.Route, Destination: b.Destination, Pending: b.Pending, AckPending: b.AckPending, Parked: b.Parked}
 		}
 		return rows, nil
 	})

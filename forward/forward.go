@@ -53,6 +53,10 @@ type Forwarder struct {
 	Metrics *metrics.Metrics
 	// Alerts hears of dead letters and breakers; nil tells no one.
 	Alerts Alerts
+	// ParkAfter is the shortest wait before a next attempt that parks the
+	// webhook in the store (store.Park) instead of leaving it nak-delayed
+	// in its consumer (default 5s).
+	ParkAfter time.Duration
 
 	stop     context.CancelFunc
 	abort    context.CancelFunc
@@ -75,6 +79,9 @@ func (f *Forwarder) Start(ctx context.Context, cfg *policy.Config) error {
 	}
 	if f.FetchWait <= 0 {
 		f.FetchWait = 2 * time.Second
+	}
+	if f.ParkAfter <= 0 {
+		f.ParkAfter = parkAfter
 	}
 	var dests []*destination
 	for _, r := range cfg.Routes {
@@ -259,24 +266,69 @@ func (d *destination) stopFetch() {
 	d.fetchMu.Unlock()
 }
 
-// attempt makes one HTTP attempt for m and settles it.
-func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
+// parkAfter is the default Forwarder.ParkAfter: JetStream keeps a
+// nak-delayed message in its consumer's memory (about 184 B), counts it
+// against MaxAckPending and scans it on every timer, so only the short
+// first waits stay there.
+const parkAfter = 5 * time.Second
+
+// held is a fetched message and what an attempt needs of it. A due record
+// (a parked webhook come back) stands for the original webhook: its
+// sequence, its stored time and the attempts made so far.
+type held struct {
+	m     jetstream.Msg
+	n     int       // this attempt's number
+	seq   uint64    // the webhook's sequence in WEBHOOKS
+	first time.Time // when the webhook was stored
+	due   bool      // came back from parking
+}
+
+// hold reads m into an envelope and its held facts. ok is false when m was
+// settled or handed back here (a due record early or without its original).
+func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envelope, h held, ok bool) {
 	md, err := m.Metadata()
 	if err != nil {
 		d.log.Error("message without metadata", "err", err)
 		_ = m.Nak()
-		return
+		return nil, h, false
 	}
-	n := int(md.NumDelivered)
-	e, err := store.Decode(m)
+	h = held{m: m, n: int(md.NumDelivered), seq: md.Sequence.Stream, first: md.Timestamp}
+	if store.IsDue(m) {
+		e, p, err := d.f.Store.LoadDue(ctx, m)
+		switch {
+		case errors.Is(err, store.ErrUnavailable):
+			_ = m.NakWithDelay(5 * time.Second)
+			return nil, h, false
+		case err != nil:
+			d.log.Error("parked webhook gone; dropping its due record", "seq", p.Seq, "err", err)
+			_ = m.Term()
+			return nil, h, false
+		}
+		if wait := p.Due.Sub(d.f.Now()); wait > time.Millisecond {
+			_ = m.NakWithDelay(wait) // back up to a second early: wait out the rest
+			return nil, h, false
+		}
+		return e, held{m: m, n: p.Attempts + 1, seq: p.Seq, first: p.FirstSeen, due: true}, true
+	}
+	e, err = store.Decode(m)
 	if err != nil {
 		// Not written by jethook's ingress (no event id): kept as a dead
 		// letter under its stream sequence, body and all, not dropped.
 		e = &store.Envelope{Route: d.route.Name, EventID: fmt.Sprintf("seq-%d", md.Sequence.Stream), Body: m.Data()}
 		o := Outcome{Kind: Permanent, Err: err, Reason: "undecodable: " + err.Error(), Unsent: true}
-		d.deadLetter(ctx, m, md, e, o, n, "permanent", d.eventLog(e, n))
+		d.deadLetter(ctx, h, e, o, "permanent", d.eventLog(e, h.n))
+		return nil, h, false
+	}
+	return e, h, true
+}
+
+// attempt makes one HTTP attempt for m and settles it.
+func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
+	e, h, ok := d.hold(ctx, m)
+	if !ok {
 		return
 	}
+	n := h.n
 
 	d.f.Metrics.AttemptStarted(d.route.Name, d.dest.Name)
 	defer d.f.Metrics.AttemptEnded(d.route.Name, d.dest.Name)
@@ -311,7 +363,7 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	}
 	switch o.Kind {
 	case Delivered:
-		d.observe(e, md, n, o, latency, 0)
+		d.observe(e, h.first, n, o, latency, 0)
 		if d.log.Enabled(ctx, slog.LevelDebug) {
 			d.eventLog(e, n).Debug("delivered", "status", o.Status)
 		}
@@ -325,19 +377,17 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		if o.RetryAfter > 0 {
 			next = o.RetryAfter
 		}
-		if !retry.Exhausted(n, now.Sub(md.Timestamp), next) {
-			d.observe(e, md, n, o, latency, next)
+		if !retry.Exhausted(n, now.Sub(h.first), next) {
+			d.observe(e, h.first, n, o, latency, next)
 			log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next.Round(time.Millisecond).String())
-			if err := m.NakWithDelay(next); err != nil {
-				log.Warn("nak failed; the message returns after its ack wait", "err", err)
-			}
+			d.retryLater(ctx, h, e, now.Add(next), log)
 			return
 		}
-		d.observe(e, md, n, o, latency, 0)
-		d.deadLetter(ctx, m, md, e, o, n, "exhausted", log)
+		d.observe(e, h.first, n, o, latency, 0)
+		d.deadLetter(ctx, h, e, o, "exhausted", log)
 	case Permanent:
-		d.observe(e, md, n, o, latency, 0)
-		d.deadLetter(ctx, m, md, e, o, n, "permanent", d.eventLog(e, n))
+		d.observe(e, h.first, n, o, latency, 0)
+		d.deadLetter(ctx, h, e, o, "permanent", d.eventLog(e, n))
 	}
 }
 
@@ -369,18 +419,42 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 	return Classify(d.route.Retry, resp, nil, d.f.Now())
 }
 
+// retryLater has the next attempt made at due: a short wait is a
+// NakWithDelay; a long one, or any wait of a webhook that was parked
+// already, parks it (store.Park) and acks the message. If parking fails the
+// message is nak'd with the delay instead, so nothing is lost.
+func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope, due time.Time, log *slog.Logger) {
+	m, wait := h.m, due.Sub(d.f.Now())
+	if wait >= d.f.ParkAfter || h.due {
+		_ = m.InProgress() // parking may take up to the publish timeout
+		p := store.Parked{Seq: h.seq, Attempts: h.n, FirstSeen: h.first, Due: due}
+		err := d.f.Store.Park(context.WithoutCancel(ctx), d.route.Name, d.dest.Name, e.EventID, p)
+		if err == nil {
+			if err := m.Ack(); err != nil {
+				log.Warn("ack after parking failed; the attempt may be made twice", "err", err)
+			}
+			return
+		}
+		log.Warn("parking failed; waiting in the consumer instead", "err", err)
+	}
+	if err := m.NakWithDelay(max(wait, 0)); err != nil {
+		log.Warn("nak failed; the message returns after its ack wait", "err", err)
+	}
+}
+
 // deadLetter stores the dead letter, waits for its ack, then terminates the
-// original. If the dead letter cannot be stored the original is Nak'd and
+// message. If the dead letter cannot be stored the message is Nak'd and
 // comes back, so nothing is lost.
-func (d *destination) deadLetter(ctx context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, e *store.Envelope, o Outcome, n int, reason string, log *slog.Logger) {
+func (d *destination) deadLetter(ctx context.Context, h held, e *store.Envelope, o Outcome, reason string, log *slog.Logger) {
+	m := h.m
 	dl := store.DeadLetter{
 		Envelope:    e,
 		Destination: d.dest.Name,
-		Seq:         md.Sequence.Stream,
+		Seq:         h.seq,
 		Reason:      reason,
 		LastStatus:  o.Status,
-		Attempts:    n,
-		FirstSeen:   md.Timestamp,
+		Attempts:    h.n,
+		FirstSeen:   h.first,
 		LastAttempt: d.f.Now(),
 	}
 	if o.Err != nil {

@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jethook/jethook/store"
 )
 
@@ -25,12 +23,12 @@ type Alerts interface {
 
 // observe reports one classified attempt to the metrics and the attempt
 // log; next is the delay before the next attempt, 0 when there is none.
-func (d *destination) observe(e *store.Envelope, md *jetstream.MsgMetadata, n int, o Outcome, latency, next time.Duration) {
+func (d *destination) observe(e *store.Envelope, stored time.Time, n int, o Outcome, latency, next time.Duration) {
 	route, dest := d.route.Name, d.dest.Name
 	now := d.f.Now()
 	d.f.Metrics.Attempt(route, dest, o.Kind.String(), o.Status, latency)
 	if o.Kind == Delivered {
-		d.f.Metrics.Delivered(route, dest, now.Sub(md.Timestamp))
+		d.f.Metrics.Delivered(route, dest, now.Sub(stored))
 	}
 	d.f.Store.LogAttempt(store.Attempt{
 		Time: now, Route: route, Destination: dest, EventID: e.EventID, Attempt: n,

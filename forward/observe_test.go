@@ -40,7 +40,7 @@ func newWatched(t *testing.T, cfg string, backendURL string) *watched {
 		bs, err := st.Backlogs(ctx)
 		rows := make([]metrics.BacklogRow, len(bs))
 		for i, b := range bs {
-			rows[i] = metrics.BacklogRow{Route: b.Route, Destination: b.Destination, Pending: b.Pending, AckPending: b.AckPending}
+			rows[i] = metrics.BacklogRow{Route: b.Route, Destination: b.Destination, Pending: b.Pending, AckPending: b.AckPending, Parked: b.Parked}
 		}
 		return rows, err
 	})

@@ -139,9 +139,13 @@ func newRig(t *testing.T, cfg *policy.Config, opts store.Options) *rig {
 	return r
 }
 
-// startForwarder starts a forwarder whose fetches wait up to fetchWait.
-func (r *rig) startForwarder(fetchWait time.Duration) {
+// startForwarder starts a forwarder whose fetches wait up to fetchWait,
+// with tune's settings.
+func (r *rig) startForwarder(fetchWait time.Duration, tune ...func(*forward.Forwarder)) {
 	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: fetchWait}
+	for _, f := range tune {
+		f(r.fwd)
+	}
 	if err := r.fwd.Start(context.Background(), r.cfg); err != nil {
 		r.t.Fatal(err)
 	}

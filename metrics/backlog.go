@@ -18,6 +18,9 @@ type BacklogRow struct {
 	// AckPending are messages sent and not yet settled: attempts in flight
 	// plus messages waiting in backoff (the consumer's NumAckPending).
 	AckPending uint64
+	// Parked are messages waiting for a later attempt outside the
+	// consumer; they count as in backoff.
+	Parked uint64
 }
 
 // Backlog reads every destination's backlog. It runs at scrape time, so it
@@ -37,7 +40,8 @@ func (m *Metrics) SetBacklog(b Backlog) {
 }
 
 // backlogCollector makes jethook_pending and jethook_in_backoff at scrape
-// time. In backoff is AckPending less the attempts in flight.
+// time. In backoff is AckPending less the attempts in flight, plus the
+// parked messages.
 type backlogCollector struct {
 	source    atomic.Pointer[Backlog]
 	pending   *prometheus.Desc
@@ -92,7 +96,7 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range rows {
-		backoff := int64(r.AckPending) - c.inflight[key{r.Route, r.Destination}]
+		backoff := int64(r.AckPending) - c.inflight[key{r.Route, r.Destination}] + int64(r.Parked)
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(r.Pending), r.Route, r.Destination)
 		ch <- prometheus.MustNewConstMetric(c.inBackoff, prometheus.GaugeValue, float64(max(backoff, 0)), r.Route, r.Destination)
 	}

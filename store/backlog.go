@@ -11,6 +11,9 @@ type Backlog struct {
 	Route, Destination string
 	Pending            uint64 // stored and not yet sent to the destination
 	AckPending         uint64 // sent and not settled: in flight or waiting in backoff
+	// Parked are waiting for a later attempt outside the consumer
+	// (park.go), as of the mover's last look.
+	Parked uint64
 }
 
 // Backlogs reads the backlog of every destination's consumer in one listing
@@ -25,7 +28,7 @@ func (s *Store) Backlogs(ctx context.Context) ([]Backlog, error) {
 			continue
 		}
 		out = append(out, Backlog{Route: route, Destination: dest,
-			Pending: ci.NumPending, AckPending: uint64(ci.NumAckPending)})
+			Pending: ci.NumPending, AckPending: uint64(ci.NumAckPending), Parked: s.ParkedCount(route, dest)})
 	}
 	if err := l.Err(); err != nil {
 		return nil, fmt.Errorf("%w: consumers: %v", ErrUnavailable, err)

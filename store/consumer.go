@@ -17,9 +17,13 @@ func ConsumerName(route, destination string) string { return route + "__" + dest
 // messages, so a destination added to a busy route is not flooded with
 // history.
 //
+// It also reads the destination's due subject, where parked webhooks come
+// back when their next attempt is due (park.go).
+//
 // ackWait should cover one attempt (the destination's timeout plus a
-// margin). The consumer has no BackOff and no MaxDeliver: the forwarder's
-// NakWithDelay alone drives the schedule (DESIGN.md, Storage model).
+// margin). The consumer has no BackOff and no MaxDeliver: the forwarder
+// drives the schedule, with NakWithDelay for short waits and parking for
+// long ones.
 func (s *Store) Consumer(ctx context.Context, route, destination string, ackWait time.Duration) (jetstream.Consumer, error) {
 	name := ConsumerName(route, destination)
 	c, err := s.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
@@ -29,7 +33,7 @@ func (s *Store) Consumer(ctx context.Context, route, destination string, ackWait
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        ackWait,
 		MaxDeliver:     -1,
-		FilterSubjects: []string{"webhooks." + route + ".*", "replay." + route + "." + destination + ".*"},
+		FilterSubjects: []string{"webhooks." + route + ".*", "replay." + route + "." + destination + ".*", "due." + route + "." + destination + ".*"},
 		MaxAckPending:  s.opts.MaxAckPending,
 		MaxWaiting:     512,
 		Replicas:       s.opts.Replicas,

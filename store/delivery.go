@@ -66,6 +66,21 @@ type Delivery struct {
 	Replay Replayed
 }
 
+// lastAttempt is the latest logged attempt of e to route's destination;
+// nil if none is logged.
+func (s *Store) lastAttempt(ctx context.Context, e *Envelope, destination string) (*Attempt, error) {
+	as, err := s.Attempts(ctx, e.EventID)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(as) - 1; i >= 0; i-- {
+		if as[i].Route == e.Route && as[i].Destination == destination {
+			return &as[i], nil
+		}
+	}
+	return nil, nil
+}
+
 // Delivery says where the event stored at seq in WEBHOOKS stands at route's
 // destination, following its latest replay if there is one. The consumer
 // keeps no per-message history: "delivered" means the consumer's ack floor
@@ -102,7 +117,14 @@ func (s *Store) Delivery(ctx context.Context, e *Envelope, seq uint64, destinati
 	case info == nil:
 		d.State = StateUnknown
 	case target <= info.AckFloor.Stream:
+		// Acked: delivered, or parked for a later attempt (park.go),
+		// which the attempt log tells apart.
 		d.State = StateDelivered
+		if last, err := s.lastAttempt(ctx, e, destination); err != nil {
+			return d, err
+		} else if last != nil && last.Outcome == "transient" && last.Next > 0 {
+			d.State = StateAttempting
+		}
 	case target > info.Delivered.Stream:
 		d.State = StatePending
 	default:

@@ -126,6 +126,7 @@ type Store struct {
 
 	attempts *attemptLog // nil until the streams exist
 
+	mover   *mover
 	idx     *index
 	tails   []*tailer // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
 	expired chan struct{}
@@ -286,7 +287,7 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 	main, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName,
 		Description: "jethook: every received webhook, byte for byte",
-		Subjects:    []string{"webhooks.>", "replay.>"},
+		Subjects:    []string{"webhooks.>", "replay.>", "due.>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		MaxAge:      s.opts.Retention,
@@ -319,8 +320,17 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.ensureParked(ctx); err != nil {
+		return err
+	}
 	s.main, s.dlq = main, dlq
-	return s.startIndex(ctx, attempts)
+	if err := s.startIndex(ctx, attempts); err != nil {
+		return err
+	}
+	if s.mover == nil {
+		return s.startMover(ctx)
+	}
+	return nil
 }
 
 // startIndex opens the index and tails the three streams into it, then
@@ -410,6 +420,7 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) close() error {
+	s.mover.close()
 	if s.expired != nil {
 		close(s.expired)
 	}

@@ -1,0 +1,319 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Parking: a webhook waiting a while for its next attempt is not left in
+// its consumer as a nak-delayed message, which JetStream keeps in memory
+// (about 184 B each), counts against MaxAckPending and scans on every
+// timer. The forwarder parks it instead: a small record, without the
+// body, in WEBHOOKS_PARKED on parked.<route>.<destination>.<due second>,
+// and acks the message. The store's mover reads each second's subject once
+// that second has come, publishes a due record to WEBHOOKS on
+// due.<route>.<destination>.v2 (which only that destination's consumer
+// reads) and purges what it moved. The forwarder loads the body of a due
+// record from the original message. Memory per destination grows with the
+// distinct due seconds in flight (at most the longest delay, in seconds),
+// not with the webhooks parked.
+
+// ParkedStreamName is the stream of parked records.
+const ParkedStreamName = "WEBHOOKS_PARKED"
+
+// Headers of parked and due records.
+const (
+	hdrAttempt = "Jethook-Attempt" // attempts made so far
+	hdrDue     = "Jethook-Due"
+)
+
+// Parked says where a parked webhook stands.
+type Parked struct {
+	Seq       uint64    // the original message's sequence in WEBHOOKS
+	Attempts  int       // attempts made so far
+	FirstSeen time.Time // when the original was stored (for max_age)
+	Due       time.Time // when the next attempt is due
+}
+
+// DueSubject is where a destination's parked webhooks come back when due.
+func DueSubject(route, destination string) string {
+	return "due." + route + "." + destination + "." + layoutToken
+}
+
+func parkedSubject(route, destination string, due time.Time) string {
+	return "parked." + route + "." + destination + "." + strconv.FormatInt(due.Unix(), 10)
+}
+
+func (p Parked) header(eventID string) nats.Header {
+	return nats.Header{
+		hdrEventID:   {eventID},
+		hdrSeq:       {strconv.FormatUint(p.Seq, 10)},
+		hdrAttempt:   {strconv.Itoa(p.Attempts)},
+		hdrFirstSeen: {p.FirstSeen.UTC().Format(time.RFC3339Nano)},
+		hdrDue:       {p.Due.UTC().Format(time.RFC3339Nano)},
+	}
+}
+
+func parkedFrom(h nats.Header) (Parked, error) {
+	var p Parked
+	var err1, err2, err3, err4 error
+	p.Seq, err1 = strconv.ParseUint(h.Get(hdrSeq), 10, 64)
+	p.Attempts, err2 = strconv.Atoi(h.Get(hdrAttempt))
+	p.FirstSeen, err3 = time.Parse(time.RFC3339Nano, h.Get(hdrFirstSeen))
+	p.Due, err4 = time.Parse(time.RFC3339Nano, h.Get(hdrDue))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return p, fmt.Errorf("parked record: %w", err)
+	}
+	return p, nil
+}
+
+func (s *Store) ensureParked(ctx context.Context) error {
+	_, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        ParkedStreamName,
+		Description: "jethook: webhooks waiting for their next attempt, by due second (no payloads)",
+		Subjects:    []string{"parked.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      s.opts.Retention,
+		Duplicates:  s.opts.RaceWindow,
+		Replicas:    s.opts.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", ParkedStreamName, err)
+	}
+	return nil
+}
+
+// Park stores a record that route's destination should attempt event
+// eventID again at p.Due, and waits for the stream's ack: only then may the
+// caller ack the message it parks. Parking the same attempt twice (a crash
+// between park and ack) stores one record within the race window.
+func (s *Store) Park(ctx context.Context, route, destination, eventID string, p Parked) error {
+	m := &nats.Msg{Subject: parkedSubject(route, destination, p.Due), Header: p.header(eventID)}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+	defer cancel()
+	id := fmt.Sprintf("park/%s/%d/%d", destination, p.Seq, p.Attempts)
+	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(ParkedStreamName)); err != nil {
+		return fmt.Errorf("%w: park: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// IsDue reports whether m, fetched from a destination's consumer, is a
+// parked webhook come due rather than a webhook or a replay.
+func IsDue(m jetstream.Msg) bool { return strings.HasPrefix(m.Subject(), "due.") }
+
+// LoadDue reads a due record and the webhook it points to. ErrNotFound
+// means the original is gone (purged, or past the retention).
+func (s *Store) LoadDue(ctx context.Context, m jetstream.Msg) (*Envelope, Parked, error) {
+	p, err := parkedFrom(m.Headers())
+	if err != nil {
+		return nil, p, err
+	}
+	orig, err := s.main.GetMsg(ctx, p.Seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, p, fmt.Errorf("webhook %d: %w", p.Seq, ErrNotFound)
+	}
+	if err != nil {
+		return nil, p, fmt.Errorf("%w: webhook %d: %v", ErrUnavailable, p.Seq, err)
+	}
+	e, err := decodeEnvelope(orig.Subject, orig.Header, orig.Data)
+	if err != nil {
+		return nil, p, err
+	}
+	return e, p, nil
+}
+
+// mover moves parked records whose second has come back to their
+// destinations. Every jethook of a cluster runs one; the due records'
+// Nats-Msg-Id keeps two movers from queuing a record twice.
+type mover struct {
+	s    *Store
+	st   jetstream.Stream
+	tick time.Duration
+	stop chan struct{}
+	done chan struct{}
+
+	mu     sync.Mutex
+	parked map[[2]string]uint64 // route, destination → records parked
+}
+
+// moveTick is how often the mover looks for due seconds. A record comes
+// back up to a second early (at the start of its second), and the
+// forwarder waits out the rest, so a parked webhook is late by about one
+// tick.
+const moveTick = 200 * time.Millisecond
+
+func (s *Store) startMover(ctx context.Context) error {
+	st, err := s.js.Stream(ctx, ParkedStreamName)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", ParkedStreamName, err)
+	}
+	mv := &mover{s: s, st: st, tick: moveTick, stop: make(chan struct{}), done: make(chan struct{}), parked: map[[2]string]uint64{}}
+	s.mover = mv
+	go mv.run()
+	return nil
+}
+
+func (mv *mover) close() {
+	if mv == nil {
+		return
+	}
+	close(mv.stop)
+	<-mv.done
+}
+
+func (mv *mover) run() {
+	defer close(mv.done)
+	t := time.NewTicker(mv.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-mv.stop:
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := mv.moveDue(ctx, time.Now()); err != nil && !errors.Is(err, context.Canceled) {
+			mv.s.opts.Logger.Warn("moving parked webhooks", "err", err)
+			select { // a store outage: try again a little later
+			case <-time.After(time.Second):
+			case <-mv.stop:
+			}
+		}
+		cancel()
+	}
+}
+
+// moveDue moves every second up to now, oldest first, and refreshes the
+// parked counts.
+func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
+	st := mv.st
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("parked.>"))
+	if err != nil {
+		return err
+	}
+	counts := map[[2]string]uint64{}
+	type bucket struct {
+		subject, route, dest string
+		sec                  int64
+	}
+	var due []bucket
+	for subj, n := range info.State.Subjects {
+		p := strings.Split(subj, ".")
+		if len(p) != 4 {
+			continue
+		}
+		sec, err := strconv.ParseInt(p[3], 10, 64)
+		if err != nil {
+			continue
+		}
+		counts[[2]string{p[1], p[2]}] += n
+		if sec <= now.Unix() {
+			due = append(due, bucket{subj, p[1], p[2], sec})
+		}
+	}
+	mv.mu.Lock()
+	mv.parked = counts
+	mv.mu.Unlock()
+	for len(due) > 0 {
+		// oldest first
+		i := 0
+		for j := range due {
+			if due[j].sec < due[i].sec {
+				i = j
+			}
+		}
+		b := due[i]
+		due = append(due[:i], due[i+1:]...)
+		if err := mv.move(ctx, st, b.subject, b.route, b.dest); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// move queues every record on subject as a due record of route's
+// destination, then purges what it queued.
+func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, dest string) error {
+	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return err
+	}
+	var last uint64
+	var futs []jetstream.PubAckFuture
+	for {
+		batch, err := c.FetchNoWait(1024)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			last = md.Sequence.Stream
+			p, err := parkedFrom(m.Headers())
+			if err != nil {
+				mv.s.opts.Logger.Error("parked record unreadable; dropped", "subject", subject, "seq", last, "err", err)
+				continue
+			}
+			dm := &nats.Msg{Subject: DueSubject(route, dest), Header: m.Headers()}
+			fut, err := mv.s.js.PublishMsgAsync(dm,
+				jetstream.WithMsgID(fmt.Sprintf("due/%s/%d/%d", dest, p.Seq, p.Attempts)),
+				jetstream.WithExpectStream(StreamName),
+				jetstream.WithStallWait(mv.s.opts.PublishTimeout))
+			if err != nil {
+				return fmt.Errorf("due record: %w", err)
+			}
+			futs = append(futs, fut)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	timeout := time.NewTimer(mv.s.opts.PublishTimeout)
+	defer timeout.Stop()
+	for _, fut := range futs {
+		select {
+		case <-fut.Ok():
+		case err := <-fut.Err():
+			return fmt.Errorf("due record: %w", err)
+		case <-timeout.C:
+			return errors.New("due records: no ack from the stream")
+		}
+	}
+	if last == 0 {
+		return nil
+	}
+	// Only what was read: a record parked into this second meanwhile stays
+	// for the next tick.
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(last+1)); err != nil {
+		return fmt.Errorf("purge %s: %w", subject, err)
+	}
+	return nil
+}
+
+// ParkedCount is how many of route's destination's webhooks are parked,
+// as of the mover's last look (a fraction of a second ago).
+func (s *Store) ParkedCount(route, destination string) uint64 {
+	if s.mover == nil {
+		return 0
+	}
+	s.mover.mu.Lock()
+	defer s.mover.mu.Unlock()
+	return s.mover.parked[[2]string{route, destination}]
+}
