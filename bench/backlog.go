@@ -30,9 +30,8 @@ type BacklogOptions struct {
 	// measurements.
 	Delay time.Duration
 	// MaxAckPending is the store's bound on each consumer's delivered and
-	// unsettled messages (default N + Probes + 1,000, and never below the
-	// store's own default). Below N, only MaxAckPending messages are parked
-	// and the rest wait, never attempted, until parked ones settle.
+	// unsettled messages (default: the store's own). Parked messages do
+	// not count against it; only attempts in flight and short waits do.
 	MaxAckPending int
 	// Probes is how many new webhooks time the healthy destination b while
 	// a's backlog is parked (default 20).
@@ -65,9 +64,6 @@ func (o *BacklogOptions) applyDefaults() {
 	if o.Probes <= 0 {
 		o.Probes = 20
 	}
-	if o.MaxAckPending <= 0 {
-		o.MaxAckPending = max(o.Messages+o.Probes+1000, 100_000)
-	}
 	if o.BodySize <= 0 {
 		o.BodySize = 256
 	}
@@ -99,8 +95,9 @@ type Sample struct {
 	// nothing to deliver, as a share of one core.
 	IdleCPU float64
 	// Pending and AckPending are destination a's consumer counts: not yet
-	// delivered, and delivered but not settled (in flight or parked).
-	Pending, AckPending uint64
+	// delivered, and delivered but not settled (in flight or nak-delayed);
+	// Parked are a's messages parked outside the consumer.
+	Pending, AckPending, Parked uint64
 }
 
 // BacklogResult is what N parked messages cost and whether they stall
@@ -162,7 +159,7 @@ func backlogConfig(o BacklogOptions) string {
 
 // Backlog parks N messages in backoff on destination a of a fan-out route
 // (a answers 503, its breaker off so that every message gets its first
-// attempt and a NakWithDelay) while destination b of the same route
+// attempt and is parked) while destination b of the same route
 // delivers them. It then samples the process, times new webhooks to b,
 // switches a's backend to 200 and times the drain.
 func Backlog(ctx context.Context, o BacklogOptions) (BacklogResult, error) {
@@ -219,15 +216,15 @@ func Backlog(ctx context.Context, o BacklogOptions) (BacklogResult, error) {
 	r.Publish = time.Since(start)
 	fmt.Fprintf(o.Progress, "published %d in %s\n", o.Messages, seconds(r.Publish))
 
-	parkable := uint64(min(o.Messages, o.MaxAckPending))
+	n := uint64(o.Messages)
 	err = waitFor(ctx, o.Timeout, o.Progress, func() (bool, string, error) {
 		bl, err := backlogOf(ctx, st, "a")
 		if err != nil {
 			return false, "", err
 		}
-		done := b.delivered.Load() >= int64(o.Messages) && uint64(a.failed.Load()) >= parkable && bl.AckPending >= parkable
-		return done, fmt.Sprintf("fill: a failed %d, ack-pending %d, pending %d; b delivered %d",
-			a.failed.Load(), bl.AckPending, bl.Pending, b.delivered.Load()), nil
+		done := b.delivered.Load() >= int64(o.Messages) && uint64(a.failed.Load()) >= n && bl.AckPending+bl.Parked >= n
+		return done, fmt.Sprintf("fill: a failed %d, parked %d, ack-pending %d, pending %d; b delivered %d",
+			a.failed.Load(), bl.Parked, bl.AckPending, bl.Pending, b.delivered.Load()), nil
 	})
 	if err != nil {
 		return r, fmt.Errorf("fill: %w", err)
@@ -262,8 +259,8 @@ func Backlog(ctx context.Context, o BacklogOptions) (BacklogResult, error) {
 		if err != nil {
 			return false, "", err
 		}
-		return a.delivered.Load() >= int64(total), fmt.Sprintf("drain: a delivered %d of %d; ack-pending %d, pending %d",
-			a.delivered.Load(), total, bl.AckPending, bl.Pending), nil
+		return a.delivered.Load() >= int64(total), fmt.Sprintf("drain: a delivered %d of %d; parked %d, ack-pending %d, pending %d",
+			a.delivered.Load(), total, bl.Parked, bl.AckPending, bl.Pending), nil
 	})
 	if err != nil {
 		return r, fmt.Errorf("drain: %w", err)
@@ -381,7 +378,7 @@ func sample(ctx context.Context, st *store.Store, idle time.Duration) (Sample, e
 	}
 	s.IdleCPU = (cpuTime() - cpu0).Seconds() / time.Since(t0).Seconds()
 	bl, err := backlogOf(ctx, st, "a")
-	s.Pending, s.AckPending = bl.Pending, bl.AckPending
+	s.Pending, s.AckPending, s.Parked = bl.Pending, bl.AckPending, bl.Parked
 	return s, err
 }
 
@@ -470,19 +467,19 @@ func (r BacklogResult) Report(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "\nBacklog: %d webhooks of %d bytes parked in backoff on destination a (503, retry in %s) of a fan-out route;\n",
 		o.Messages, o.BodySize, o.Delay)
-	fmt.Fprintf(w, "destination b of the same route answers 200; consumers' MaxAckPending %d\n", o.MaxAckPending)
+	fmt.Fprintf(w, "destination b of the same route answers 200; consumers' MaxAckPending %d (0: the store's default)\n", o.MaxAckPending)
 	fmt.Fprintf(w, "policies.yaml:\n%s", indent(r.Config, "  "))
 	fmt.Fprintf(w, "%-22s %s (%.0f/s, %d publishers)\n", "publish", seconds(r.Publish),
 		float64(o.Messages)/r.Publish.Seconds(), o.Publishers)
 	fmt.Fprintf(w, "%-22s %s (a: %d failed attempts; b: all %d delivered)\n", "fill", seconds(r.Fill), r.FailedAttempts, o.Messages)
-	fmt.Fprintf(w, "%-22s %9s %9s %12s %12s %12s   (idle CPU over %s, share of one core)\n",
-		"PROCESS", "RSS", "GO HEAP", "IDLE CPU", "A PENDING", "A ACK-PEND", o.Idle)
+	fmt.Fprintf(w, "%-22s %9s %9s %12s %12s %12s %12s   (idle CPU over %s, share of one core)\n",
+		"PROCESS", "RSS", "GO HEAP", "IDLE CPU", "A PENDING", "A ACK-PEND", "A PARKED", o.Idle)
 	for _, row := range []struct {
 		name string
 		s    Sample
 	}{{"empty", r.Empty}, {"backlog parked", r.Parked}, {"drained", r.Drained}} {
-		fmt.Fprintf(w, "%-22s %9s %9s %11.1f%% %12d %12d\n", row.name, mib(row.s.RSS), mib(row.s.Heap),
-			100*row.s.IdleCPU, row.s.Pending, row.s.AckPending)
+		fmt.Fprintf(w, "%-22s %9s %9s %11.1f%% %12d %12d %12d\n", row.name, mib(row.s.RSS), mib(row.s.Heap),
+			100*row.s.IdleCPU, row.s.Pending, row.s.AckPending, row.s.Parked)
 	}
 	fmt.Fprintf(w, "%-22s %.0f bytes per parked message (RSS parked − empty)\n", "", perMessage(r.Parked.RSS, r.Empty.RSS, o.Messages))
 	fmt.Fprintf(w, "%-22s p50 %s, max %s over %d probes; %d not delivered within %s\n", "new webhook → b",

@@ -7,10 +7,13 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 
 	"github.com/jethook/jethook/bench"
 )
@@ -87,8 +90,15 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		}
 		defer stop()
 	}
-	fmt.Fprintf(out, "jethook bench: %d CPUs, %s %s/%s, %d-byte JSON bodies, loopback%s\n",
-		runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, *size, loadAverage())
+	// The in-process scenarios run jethook's parts under the memory limit
+	// serve would set; retention's child process sets its own.
+	limit, from, err := memoryLimit(os.Getenv("JETHOOK_MEMORY_LIMIT"), memlimit.FromCgroup)
+	if err != nil {
+		return err
+	}
+	debug.SetMemoryLimit(limit)
+	fmt.Fprintf(out, "jethook bench: %d CPUs, %s %s/%s, %d-byte JSON bodies, loopback, memory limit %d MiB (%s)%s\n",
+		runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, *size, limit>>20, from, loadAverage())
 	if want["ingest"] {
 		if err := benchIngest(ctx, out, o, *duration, conc); err != nil {
 			return err

@@ -305,7 +305,7 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 			return nil, h, false
 		}
 		if wait := p.Due.Sub(d.f.Now()); wait > time.Millisecond {
-			_ = m.NakWithDelay(wait) // back up to a second early: wait out the rest
+			_ = m.NakWithDelay(wait) // early (the clocks of two replicas differ): wait out the rest
 			return nil, h, false
 		}
 		return e, held{m: m, n: p.Attempts + 1, seq: p.Seq, first: p.FirstSeen, due: true}, true

@@ -17,14 +17,19 @@ import (
 // its consumer as a nak-delayed message, which JetStream keeps in memory
 // (about 184 B each), counts against MaxAckPending and scans on every
 // timer. The forwarder parks it instead: a small record, without the
-// body, in WEBHOOKS_PARKED on parked.<route>.<destination>.<due second>,
-// and acks the message. The store's mover reads each second's subject once
-// that second has come, publishes a due record to WEBHOOKS on
+// body, in WEBHOOKS_PARKED on parked.<route>.<destination>.<slot>, where
+// slot is the due time in Unix milliseconds rounded down to parkSlot, and
+// acks the message. The store's mover reads each slot's subject once that
+// slot has passed, publishes a due record to WEBHOOKS on
 // due.<route>.<destination>.v2 (which only that destination's consumer
 // reads) and purges what it moved. The forwarder loads the body of a due
 // record from the original message. Memory per destination grows with the
-// distinct due seconds in flight (at most the longest delay, in seconds),
-// not with the webhooks parked.
+// distinct slots in flight (at most the longest delay ÷ parkSlot), not with
+// the webhooks parked.
+
+// parkSlot is the width of one due slot: a parked webhook comes back at
+// most this much after its due time, plus the mover's tick.
+const parkSlot = 250 * time.Millisecond
 
 // ParkedStreamName is the stream of parked records.
 const ParkedStreamName = "WEBHOOKS_PARKED"
@@ -49,7 +54,8 @@ func DueSubject(route, destination string) string {
 }
 
 func parkedSubject(route, destination string, due time.Time) string {
-	return "parked." + route + "." + destination + "." + strconv.FormatInt(due.Unix(), 10)
+	ms := due.UnixMilli()
+	return "parked." + route + "." + destination + "." + strconv.FormatInt(ms-ms%parkSlot.Milliseconds(), 10)
 }
 
 func (p Parked) header(eventID string) nats.Header {
@@ -78,7 +84,7 @@ func parkedFrom(h nats.Header) (Parked, error) {
 func (s *Store) ensureParked(ctx context.Context) error {
 	_, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        ParkedStreamName,
-		Description: "jethook: webhooks waiting for their next attempt, by due second (no payloads)",
+		Description: "jethook: webhooks waiting for their next attempt, by due time (no payloads)",
 		Subjects:    []string{"parked.>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
@@ -132,7 +138,7 @@ func (s *Store) LoadDue(ctx context.Context, m jetstream.Msg) (*Envelope, Parked
 	return e, p, nil
 }
 
-// mover moves parked records whose second has come back to their
+// mover moves parked records whose slot has passed back to their
 // destinations. Every jethook of a cluster runs one; the due records'
 // Nats-Msg-Id keeps two movers from queuing a record twice.
 type mover struct {
@@ -146,11 +152,8 @@ type mover struct {
 	parked map[[2]string]uint64 // route, destination → records parked
 }
 
-// moveTick is how often the mover looks for due seconds. A record comes
-// back up to a second early (at the start of its second), and the
-// forwarder waits out the rest, so a parked webhook is late by about one
-// tick.
-const moveTick = 200 * time.Millisecond
+// moveTick is how often the mover looks for slots that have passed.
+const moveTick = 100 * time.Millisecond
 
 func (s *Store) startMover(ctx context.Context) error {
 	st, err := s.js.Stream(ctx, ParkedStreamName)
@@ -193,8 +196,8 @@ func (mv *mover) run() {
 	}
 }
 
-// moveDue moves every second up to now, oldest first, and refreshes the
-// parked counts.
+// moveDue moves every slot that ended by now, oldest first, and refreshes
+// the parked counts.
 func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 	st := mv.st
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter("parked.>"))
@@ -204,7 +207,7 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 	counts := map[[2]string]uint64{}
 	type bucket struct {
 		subject, route, dest string
-		sec                  int64
+		slot                 int64
 	}
 	var due []bucket
 	for subj, n := range info.State.Subjects {
@@ -212,13 +215,13 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 		if len(p) != 4 {
 			continue
 		}
-		sec, err := strconv.ParseInt(p[3], 10, 64)
+		slot, err := strconv.ParseInt(p[3], 10, 64)
 		if err != nil {
 			continue
 		}
 		counts[[2]string{p[1], p[2]}] += n
-		if sec <= now.Unix() {
-			due = append(due, bucket{subj, p[1], p[2], sec})
+		if slot+parkSlot.Milliseconds() <= now.UnixMilli() {
+			due = append(due, bucket{subj, p[1], p[2], slot})
 		}
 	}
 	mv.mu.Lock()
@@ -228,7 +231,7 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 		// oldest first
 		i := 0
 		for j := range due {
-			if due[j].sec < due[i].sec {
+			if due[j].slot < due[i].slot {
 				i = j
 			}
 		}
@@ -299,7 +302,7 @@ func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, 
 	if last == 0 {
 		return nil
 	}
-	// Only what was read: a record parked into this second meanwhile stays
+	// Only what was read: a record parked into this slot meanwhile stays
 	// for the next tick.
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(last+1)); err != nil {
 		return fmt.Errorf("purge %s: %w", subject, err)

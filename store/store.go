@@ -298,6 +298,9 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 		// one consumer per route × destination and sets its own bound.
 		MaxConsumers: maxConsumers,
 		MaxMsgSize:   s.opts.MaxPayload,
+		// Reads by sequence (a lookup by id, a parked webhook come due)
+		// skip the JetStream API queue.
+		AllowDirect: true,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", StreamName, err)
@@ -312,6 +315,7 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 		Duplicates:  s.opts.RaceWindow,
 		Replicas:    s.opts.Replicas,
 		MaxMsgSize:  s.opts.MaxPayload,
+		AllowDirect: true,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", DLQStreamName, err)
