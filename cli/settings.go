@@ -65,7 +65,25 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if s.Replicas < 1 || s.Replicas > 5 {
 		return s, fmt.Errorf("environment: JETHOOK_REPLICAS=%d: want 1 to 5", s.Replicas)
 	}
+	if err := checkAdminToken(s.AdminToken); err != nil {
+		return s, err
+	}
 	return s, nil
+}
+
+// checkAdminToken refuses a token no request could present: the admin API
+// trims the bearer token it is sent, so a blank one, or one with spaces or
+// a newline around it (a secret file's last line), would never match.
+func checkAdminToken(token string) error {
+	switch {
+	case token == "":
+		return nil
+	case strings.TrimSpace(token) == "":
+		return errors.New("environment: JETHOOK_ADMIN_TOKEN is only whitespace: set a real token, or leave it unset")
+	case strings.TrimSpace(token) != token:
+		return errors.New("environment: JETHOOK_ADMIN_TOKEN starts or ends with whitespace (a newline from a secret file?): no bearer token could match it; remove it")
+	}
+	return nil
 }
 
 // envError names the variable behind each parse error: the env library

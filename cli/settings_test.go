@@ -40,3 +40,29 @@ func TestABadSettingIsAClearErrorNamingTheVariable(t *testing.T) {
 		})
 	}
 }
+
+func TestAnAdminTokenNoRequestCouldPresentIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, token string
+		ok          bool
+	}{
+		{"no token is allowed (loopback admin only)", "", true},
+		{"a token is allowed", "s3cret", true},
+		{"spaces only are refused", "   ", false},
+		{"a tab and a newline are refused", "\t\n", false},
+		{"a trailing newline is refused", "s3cret\n", false},
+		{"a leading space is refused", " s3cret", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadSettings(map[string]string{"JETHOOK_ADMIN_TOKEN": tc.token})
+			if tc.ok && err != nil {
+				t.Fatalf("%q: %v", tc.token, err)
+			}
+			if !tc.ok && (err == nil || !strings.Contains(err.Error(), "JETHOOK_ADMIN_TOKEN")) {
+				t.Fatalf("%q: err = %v, want an error naming JETHOOK_ADMIN_TOKEN", tc.token, err)
+			}
+		})
+	}
+}
