@@ -6,10 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/jethook/jethook/proxy"
 )
 
 // Settings are the process settings, read from JETHOOK_* variables.
@@ -33,6 +36,33 @@ type Settings struct {
 	HeaderTimeout time.Duration `env:"HEADER_TIMEOUT" envDefault:"5s"`
 	ReadTimeout   time.Duration `env:"READ_TIMEOUT" envDefault:"30s"`
 	AttemptLogAge time.Duration `env:"ATTEMPT_LOG_AGE" envDefault:"72h"`
+	// MaxInFlightBytes bounds the request bodies held in memory at once
+	// (proxy.Handler.MaxInFlightBytes); MaxConns bounds the public
+	// listener's open connections, each of which may hold up to 64 KiB of
+	// headers. 0 derives each when serve starts: see resolved.
+	MaxInFlightBytes int64 `env:"MAX_INFLIGHT_BYTES" envDefault:"0"`
+	MaxConns         int   `env:"MAX_CONNS" envDefault:"0"`
+}
+
+// connCost is what the derived connection limit allows one public
+// connection: net/http holds about 130 KiB of heap for a connection that
+// has sent 60 KiB of headers it has not finished (MaxHeaderBytes is 64 KiB)
+// while it parses them, as TestHeaderFloodsAreBoundedByTheConnectionLimit
+// logs.
+const connCost = 128 << 10
+
+// resolved returns s with the limits derived from the memory budget set:
+// MaxInFlightBytes from the Go memory limit as it is now (so after
+// anything that sets it), MaxConns so that connections full of headers
+// cost about as much as the bodies in flight, and at least 128.
+func (s Settings) resolved() Settings {
+	if s.MaxInFlightBytes == 0 {
+		s.MaxInFlightBytes = proxy.InFlightBytes(debug.SetMemoryLimit(-1))
+	}
+	if s.MaxConns == 0 {
+		s.MaxConns = int(max(s.MaxInFlightBytes/connCost, 128))
+	}
+	return s
 }
 
 // loadSettings reads and checks the environment.
@@ -61,6 +91,12 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if s.Retention <= 0 || s.DedupWindow <= 0 || s.ShutdownGrace <= 0 || s.AttemptLogAge <= 0 ||
 		s.HeaderTimeout <= 0 || s.ReadTimeout <= 0 {
 		return s, fmt.Errorf("environment: JETHOOK_RETENTION, JETHOOK_DEDUP_WINDOW, JETHOOK_SHUTDOWN_GRACE and JETHOOK_ATTEMPT_LOG_AGE must be positive")
+	}
+	if s.MaxInFlightBytes < 0 {
+		return s, fmt.Errorf("environment: JETHOOK_MAX_INFLIGHT_BYTES=%d: want bytes, or 0 to derive it from the memory limit", s.MaxInFlightBytes)
+	}
+	if s.MaxConns < 0 {
+		return s, fmt.Errorf("environment: JETHOOK_MAX_CONNS=%d: want a number of connections, or 0 to derive it", s.MaxConns)
 	}
 	if s.Replicas < 1 || s.Replicas > 5 {
 		return s, fmt.Errorf("environment: JETHOOK_REPLICAS=%d: want 1 to 5", s.Replicas)
