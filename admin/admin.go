@@ -83,10 +83,31 @@ func (h *Handler) routes() {
 	v1("POST /v1/destinations/{route}/{destination}/pause", h.pause)
 	v1("POST /v1/destinations/{route}/{destination}/resume", h.resume)
 	v1("POST /v1/reload", h.reload)
-	v1("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint "+r.Method+" "+r.URL.Path)
-	})
+	v1("/v1/", h.noEndpoint)
 	h.mux = m
+}
+
+// apiMethods are the methods the /v1/ endpoints take.
+var apiMethods = []string{http.MethodGet, http.MethodPost, http.MethodDelete}
+
+// noEndpoint answers a /v1/ request no endpoint takes: 405 with Allow when
+// the path has endpoints under other methods (RFC 9110 §15.5.6), else 404.
+// The catch-all pattern hides the ServeMux's own 405.
+func (h *Handler) noEndpoint(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, method := range apiMethods {
+		other := r.Clone(r.Context())
+		other.Method = method
+		if _, pattern := h.mux.Handler(other); pattern != "/v1/" {
+			allow = append(allow, method)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" "+r.URL.Path+": use "+strings.Join(allow, " or "))
+		return
+	}
+	writeError(w, http.StatusNotFound, "not_found", "no admin endpoint "+r.Method+" "+r.URL.Path)
 }
 
 // auth lets a request through only with the configured bearer token,

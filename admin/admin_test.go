@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -75,5 +76,39 @@ func TestReadyzIsUnavailableUntilTheConfigurationIsLoaded(t *testing.T) {
 	}
 	if e.Message != "configuration not loaded" {
 		t.Errorf("reason %q", e.Message)
+	}
+}
+
+func TestAnEndpointAskedWithTheWrongMethodAnswers405WithAllow(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	srv := httptest.NewServer(&admin.Handler{Store: st, Token: token})
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		method, path string
+		want         int
+		allow        string
+	}{
+		{http.MethodGet, "/v1/reload", http.StatusMethodNotAllowed, "POST"},
+		{http.MethodGet, "/v1/destinations/shop/app/pause", http.StatusMethodNotAllowed, "POST"},
+		{http.MethodPut, "/v1/deadletters", http.StatusMethodNotAllowed, "GET, DELETE"},
+		{http.MethodDelete, "/v1/status", http.StatusMethodNotAllowed, "GET"},
+		{http.MethodGet, "/v1/nope", http.StatusNotFound, ""},
+		{http.MethodPost, "/v1/nope", http.StatusNotFound, ""},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var e struct{ Error, Message string }
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+			if resp.StatusCode != tc.want || resp.Header.Get("Allow") != tc.allow || e.Error == "" || e.Message == "" {
+				t.Fatalf("%d Allow %q %+v, want %d Allow %q with a reason", resp.StatusCode, resp.Header.Get("Allow"), e, tc.want, tc.allow)
+			}
+		})
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
 )
 
 // sevenDeadLetters makes five dead letters at audit (422) and two at app
@@ -150,5 +153,45 @@ func TestPurgeRemovesDeadLettersByIDOrFilter(t *testing.T) {
 	r.waitDeadLetters(1)
 	if r.call(http.MethodDelete, "/v1/deadletters", map[string]any{"all": true}, &out); out.Purged != 1 {
 		t.Errorf("all purged %d, want 1", out.Purged)
+	}
+}
+
+// A route or destination name becomes a subject token, so a name no
+// policy could hold (a newline, a dot, a wildcard) is the caller's
+// mistake: 400 with the reason, never a store error.
+func TestAFilterNamingNoPossibleRouteIsABadRequest(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	srv := httptest.NewServer(&admin.Handler{Store: st, Token: token})
+	t.Cleanup(srv.Close)
+	for _, q := range []url.Values{
+		{"route": {"a\nb"}},
+		{"route": {"a\rb"}},
+		{"route": {"a\x00b"}},
+		{"route": {"a*"}},
+		{"route": {">"}},
+		{"route": {"café"}},
+		{"route": {"shop"}, "destination": {"a\nb"}},
+	} {
+		for _, req := range []struct{ method, path string }{
+			{http.MethodGet, "/v1/deadletters?" + q.Encode()},
+			{http.MethodGet, "/v1/deadletters/count?" + q.Encode()},
+		} {
+			var e struct{ Error, Message string }
+			if code := call(t, srv.URL, token, req.method, req.path, nil, &e); code != http.StatusBadRequest || e.Error != "bad_request" || e.Message == "" {
+				t.Errorf("%s %s: %d %+v, want 400 with a reason", req.method, req.path, code, e)
+			}
+		}
+		sel := map[string]any{"route": q.Get("route"), "destination": q.Get("destination")}
+		for _, method := range []string{http.MethodPost, http.MethodDelete} {
+			path := "/v1/deadletters"
+			if method == http.MethodPost {
+				path += "/replay"
+			}
+			var e struct{ Error, Message string }
+			if code := call(t, srv.URL, token, method, path, sel, &e); code != http.StatusBadRequest || e.Message == "" {
+				t.Errorf("%s %s %v: %d %+v, want 400 with a reason", method, path, sel, code, e)
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -33,6 +34,10 @@ type BacklogOptions struct {
 	// unsettled messages (default: the store's own). Parked messages do
 	// not count against it; only attempts in flight and short waits do.
 	MaxAckPending int
+	// ParkAfter is the forwarder's ParkAfter (default
+	// forward.DefaultParkAfter): Delay below it leaves failed messages
+	// nak-delayed in a's consumer instead of parked.
+	ParkAfter time.Duration
 	// Probes is how many new webhooks time the healthy destination b while
 	// a's backlog is parked (default 20).
 	Probes int
@@ -200,7 +205,7 @@ func Backlog(ctx context.Context, o BacklogOptions) (BacklogResult, error) {
 		return r, err
 	}
 	defer st.Close()
-	fwd := &forward.Forwarder{Store: st}
+	fwd := &forward.Forwarder{Store: st, ParkAfter: o.ParkAfter}
 	if err := fwd.Start(ctx, cfg); err != nil {
 		return r, err
 	}
@@ -216,7 +221,12 @@ func Backlog(ctx context.Context, o BacklogOptions) (BacklogResult, error) {
 	r.Publish = time.Since(start)
 	fmt.Fprintf(o.Progress, "published %d in %s\n", o.Messages, seconds(r.Publish))
 
+	// Every message waits for its retry: parked, or nak-delayed in the
+	// consumer as far as MaxAckPending lets it.
 	n := uint64(o.Messages)
+	if o.Delay < cmp.Or(o.ParkAfter, forward.DefaultParkAfter) && o.MaxAckPending > 0 {
+		n = min(n, uint64(o.MaxAckPending))
+	}
 	err = waitFor(ctx, o.Timeout, o.Progress, func() (bool, string, error) {
 		bl, err := backlogOf(ctx, st, "a")
 		if err != nil {

@@ -9,12 +9,14 @@ import (
 func TestBacklogParksEveryMessageAndStillDeliversToTheHealthyDestination(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name          string
-		maxAckPending int
-		wantParked    uint64
+		name           string
+		parkAfter      time.Duration
+		maxAckPending  int
+		wantParked     uint64
+		wantAckPending uint64
 	}{
-		{"with MaxAckPending above the backlog every message is parked", 1000, 300},
-		{"with MaxAckPending below the backlog the rest waits unattempted", 100, 100},
+		{"waits past ParkAfter park every message, whatever MaxAckPending", 100 * time.Millisecond, 100, 300, 0},
+		{"shorter waits stay in the consumer, as far as MaxAckPending lets them", 0, 100, 0, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -22,6 +24,7 @@ func TestBacklogParksEveryMessageAndStillDeliversToTheHealthyDestination(t *test
 				Messages:      300,
 				Delay:         time.Second,
 				MaxAckPending: tc.maxAckPending,
+				ParkAfter:     tc.parkAfter,
 				Probes:        3,
 				BodySize:      64,
 				Publishers:    8,
@@ -33,19 +36,20 @@ func TestBacklogParksEveryMessageAndStillDeliversToTheHealthyDestination(t *test
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Parked.AckPending != tc.wantParked || r.Parked.Pending != 300-tc.wantParked {
-				t.Errorf("parked: a ack-pending %d, pending %d; want %d and %d",
-					r.Parked.AckPending, r.Parked.Pending, tc.wantParked, 300-tc.wantParked)
+			waiting := tc.wantParked + tc.wantAckPending
+			if r.Parked.Parked != tc.wantParked || r.Parked.AckPending != tc.wantAckPending || r.Parked.Pending != 300-waiting {
+				t.Errorf("backlog: a parked %d, ack-pending %d, pending %d; want %d, %d and %d",
+					r.Parked.Parked, r.Parked.AckPending, r.Parked.Pending, tc.wantParked, tc.wantAckPending, 300-waiting)
 			}
 			if len(r.Probes) != 3 || r.ProbesLost != 0 {
 				t.Errorf("b got %d of 3 probes (%d lost)", len(r.Probes), r.ProbesLost)
 			}
-			if r.Drained.AckPending != 0 || r.Drained.Pending != 0 || r.DeadLettered != 0 {
-				t.Errorf("drained: a ack-pending %d, pending %d, dead letters %d; want all 0",
-					r.Drained.AckPending, r.Drained.Pending, r.DeadLettered)
+			if r.Drained.AckPending != 0 || r.Drained.Pending != 0 || r.Drained.Parked != 0 || r.DeadLettered != 0 {
+				t.Errorf("drained: a ack-pending %d, pending %d, parked %d, dead letters %d; want all 0",
+					r.Drained.AckPending, r.Drained.Pending, r.Drained.Parked, r.DeadLettered)
 			}
-			if uint64(len(r.Late)) < tc.wantParked {
-				t.Errorf("%d parked messages timed against their due time, want at least %d", len(r.Late), tc.wantParked)
+			if uint64(len(r.Late)) < waiting {
+				t.Errorf("%d waiting messages timed against their due time, want at least %d", len(r.Late), waiting)
 			}
 			if r.Parked.RSS == 0 && r.Parked.Heap == 0 {
 				t.Error("no memory figure at all")

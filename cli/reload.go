@@ -84,6 +84,9 @@ func checkConfig(s Settings, cfg *policy.Config, maxPayload int64) error {
 		if maxPayload > 0 && r.MaxBody+headerRoom > maxPayload {
 			return fmt.Errorf("%s:%d: route %q: max_body %d is more than the NATS server's max_payload (%d) allows", cfg.File, r.Line, r.Name, r.MaxBody, maxPayload)
 		}
+		if s.MaxInFlightBytes > 0 && r.MaxBody > s.MaxInFlightBytes {
+			return fmt.Errorf("%s:%d: route %q: max_body %d is more than JETHOOK_MAX_INFLIGHT_BYTES (%d): a body that large would never find room and always get 503", cfg.File, r.Line, r.Name, r.MaxBody, s.MaxInFlightBytes)
+		}
 	}
 	return nil
 }

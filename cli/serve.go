@@ -11,6 +11,8 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/alert"
 	"github.com/jethook/jethook/forward"
@@ -47,6 +49,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err := applyMemoryLimit(s, log); err != nil {
 		return err
 	}
+	s = s.resolved()
 	cfg, err := policy.Load(s.Config)
 	if err != nil {
 		return err
@@ -92,6 +95,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		return err
 	}
 	h.Metrics = prom
+	h.MaxInFlightBytes = s.MaxInFlightBytes
 	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, alerts: alerts, log: log}
 	// Not ready once shutdown begins: the admin listener outlives the public
 	// one, and a load balancer must stop sending before the listener closes.
@@ -125,7 +129,11 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.Listen, err)
 	}
-	log.Info("jethook ready", "listen", ln.Addr().String(), "admin", adminAddr.String(), "routes", len(cfg.Routes), "store", storeName(s))
+	// Past the limit, new connections wait in the kernel's accept queue
+	// until one closes: each may hold up to MaxHeaderBytes of headers.
+	ln = netutil.LimitListener(ln, s.MaxConns)
+	log.Info("jethook ready", "listen", ln.Addr().String(), "admin", adminAddr.String(), "routes", len(cfg.Routes), "store", storeName(s),
+		"max_conns", s.MaxConns, "max_inflight_bytes", s.MaxInFlightBytes)
 	if ready != nil {
 		ready <- ln.Addr()
 	}

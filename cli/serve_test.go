@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -287,4 +290,118 @@ func TestReadyzSaysShuttingDownAsSoonAsShutdownBegins(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Not parallel: it measures the process's heap.
+func TestHeaderFloodsAreBoundedByTheConnectionLimit(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the kernel's socket queues from /proc/net/tcp")
+	}
+	const limit, flood = 50, 300
+	// A long header timeout keeps the flood in place while it is measured;
+	// the default 5 s would cut every one of them off.
+	addr := serveForTest(t, func(s *Settings) { s.MaxConns = limit; s.HeaderTimeout = time.Minute })
+	if code := postExample(t, addr); code != http.StatusOK {
+		t.Fatalf("warm-up: %d", code)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	before := heapInUse()
+	var headers strings.Builder
+	headers.WriteString("POST /hooks/example HTTP/1.1\r\nHost: jethook\r\n")
+	for i := 0; headers.Len() < 60<<10; i++ {
+		fmt.Fprintf(&headers, "X-Pad-%d: %s\r\n", i, strings.Repeat("p", 100))
+	}
+	conns := make([]net.Conn, 0, flood)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for range flood {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if _, err := io.WriteString(c, headers.String()); err != nil { // never ended
+			t.Fatal(err)
+		}
+	}
+	eventually(t, fmt.Sprintf("%d connections served with their headers read and %d waiting in the accept queue", limit, flood-limit), func() bool {
+		q := tcpQueues(t, port)
+		return q.drained == limit && q.waiting == flood-limit
+	})
+	grew := int64(heapInUse()) - int64(before)
+	t.Logf("%d connections of 60 KiB headers, %d served: heap grew %d KiB (%d KiB a served connection)",
+		flood, limit, grew>>10, grew/limit>>10)
+	if bound := int64(2 * limit * connCost); grew > bound {
+		t.Fatalf("heap grew %d KiB, want under %d KiB for %d served connections", grew>>10, bound>>10, limit)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	eventually(t, "a webhook taken once the flood is gone", func() bool { return postExample(t, addr) == http.StatusOK })
+}
+
+// postExample posts a webhook on a connection of its own, closed after
+// the answer, so that it holds none of the connection limit afterwards. A
+// request that waits for a connection slot for 10 s fails the test.
+func postExample(t *testing.T, addr string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/hooks/example", strings.NewReader(`{"ok":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Close = true
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// queues is what the kernel says about a loopback port's server side.
+type queues struct {
+	waiting int // connections in the listener's accept queue
+	drained int // established connections with nothing left unread
+}
+
+// tcpQueues reads /proc/net/tcp: a listening socket's rx_queue is its
+// accept queue, an established one's the bytes received and not yet
+// read by the program.
+func tcpQueues(t *testing.T, port string) queues {
+	t.Helper()
+	data, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	local := fmt.Sprintf("0100007F:%04X", p)
+	var q queues
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[1] != local {
+			continue
+		}
+		_, rx, _ := strings.Cut(f[4], ":")
+		n, _ := strconv.ParseInt(rx, 16, 64)
+		switch f[3] {
+		case "0A": // LISTEN
+			q.waiting = int(n)
+		case "01": // ESTABLISHED
+			if n == 0 {
+				q.drained++
+			}
+		}
+	}
+	return q
 }

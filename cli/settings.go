@@ -6,10 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/jethook/jethook/proxy"
 )
 
 // Settings are the process settings, read from JETHOOK_* variables.
@@ -36,6 +39,33 @@ type Settings struct {
 	// MemoryLimit is the Go memory limit ("512MiB"); empty derives it
 	// (memory.go).
 	MemoryLimit string `env:"MEMORY_LIMIT"`
+	// MaxInFlightBytes bounds the request bodies held in memory at once
+	// (proxy.Handler.MaxInFlightBytes); MaxConns bounds the public
+	// listener's open connections, each of which may hold up to 64 KiB of
+	// headers. 0 derives each when serve starts: see resolved.
+	MaxInFlightBytes int64 `env:"MAX_INFLIGHT_BYTES" envDefault:"0"`
+	MaxConns         int   `env:"MAX_CONNS" envDefault:"0"`
+}
+
+// connCost is what the derived connection limit allows one public
+// connection: net/http holds about 130 KiB of heap for a connection that
+// has sent 60 KiB of headers it has not finished (MaxHeaderBytes is 64 KiB)
+// while it parses them, as TestHeaderFloodsAreBoundedByTheConnectionLimit
+// logs.
+const connCost = 128 << 10
+
+// resolved returns s with the limits derived from the memory budget set:
+// MaxInFlightBytes from the Go memory limit as it is now (so after
+// anything that sets it), MaxConns so that connections full of headers
+// cost about as much as the bodies in flight, and at least 128.
+func (s Settings) resolved() Settings {
+	if s.MaxInFlightBytes == 0 {
+		s.MaxInFlightBytes = proxy.InFlightBytes(debug.SetMemoryLimit(-1))
+	}
+	if s.MaxConns == 0 {
+		s.MaxConns = int(max(s.MaxInFlightBytes/connCost, 128))
+	}
+	return s
 }
 
 // loadSettings reads and checks the environment.
@@ -68,10 +98,34 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if _, _, err := memoryLimit(s.MemoryLimit, func() (uint64, error) { return 0, nil }); err != nil {
 		return s, err
 	}
+	if s.MaxInFlightBytes < 0 {
+		return s, fmt.Errorf("environment: JETHOOK_MAX_INFLIGHT_BYTES=%d: want bytes, or 0 to derive it from the memory limit", s.MaxInFlightBytes)
+	}
+	if s.MaxConns < 0 {
+		return s, fmt.Errorf("environment: JETHOOK_MAX_CONNS=%d: want a number of connections, or 0 to derive it", s.MaxConns)
+	}
 	if s.Replicas < 1 || s.Replicas > 5 {
 		return s, fmt.Errorf("environment: JETHOOK_REPLICAS=%d: want 1 to 5", s.Replicas)
 	}
+	if err := checkAdminToken(s.AdminToken); err != nil {
+		return s, err
+	}
 	return s, nil
+}
+
+// checkAdminToken refuses a token no request could present: the admin API
+// trims the bearer token it is sent, so a blank one, or one with spaces or
+// a newline around it (a secret file's last line), would never match.
+func checkAdminToken(token string) error {
+	switch {
+	case token == "":
+		return nil
+	case strings.TrimSpace(token) == "":
+		return errors.New("environment: JETHOOK_ADMIN_TOKEN is only whitespace: set a real token, or leave it unset")
+	case strings.TrimSpace(token) != token:
+		return errors.New("environment: JETHOOK_ADMIN_TOKEN starts or ends with whitespace (a newline from a secret file?): no bearer token could match it; remove it")
+	}
+	return nil
 }
 
 // envError names the variable behind each parse error: the env library

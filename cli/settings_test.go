@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy"
 )
 
 func TestSettingsHaveTheDocumentedDefaults(t *testing.T) {
@@ -23,12 +27,14 @@ func TestSettingsHaveTheDocumentedDefaults(t *testing.T) {
 func TestABadSettingIsAClearErrorNamingTheVariable(t *testing.T) {
 	t.Parallel()
 	cases := map[string]string{
-		"JETHOOK_RETENTION":       "three days",
-		"JETHOOK_STORE_SYNC":      "sometimes",
-		"JETHOOK_LOG_FORMAT":      "xml",
-		"JETHOOK_LOG_LEVEL":       "loud",
-		"JETHOOK_REPLICAS":        "7",
-		"JETHOOK_ATTEMPT_LOG_AGE": "0s",
+		"JETHOOK_RETENTION":          "three days",
+		"JETHOOK_STORE_SYNC":         "sometimes",
+		"JETHOOK_LOG_FORMAT":         "xml",
+		"JETHOOK_LOG_LEVEL":          "loud",
+		"JETHOOK_REPLICAS":           "7",
+		"JETHOOK_ATTEMPT_LOG_AGE":    "0s",
+		"JETHOOK_MAX_INFLIGHT_BYTES": "-1",
+		"JETHOOK_MAX_CONNS":          "lots",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -38,5 +44,66 @@ func TestABadSettingIsAClearErrorNamingTheVariable(t *testing.T) {
 				t.Fatalf("%s=%q: err = %v, want it to name the variable", name, value, err)
 			}
 		})
+	}
+}
+
+func TestAnAdminTokenNoRequestCouldPresentIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, token string
+		ok          bool
+	}{
+		{"no token is allowed (loopback admin only)", "", true},
+		{"a token is allowed", "s3cret", true},
+		{"spaces only are refused", "   ", false},
+		{"a tab and a newline are refused", "\t\n", false},
+		{"a trailing newline is refused", "s3cret\n", false},
+		{"a leading space is refused", " s3cret", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadSettings(map[string]string{"JETHOOK_ADMIN_TOKEN": tc.token})
+			if tc.ok && err != nil {
+				t.Fatalf("%q: %v", tc.token, err)
+			}
+			if !tc.ok && (err == nil || !strings.Contains(err.Error(), "JETHOOK_ADMIN_TOKEN")) {
+				t.Fatalf("%q: err = %v, want an error naming JETHOOK_ADMIN_TOKEN", tc.token, err)
+			}
+		})
+	}
+}
+
+func TestTheMemoryLimitsAreDerivedUnlessSet(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		set, want Settings
+	}{
+		{"both set are kept", Settings{MaxInFlightBytes: 1 << 30, MaxConns: 10}, Settings{MaxInFlightBytes: 1 << 30, MaxConns: 10}},
+		{"connections follow the body budget", Settings{MaxInFlightBytes: 256 << 20}, Settings{MaxInFlightBytes: 256 << 20, MaxConns: 2048}},
+		{"never fewer than 128 connections", Settings{MaxInFlightBytes: 1 << 20}, Settings{MaxInFlightBytes: 1 << 20, MaxConns: 128}},
+	} {
+		if got := tc.set.resolved(); got != tc.want {
+			t.Errorf("%s: got %d bytes, %d connections; want %d, %d", tc.name, got.MaxInFlightBytes, got.MaxConns, tc.want.MaxInFlightBytes, tc.want.MaxConns)
+		}
+	}
+	got := Settings{}.resolved()
+	if want := proxy.InFlightBytes(debug.SetMemoryLimit(-1)); got.MaxInFlightBytes != want || got.MaxConns < 128 {
+		t.Errorf("derived %d bytes, %d connections; want %d bytes from the memory limit", got.MaxInFlightBytes, got.MaxConns, want)
+	}
+}
+
+func TestARouteWhoseMaxBodyCouldNeverFitInTheBudgetIsRefused(t *testing.T) {
+	t.Parallel()
+	cfg, err := policy.Load("../policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := loadSettings(map[string]string{"JETHOOK_MAX_INFLIGHT_BYTES": "1048576"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkConfig(s, cfg, 0); err == nil || !strings.Contains(err.Error(), "JETHOOK_MAX_INFLIGHT_BYTES") {
+		t.Fatalf("err = %v, want one naming JETHOOK_MAX_INFLIGHT_BYTES", err)
 	}
 }

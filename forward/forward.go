@@ -29,8 +29,24 @@ import (
 // AckWait: the server redelivers only if jethook itself died mid-attempt,
 // so it is also how long such a message waits after a crash. Settling
 // after the attempt (a dead letter's publish) first extends the wait with
-// InProgress.
+// InProgress, then takes at most settleWait, so that the message is never
+// redelivered while an attempt still holds it.
 const ackMargin = 5 * time.Second
+
+// settleWait bounds a dead letter's publish: InProgress has just given the
+// message a whole AckWait again (a timeout plus ackMargin, whatever a
+// reload made the timeout), and a Nak must reach the server before it runs
+// out.
+const settleWait = ackMargin - time.Second
+
+// What is left of a response body is read, so that its connection can
+// carry the next attempt, only up to maxDrain bytes and for drainWait (and
+// never past the attempt's timeout); a longer or slower body is closed,
+// and its connection with it.
+const (
+	maxDrain  = 64 << 10
+	drainWait = time.Second
+)
 
 // Forwarder runs the delivery loops. Set the fields, then call Start.
 type Forwarder struct {
@@ -81,7 +97,7 @@ func (f *Forwarder) Start(ctx context.Context, cfg *policy.Config) error {
 		f.FetchWait = 2 * time.Second
 	}
 	if f.ParkAfter <= 0 {
-		f.ParkAfter = parkAfter
+		f.ParkAfter = DefaultParkAfter
 	}
 	var dests []*destination
 	for _, r := range cfg.Routes {
@@ -266,11 +282,11 @@ func (d *destination) stopFetch() {
 	d.fetchMu.Unlock()
 }
 
-// parkAfter is the default Forwarder.ParkAfter: JetStream keeps a
+// DefaultParkAfter is the default Forwarder.ParkAfter: JetStream keeps a
 // nak-delayed message in its consumer's memory (about 184 B), counts it
 // against MaxAckPending and scans it on every timer, so only the short
 // first waits stay there.
-const parkAfter = 5 * time.Second
+const DefaultParkAfter = 5 * time.Second
 
 // held is a fetched message and what an attempt needs of it. A due record
 // (a parked webhook come back) stands for the original webhook: its
@@ -414,8 +430,17 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 	if err != nil {
 		return Classify(d.route.Retry, nil, err, d.f.Now())
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	// The attempt ends with its context whatever the backend sends: a
+	// 101's body is the raw connection, which the request's context does
+	// not cancel, and a Transport need not cancel reads of a body either.
+	stop := context.AfterFunc(ctx, func() { resp.Body.Close() })
+	defer func() {
+		stop()
+		resp.Body.Close()
+	}()
+	if resp.StatusCode >= 200 && resp.Body != http.NoBody {
+		drain(resp.Body)
+	}
 	return Classify(d.route.Retry, resp, nil, d.f.Now())
 }
 
@@ -426,9 +451,11 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope, due time.Time, log *slog.Logger) {
 	m, wait := h.m, due.Sub(d.f.Now())
 	if wait >= d.f.ParkAfter || h.due {
-		_ = m.InProgress() // parking may take up to the publish timeout
+		_ = m.InProgress() // parking may take up to settleWait
 		p := store.Parked{Seq: h.seq, Attempts: h.n, FirstSeen: h.first, Due: due}
-		err := d.f.Store.Park(context.WithoutCancel(ctx), d.route.Name, d.dest.Name, e.EventID, p)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
+		err := d.f.Store.Park(sctx, d.route.Name, d.dest.Name, e.EventID, p)
+		cancel()
 		if err == nil {
 			if err := m.Ack(); err != nil {
 				log.Warn("ack after parking failed; the attempt may be made twice", "err", err)
@@ -440,6 +467,13 @@ func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope,
 	if err := m.NakWithDelay(max(wait, 0)); err != nil {
 		log.Warn("nak failed; the message returns after its ack wait", "err", err)
 	}
+}
+
+// drain reads what is left of a response body: see maxDrain.
+func drain(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { body.Close() })
+	defer t.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrain))
 }
 
 // deadLetter stores the dead letter, waits for its ack, then terminates the
@@ -460,8 +494,10 @@ func (d *destination) deadLetter(ctx context.Context, h held, e *store.Envelope,
 	if o.Err != nil {
 		dl.LastError = errText(o.Err)
 	}
-	_ = m.InProgress() // the dead letter's publish may take up to its timeout
-	if err := d.f.Store.AddDeadLetter(context.WithoutCancel(ctx), dl); err != nil {
+	_ = m.InProgress() // the dead letter's publish may take up to settleWait
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
+	defer cancel()
+	if err := d.f.Store.AddDeadLetter(sctx, dl); err != nil {
 		log.Error("dead letter not stored; will try again", "err", err)
 		_ = m.NakWithDelay(5 * time.Second)
 		return

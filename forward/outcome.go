@@ -18,7 +18,8 @@ type Kind int
 const (
 	// Delivered: the backend answered 2xx.
 	Delivered Kind = iota
-	// Transient: worth another attempt (408, 429, 5xx, network error, timeout).
+	// Transient: worth another attempt (408, 429, 5xx, network error,
+	// timeout, a protocol switch nobody asked for).
 	Transient
 	// Permanent: another attempt cannot succeed (other 4xx, 3xx).
 	Permanent
@@ -52,6 +53,13 @@ type Outcome struct {
 // 2xx is delivered; statuses the route's retry_on lists (408, 429, 5xx by
 // default) and every network error or timeout are transient; redirects
 // (not followed) and every other status are permanent.
+//
+// A 101 Switching Protocols (the one 1xx net/http returns) is transient:
+// jethook never sends Upgrade, and a server may switch only to a protocol
+// the request's Upgrade names (RFC 9110 §7.8), so it is a protocol error,
+// like a malformed response, which net/http reports as an error and which
+// is retried. A backend that does it every time opens its breaker and its
+// events end as dead letters when their retries run out.
 func Classify(r policy.Retry, resp *http.Response, err error, now time.Time) Outcome {
 	if err != nil {
 		reason := "network error"
@@ -62,6 +70,8 @@ func Classify(r policy.Retry, resp *http.Response, err error, now time.Time) Out
 	}
 	o := Outcome{Status: resp.StatusCode}
 	switch {
+	case resp.StatusCode < 200:
+		o.Kind, o.Reason = Transient, fmt.Sprintf("protocol error: status %d to a request that asked for no upgrade", resp.StatusCode)
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		o.Kind, o.Reason = Delivered, "delivered"
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
@@ -103,13 +104,14 @@ func unavailableFirst(k int) func(int, http.ResponseWriter) {
 }
 
 // rig is jethook in one test: a real embedded store, the ingress handler
-// behind a real HTTP server, and a forwarder.
+// behind a real HTTP server, and a forwarder that records metrics.
 type rig struct {
 	t       *testing.T
 	cfg     *policy.Config
 	store   *store.Store
 	ingress *httptest.Server
 	fwd     *forward.Forwarder
+	metrics *metrics.Metrics
 }
 
 func parseConfig(t *testing.T, yaml, backendURL string) *policy.Config {
@@ -128,7 +130,7 @@ func parseConfig(t *testing.T, yaml, backendURL string) *policy.Config {
 
 func newRig(t *testing.T, cfg *policy.Config, opts store.Options) *rig {
 	t.Helper()
-	r := &rig{t: t, cfg: cfg, store: storetest.Open(t, opts)}
+	r := &rig{t: t, cfg: cfg, store: storetest.Open(t, opts), metrics: metrics.New(nil)}
 	h, err := proxy.New(cfg, r.store, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +144,7 @@ func newRig(t *testing.T, cfg *policy.Config, opts store.Options) *rig {
 // startForwarder starts a forwarder whose fetches wait up to fetchWait,
 // with tune's settings.
 func (r *rig) startForwarder(fetchWait time.Duration, tune ...func(*forward.Forwarder)) {
-	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: fetchWait}
+	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: fetchWait, Metrics: r.metrics}
 	for _, f := range tune {
 		f(r.fwd)
 	}

@@ -11,12 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,8 +41,18 @@ type Handler struct {
 	// Metrics counts received, rejected and stored webhooks; nil counts
 	// nothing.
 	Metrics *metrics.Metrics
+	// MaxInFlightBytes bounds the request bodies held in memory at once,
+	// across all requests, so that no number of requests can exhaust
+	// memory: a body holds only what it has sent (see firstRead). A
+	// request that finds no room waits up to a second for others to end,
+	// then gets 503 overloaded with Retry-After, never an out-of-memory
+	// crash. It must hold every route's max_body. 0 is InFlightBytes of
+	// the Go memory limit when the first request arrives.
+	MaxInFlightBytes int64
 
-	routes atomic.Pointer[map[string]*route]
+	routes   atomic.Pointer[map[string]*route]
+	once     sync.Once
+	inflight *budget
 }
 
 type route struct {
@@ -107,16 +118,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, rt, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over the route's limit of %d bytes", rt.MaxBody))
 		return
 	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, rt.MaxBody), r.ContentLength)
+	h.once.Do(h.newBudget)
+	body, err := h.inflight.read(r.Context(), http.MaxBytesReader(w, r.Body, rt.MaxBody), r.ContentLength, rt.MaxBody)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			h.reject(w, r, rt, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over the route's limit of %d bytes", rt.MaxBody))
-			return
+		case errors.Is(err, errOverBudget):
+			w.Header().Set("Retry-After", fmt.Sprint(int(h.retryAfter().Seconds())))
+			h.reject(w, r, rt, http.StatusServiceUnavailable, "overloaded", "too many request bodies in memory; retry later")
+		default:
+			h.reject(w, r, rt, http.StatusBadRequest, "body_unreadable", "request body could not be read")
 		}
-		h.reject(w, r, rt, http.StatusBadRequest, "body_unreadable", "request body could not be read")
 		return
 	}
+	defer h.inflight.put(cap(body))
 	if err := rt.verifier.Verify(r.Header, body); err != nil {
 		reason, detail := "bad_signature", err.Error()
 		var pe *provider.Error
@@ -181,26 +198,6 @@ func acceptedJSON(id string, duplicate bool) []byte {
 	return append(b, "}\n"...)
 }
 
-// readBody reads the whole body, in one allocation when its length is
-// declared. r is already bounded by the route's max_body.
-func readBody(r io.Reader, length int64) ([]byte, error) {
-	if length < 0 {
-		return io.ReadAll(r)
-	}
-	body := make([]byte, length)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
-	}
-	var one [1]byte
-	if n, err := r.Read(one[:]); n > 0 || (err != nil && err != io.EOF) {
-		if err == nil {
-			err = errors.New("body longer than its Content-Length")
-		}
-		return nil, err
-	}
-	return body, nil
-}
-
 // eventID is the provider's id when it is usable as a Nats-Msg-Id, else a
 // SHA-256 of route and body, so an id-less redelivery still dedups.
 func eventID(route, id string, body []byte) string {
@@ -245,6 +242,14 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rt *route, stat
 type rejected struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
+}
+
+func (h *Handler) newBudget() {
+	size := h.MaxInFlightBytes
+	if size <= 0 {
+		size = InFlightBytes(debug.SetMemoryLimit(-1))
+	}
+	h.inflight = newBudget(size)
 }
 
 func (h *Handler) now() time.Time {

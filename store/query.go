@@ -31,9 +31,14 @@ func (f DeadLetterFilter) Validate() error {
 	if f.Destination != "" && f.Route == "" {
 		return errors.New("a destination filter needs a route")
 	}
+	// Names become subject tokens: anything but the characters a policy
+	// name may hold (letters, digits, "_" and "-") would make a subject
+	// the server refuses, or one that matches other names.
 	for _, tok := range []string{f.Route, f.Destination} {
-		if strings.ContainsAny(tok, ".*> \t") {
-			return fmt.Errorf("%q is not a route or destination name", tok)
+		if strings.ContainsFunc(tok, func(c rune) bool {
+			return !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z')
+		}) {
+			return fmt.Errorf("%q is not a route or destination name: names hold only letters, digits, \"_\" and \"-\"", tok)
 		}
 	}
 	if f.Status != "" && f.Status != "none" {
