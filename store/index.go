@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // The index finds what the streams hold about an event id: the webhook's
@@ -64,11 +65,17 @@ const indexCache = 8 << 20
 func openIndex(dir string, keep time.Duration, log *slog.Logger) (*index, error) {
 	cache := pebble.NewCache(indexCache)
 	defer cache.Unref()
-	db, err := pebble.Open(filepath.Join(dir, "index"), &pebble.Options{
+	opts := &pebble.Options{
 		Cache:        cache,
 		MemTableSize: 4 << 20,
 		Logger:       pebbleLogger{log},
-	})
+	}
+	// Most lookups miss (every new webhook's dedup check): a Bloom filter
+	// per table answers those without reading the table.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(filepath.Join(dir, "index"), opts)
 	if err != nil {
 		return nil, fmt.Errorf("index in %s: %w", dir, err)
 	}

@@ -365,9 +365,14 @@ func (s *Store) startIndex(ctx context.Context, attempts jetstream.Stream) error
 	for _, t := range []struct {
 		st          jetstream.Stream
 		headersOnly bool
+		filters     []string // nil: all
 		apply       func(*pebble.Batch, jetstream.Msg, *jetstream.MsgMetadata)
-	}{{s.main, true, s.indexWebhook}, {s.dlq, true, s.indexDeadLetter}, {attempts, false, s.indexAttempt}} {
-		tl, err := s.startTailer(ctx, t.st, t.headersOnly, t.apply)
+	}{
+		{s.main, true, []string{"webhooks.>", "replay.>"}, s.indexWebhook}, // not the due records
+		{s.dlq, true, nil, s.indexDeadLetter},
+		{attempts, false, nil, s.indexAttempt},
+	} {
+		tl, err := s.startTailer(ctx, t.st, t.headersOnly, t.filters, t.apply)
 		if err != nil {
 			return err
 		}

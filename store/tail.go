@@ -21,14 +21,15 @@ import (
 // It is the index's only writer for that stream, on every replica: a
 // webhook another jethook stored is found here as soon as it is indexed.
 type tailer struct {
-	st     jetstream.Stream
-	x      *index
-	stream string
-	apply  func(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata)
-	msgs   chan jetstream.Msg
-	cc     jetstream.ConsumeContext
-	done   chan struct{}
-	ended  chan struct{}
+	st      jetstream.Stream
+	filters []string // the subjects it reads; nil: all
+	x       *index
+	stream  string
+	apply   func(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata)
+	msgs    chan jetstream.Msg
+	cc      jetstream.ConsumeContext
+	done    chan struct{}
+	ended   chan struct{}
 
 	mu      sync.Mutex
 	applied uint64
@@ -38,7 +39,7 @@ type tailer struct {
 // tailBatch bounds the messages one index write takes in.
 const tailBatch = 1024
 
-func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, headersOnly bool,
+func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, headersOnly bool, filters []string,
 	apply func(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata)) (*tailer, error) {
 	name := st.CachedInfo().Config.Name
 	from, err := s.idx.watermark(name)
@@ -55,7 +56,7 @@ func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, headersOnl
 		s.opts.Logger.Warn("index is ahead of its stream; reindexing", "stream", name, "index", from, "stream_last", info.State.LastSeq)
 		from = 0
 	}
-	cfg := jetstream.OrderedConsumerConfig{HeadersOnly: headersOnly, DeliverPolicy: jetstream.DeliverAllPolicy}
+	cfg := jetstream.OrderedConsumerConfig{HeadersOnly: headersOnly, DeliverPolicy: jetstream.DeliverAllPolicy, FilterSubjects: filters}
 	if from > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from+1
 	}
@@ -63,7 +64,7 @@ func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, headersOnl
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", name, err)
 	}
-	t := &tailer{st: st, x: s.idx, stream: name, apply: apply, applied: from,
+	t := &tailer{st: st, filters: filters, x: s.idx, stream: name, apply: apply, applied: from,
 		msgs: make(chan jetstream.Msg, tailBatch), done: make(chan struct{}), ended: make(chan struct{}),
 		moved: make(chan struct{})}
 	log := s.opts.Logger
@@ -151,14 +152,25 @@ func (t *tailer) caughtUp(ctx context.Context, seq uint64, wait time.Duration) b
 // message; it reports whether it has. Lookups call it when the index
 // misses, so what was stored a moment ago is found.
 func (t *tailer) sync(ctx context.Context, wait time.Duration) (bool, error) {
-	m, err := t.st.GetLastMsgForSubject(ctx, ">")
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return true, nil // the stream is empty
+	subjects := t.filters
+	if subjects == nil {
+		subjects = []string{">"}
 	}
-	if err != nil {
-		return false, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, t.stream, err)
+	var last uint64
+	for _, subj := range subjects {
+		m, err := t.st.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, t.stream, err)
+		}
+		last = max(last, m.Sequence)
 	}
-	return t.caughtUp(ctx, m.Sequence, wait), nil
+	if last == 0 {
+		return true, nil // nothing to read
+	}
+	return t.caughtUp(ctx, last, wait), nil
 }
 
 // catchUp waits until the tailer has indexed what the stream holds now,
