@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/store/storetest"
 )
 
 // The data dir in testdata/datadir-per-event-subjects.tar.gz was written by
@@ -78,7 +80,7 @@ routes:
 	p.start()
 
 	// What waited in backoff is delivered.
-	waitFor(t, 30*time.Second, "orders 4 and 5 delivered to app", func() bool {
+	storetest.Eventually(t, 30*time.Second, "orders 4 and 5 delivered to app", func() bool {
 		return app.got(upgradeIDs[3]) && app.got(upgradeIDs[4])
 	})
 	// Every old event is found by id, with where it stands.
@@ -122,19 +124,7 @@ routes:
 	if code := p.adminJSONBody(t, http.MethodPost, "/v1/deadletters/replay", body, &replay); code != http.StatusOK || replay.Queued != 1 {
 		t.Fatalf("replay: %d %+v", code, replay)
 	}
-	waitFor(t, 30*time.Second, "the replayed dead letter delivered to audit", func() bool { return audit.got(upgradeIDs[0]) })
-}
-
-// waitFor polls cond every 50 ms until it holds or within passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	storetest.Eventually(t, 30*time.Second, "the replayed dead letter delivered to audit", func() bool { return audit.got(upgradeIDs[0]) })
 }
 
 // adminJSON calls the admin API with the test token and decodes the answer.
