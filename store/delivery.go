@@ -84,9 +84,9 @@ func (s *Store) lastAttempt(ctx context.Context, e *Envelope, destination string
 // Delivery says where the event stored at seq in WEBHOOKS stands at route's
 // destination, following its latest replay if there is one. The consumer
 // keeps no per-message history: "delivered" means the consumer's ack floor
-// has passed the message and no dead letter names it; a message acked out
-// of order, above the floor, still reads "attempting" until the floor
-// passes it.
+// has passed the message, no dead letter names it and its latest logged
+// attempt did not park it for a later one; a message acked out of order,
+// above the floor, still reads "attempting" until the floor passes it.
 func (s *Store) Delivery(ctx context.Context, e *Envelope, seq uint64, destination string) (Delivery, error) {
 	d := Delivery{Destination: destination}
 	for _, t := range s.tails[:2] {

@@ -15,8 +15,8 @@ type Stored struct {
 }
 
 // Publish writes e to its route's subject and waits for the stream's ack,
-// so a nil error means the message is on disk (see docs/design.md,
-// Durability). An event id the index holds from the last DedupWindow is a
+// so a nil error means the message is on disk (README, Durability). An
+// event id the index holds from the last DedupWindow is a
 // duplicate and is not written again; one stored a moment ago, not yet
 // indexed, is caught by the stream itself (Nats-Msg-Id =
 // msgID(e.Route, e.EventID), raceWindow). Publishes are sent
