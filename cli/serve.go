@@ -116,6 +116,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		stopAdmin(actx)
 	}()
 	go rl.onHangup(ctx)
+	go releaseWhenIdle(ctx)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: s.HeaderTimeout,
