@@ -43,8 +43,9 @@ type index struct {
 	width int64 // generation width in seconds
 	keep  time.Duration
 
-	mu   sync.Mutex
-	gens []int64 // live generations, oldest first
+	mu      sync.Mutex
+	gens    []int64 // live generations, oldest first
+	written uint64  // highest WEBHOOKS sequence put directly
 }
 
 // Kinds of index entries.
@@ -327,6 +328,24 @@ func (l pebbleLogger) Errorf(format string, args ...any) {
 func (l pebbleLogger) Fatalf(format string, args ...any) {
 	l.log.Error("index: " + fmt.Sprintf(format, args...))
 	panic(fmt.Sprintf(format, args...))
+}
+
+// put indexes one stored webhook (kindEvent, dest "") or replay
+// (kindReplay) as its writer stores it, and moves stream's watermark up to
+// seq. Concurrent writers may commit out of order; see catchUpMargin.
+func (x *index) put(stream string, kind byte, route, dest, eventID string, seq uint64, t time.Time, ref uint64) error {
+	b := x.db.NewBatch()
+	putEntry(b, key(x.gen(b, t), eventHash(eventID), kind, route, dest, nil), seq, t, ref)
+	x.mu.Lock()
+	if seq > x.written {
+		x.written = seq
+	}
+	setWatermark(b, stream, x.written)
+	x.mu.Unlock()
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	return nil
 }
 
 // eventSeq finds route's webhook eventID stored at or after since by exact

@@ -41,6 +41,9 @@ func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
 	}
 	select {
 	case ack := <-fut.Ok():
+		if !ack.Duplicate {
+			s.indexStored(kindEvent, e.Route, "", e.EventID, ack.Sequence, 0)
+		}
 		return Stored{Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
 	case err := <-fut.Err():
 		return Stored{}, fmt.Errorf("%w: publish: %v", ErrUnavailable, err)
@@ -48,6 +51,18 @@ func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
 		return Stored{}, fmt.Errorf("%w: no ack from the stream within %s", ErrUnavailable, s.opts.PublishTimeout)
 	case <-ctx.Done():
 		return Stored{}, fmt.Errorf("%w: no ack from the stream: %v", ErrUnavailable, ctx.Err())
+	}
+}
+
+// indexStored indexes a webhook or replay this process stored, when the
+// index does not follow WEBHOOKS (the embedded server). A failure is
+// logged: the message is stored, and the next start indexes it.
+func (s *Store) indexStored(kind byte, route, dest, eventID string, seq, ref uint64) {
+	if s.tails[0].follow {
+		return
+	}
+	if err := s.idx.put(StreamName, kind, route, dest, eventID, seq, time.Now(), ref); err != nil {
+		s.opts.Logger.Warn("index write failed; the next start indexes it", "route", route, "seq", seq, "err", err)
 	}
 }
 

@@ -66,6 +66,10 @@ func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayResult, err
 				r.Duplicates++
 			} else {
 				r.Queued++
+				m := fut.Msg()
+				of, _ := strconv.ParseUint(m.Header.Get(hdrReplayOf), 10, 64)
+				p := subjectParts(m.Subject)
+				s.indexStored(kindReplay, p[1], p[2], m.Header.Get(hdrEventID), ack.Sequence, of)
 			}
 		case err := <-fut.Err():
 			errs = append(errs, fmt.Errorf("dead letter %s: %v", fut.Msg().Header.Get(hdrReplayOf), err))

@@ -362,17 +362,23 @@ func (s *Store) startIndex(ctx context.Context, attempts jetstream.Stream) error
 	}
 	s.idx = idx
 	start := time.Now()
+	// The embedded server's WEBHOOKS has no writer but this process,
+	// which indexes each webhook and replay as it stores it: reading them
+	// back would cost about 40 µs of CPU per webhook. Another jethook may
+	// write to an external server's, so there the index follows it.
+	followWebhooks := s.srv == nil
 	for _, t := range []struct {
 		st          jetstream.Stream
+		follow      bool
 		headersOnly bool
 		filters     []string // nil: all
 		apply       func(*pebble.Batch, jetstream.Msg, *jetstream.MsgMetadata)
 	}{
-		{s.main, true, []string{"webhooks.>", "replay.>"}, s.indexWebhook}, // not the due records
-		{s.dlq, true, nil, s.indexDeadLetter},
-		{attempts, false, nil, s.indexAttempt},
+		{s.main, followWebhooks, true, []string{"webhooks.>", "replay.>"}, s.indexWebhook}, // not the due records
+		{s.dlq, true, true, nil, s.indexDeadLetter},
+		{attempts, true, false, nil, s.indexAttempt},
 	} {
-		tl, err := s.startTailer(ctx, t.st, t.headersOnly, t.filters, t.apply)
+		tl, err := s.startTailer(ctx, t.st, t.follow, t.headersOnly, t.filters, t.apply)
 		if err != nil {
 			return err
 		}
@@ -382,6 +388,7 @@ func (s *Store) startIndex(ctx context.Context, attempts jetstream.Stream) error
 		if err := tl.catchUp(ctx, s.opts.Logger); err != nil {
 			return err
 		}
+		tl.settle()
 	}
 	s.opts.Logger.Debug("index ready", "took", time.Since(start))
 	s.expired = make(chan struct{})

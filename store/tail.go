@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -21,6 +22,11 @@ import (
 // It is the index's only writer for that stream, on every replica: a
 // webhook another jethook stored is found here as soon as it is indexed.
 type tailer struct {
+	// follow is false for a tailer that stops once caught up: the
+	// embedded store's WEBHOOKS, which only this process writes, indexing
+	// each write itself (Store.indexStored).
+	follow  bool
+	stopped atomic.Bool
 	st      jetstream.Stream
 	filters []string // the subjects it reads; nil: all
 	x       *index
@@ -39,12 +45,21 @@ type tailer struct {
 // tailBatch bounds the messages one index write takes in.
 const tailBatch = 1024
 
-func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, headersOnly bool, filters []string,
+// catchUpMargin is how far before its watermark a tailer that does not
+// follow starts again: the writes indexed directly may land out of order
+// (at most the publishes in flight), and a crash may lose the last few.
+// Indexing a message twice is harmless.
+const catchUpMargin = 20_000
+
+func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, follow, headersOnly bool, filters []string,
 	apply func(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata)) (*tailer, error) {
 	name := st.CachedInfo().Config.Name
 	from, err := s.idx.watermark(name)
 	if err != nil {
 		return nil, err
+	}
+	if !follow {
+		from -= min(from, catchUpMargin)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
@@ -64,7 +79,7 @@ func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, headersOnl
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", name, err)
 	}
-	t := &tailer{st: st, filters: filters, x: s.idx, stream: name, apply: apply, applied: from,
+	t := &tailer{follow: follow, st: st, filters: filters, x: s.idx, stream: name, apply: apply, applied: from,
 		msgs: make(chan jetstream.Msg, tailBatch), done: make(chan struct{}), ended: make(chan struct{}),
 		moved: make(chan struct{})}
 	log := s.opts.Logger
@@ -152,6 +167,9 @@ func (t *tailer) caughtUp(ctx context.Context, seq uint64, wait time.Duration) b
 // message; it reports whether it has. Lookups call it when the index
 // misses, so what was stored a moment ago is found.
 func (t *tailer) sync(ctx context.Context, wait time.Duration) (bool, error) {
+	if !t.follow && t.stopped.Load() {
+		return true, nil // stopped after catching up: writes index themselves
+	}
 	subjects := t.filters
 	if subjects == nil {
 		subjects = []string{">"}
@@ -191,8 +209,15 @@ func (t *tailer) catchUp(ctx context.Context, log *slog.Logger) error {
 	}
 }
 
+// settle stops a tailer that does not follow its stream, once caught up.
+func (t *tailer) settle() {
+	if !t.follow {
+		t.stop()
+	}
+}
+
 func (t *tailer) stop() {
-	if t == nil {
+	if t == nil || t.stopped.Swap(true) {
 		return
 	}
 	t.cc.Stop()
