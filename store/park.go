@@ -224,9 +224,11 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 			due = append(due, bucket{subj, p[1], p[2], slot})
 		}
 	}
-	mv.mu.Lock()
-	mv.parked = counts
-	mv.mu.Unlock()
+	defer func() {
+		mv.mu.Lock()
+		mv.parked = counts
+		mv.mu.Unlock()
+	}()
 	for len(due) > 0 {
 		// oldest first
 		i := 0
@@ -237,7 +239,9 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 		}
 		b := due[i]
 		due = append(due[:i], due[i+1:]...)
-		if err := mv.move(ctx, st, b.subject, b.route, b.dest); err != nil {
+		n, err := mv.move(ctx, st, b.subject, b.route, b.dest)
+		counts[[2]string{b.route, b.dest}] -= n
+		if err != nil {
 			return err
 		}
 	}
@@ -245,18 +249,18 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 }
 
 // move queues every record on subject as a due record of route's
-// destination, then purges what it queued.
-func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, dest string) error {
+// destination, then purges what it queued, and returns how many it moved.
+func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, dest string) (uint64, error) {
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var last uint64
 	var futs []jetstream.PubAckFuture
 	for {
 		batch, err := c.FetchNoWait(1024)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -277,12 +281,12 @@ func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, 
 				jetstream.WithExpectStream(StreamName),
 				jetstream.WithStallWait(mv.s.opts.PublishTimeout))
 			if err != nil {
-				return fmt.Errorf("due record: %w", err)
+				return 0, fmt.Errorf("due record: %w", err)
 			}
 			futs = append(futs, fut)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return err
+			return 0, err
 		}
 		if n == 0 {
 			break
@@ -294,20 +298,20 @@ func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, 
 		select {
 		case <-fut.Ok():
 		case err := <-fut.Err():
-			return fmt.Errorf("due record: %w", err)
+			return 0, fmt.Errorf("due record: %w", err)
 		case <-timeout.C:
-			return errors.New("due records: no ack from the stream")
+			return 0, errors.New("due records: no ack from the stream")
 		}
 	}
 	if last == 0 {
-		return nil
+		return 0, nil
 	}
 	// Only what was read: a record parked into this slot meanwhile stays
 	// for the next tick.
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(last+1)); err != nil {
-		return fmt.Errorf("purge %s: %w", subject, err)
+		return 0, fmt.Errorf("purge %s: %w", subject, err)
 	}
-	return nil
+	return uint64(len(futs)), nil
 }
 
 // ParkedCount is how many of route's destination's webhooks are parked,
