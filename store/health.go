@@ -59,6 +59,9 @@ type Health struct {
 	// Used is what JetStream stores (the account's file storage, in
 	// bytes); Limit the most it may store, zero when unknown.
 	Used, Limit uint64
+	// Purged counts the delivered webhooks removed to keep the store
+	// below its limit since Open.
+	Purged uint64
 }
 
 // Ready reports whether the store takes writes.
@@ -130,6 +133,7 @@ type monitor struct {
 	server, noAck, refused failure
 	nextReset              time.Time
 	resetWait              time.Duration
+	purged                 uint64
 }
 
 // failure is one recorded write failure.
@@ -288,8 +292,9 @@ func (s *Store) watchStore() {
 	}
 }
 
-// check reads the disk and the store's usage, tries to recover from a
-// write error, and records the verdict.
+// check reads the disk and the store's usage, makes room if the store
+// nears its limit, tries to recover from a write error, and records the
+// verdict.
 func (s *Store) check() {
 	m := &s.mon
 	h := Health{DiskFloor: uint64(s.opts.DiskFloor)}
@@ -303,11 +308,15 @@ func (s *Store) check() {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
 	usageErr := s.usage(ctx, &h)
+	if target, ok := purgeTarget(h); ok && usageErr == nil {
+		s.makeRoom(&h, target)
+	}
 	if diskOK && s.mon.connection() == nil {
 		s.recover()
 	}
 	m.mu.Lock()
 	server, noAck, refused := m.server, m.noAck, m.refused
+	h.Purged = m.purged
 	m.mu.Unlock()
 	switch {
 	case usageErr != nil:

@@ -51,6 +51,11 @@ func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T)
 	st := storetest.Open(t, store.Options{DataDir: dir, DiskFloor: 64 << 10, PublishTimeout: time.Second,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	ctx := context.Background()
+	// A destination that delivers nothing: a full disk must not purge
+	// what it has not had.
+	if _, err := st.Consumer(ctx, "github", "app", time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	var acked []string
 	publish := func(id string, size int) error {
 		_, err := st.Publish(ctx, envelope(id, fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", size))))

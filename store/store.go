@@ -84,7 +84,8 @@ type Options struct {
 	// together; 0 leaves nats-server's limit (the embedded server's
 	// default is 75 % of the disk that was free at its start). The
 	// embedded server takes it as its JetStream max_file_store; with an
-	// external server it is jethook's own budget.
+	// external server it is jethook's own budget. Near it, delivered
+	// webhooks are purged, oldest first (purge.go).
 	MaxBytes int64
 	// DiskFloor is the free space on DataDir's file system below which
 	// the store refuses new webhooks, so that acks, dead letters and the
