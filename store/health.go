@@ -216,9 +216,11 @@ func (s *Store) startMonitor() {
 	go s.watchStore()
 }
 
+// stop ends the loops; Health says the store is closed.
 func (m *monitor) stop() {
 	close(m.done)
 	m.wg.Wait()
+	m.last.Store(&Health{Reason: ReasonUnavailable, Detail: "the store is closed"})
 }
 
 // connected and disconnectedNow follow the NATS connection's callbacks.
