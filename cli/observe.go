@@ -11,8 +11,9 @@ import (
 )
 
 // newMetrics creates jethook's metrics in a registry of their own, with the
-// Go runtime and process collectors, and the backlog gauges read from st's
-// consumers at scrape time. Serve m.Handler() at /metrics.
+// Go runtime and process collectors, the backlog gauges read from st's
+// consumers and the store's health read from its monitor, at scrape time.
+// Serve m.Handler() at /metrics.
 func newMetrics(st *store.Store) *metrics.Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -28,5 +29,12 @@ func newMetrics(st *store.Store) *metrics.Metrics {
 		}
 		return rows, nil
 	})
+	m.SetStore(func() metrics.StoreHealth {
+		h := st.Health()
+		room, known := h.Headroom()
+		return metrics.StoreHealth{Reason: h.Reason, Reasons: store.Reasons, Used: h.Used, Limit: h.Limit,
+			DiskFree: h.DiskFree, DiskSize: h.DiskSize, Headroom: room, HeadroomKnown: known, Purged: h.Purged}
+	})
 	return m
 }
+
