@@ -57,6 +57,10 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err := checkConfig(s, cfg, 0); err != nil {
 		return err
 	}
+	maxBytes, err := s.storeMaxBytes()
+	if err != nil {
+		return err
+	}
 	st, err := store.Open(ctx, store.Options{
 		DataDir:       s.DataDir,
 		URL:           s.NATSURL,
@@ -66,6 +70,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		SyncAlways:    s.StoreSync == "always",
 		Replicas:      s.Replicas,
 		AttemptLogAge: s.AttemptLogAge,
+		MaxBytes:      maxBytes,
 		Logger:        log,
 	})
 	if err != nil {

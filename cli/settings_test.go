@@ -29,6 +29,7 @@ func TestABadSettingIsAClearErrorNamingTheVariable(t *testing.T) {
 		"JETHOOK_LOG_LEVEL":       "loud",
 		"JETHOOK_REPLICAS":        "7",
 		"JETHOOK_ATTEMPT_LOG_AGE": "0s",
+		"JETHOOK_STORE_MAX_BYTES": "20 gigs",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -38,5 +39,18 @@ func TestABadSettingIsAClearErrorNamingTheVariable(t *testing.T) {
 				t.Fatalf("%s=%q: err = %v, want it to name the variable", name, value, err)
 			}
 		})
+	}
+}
+
+func TestStoreMaxBytesTakesASize(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]int64{"": 0, "20GiB": 20 << 30, "512MB": 512_000_000, "1048576": 1 << 20} {
+		s, err := loadSettings(map[string]string{"JETHOOK_STORE_MAX_BYTES": value})
+		if err != nil {
+			t.Fatalf("JETHOOK_STORE_MAX_BYTES=%q: %v", value, err)
+		}
+		if got, _ := s.storeMaxBytes(); got != want {
+			t.Errorf("JETHOOK_STORE_MAX_BYTES=%q: %d bytes, want %d", value, got, want)
+		}
 	}
 }
