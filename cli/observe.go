@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/jethook/jethook/alert"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/store"
 )
@@ -38,3 +40,25 @@ func newMetrics(st *store.Store) *metrics.Metrics {
 	return m
 }
 
+// tellStore hands the store's health to the alerts every second until ctx
+// ends: the Notifier turns a store that starts or stops refusing writes,
+// or runs short of room, into notice lines. Capacity is the store's limit,
+// else its disk.
+func tellStore(ctx context.Context, st *store.Store, alerts *alert.Notifier) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		h := st.Health()
+		room, _ := h.Headroom()
+		capacity := h.Limit
+		if capacity == 0 {
+			capacity = h.DiskSize
+		}
+		alerts.Store(h.Reason, h.Detail, room, capacity)
+	}
+}

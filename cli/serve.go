@@ -86,6 +86,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	alerts := alert.New(cfg.Alerts, log)
 	alerts.Start()
 	defer alerts.Stop() // after fwd.Stop, so the last dead letters are told
+	go tellStore(ctx, st, alerts)
 	fwd := &forward.Forwarder{Store: st, Logger: log, Metrics: prom, Alerts: alerts}
 	if err := fwd.Start(ctx, cfg); err != nil {
 		return err
