@@ -12,7 +12,7 @@ import (
 // When the store holds more than purgeAbove of its limit, the monitor
 // purges delivered webhooks, oldest first, until it holds purgeTo or
 // nothing delivered is left; likewise when its disk has less than twice
-// its floor free. Retained webhooks are history (lookups, dedup by the
+// its floor free (but not less than the floor). Retained webhooks are history (lookups, dedup by the
 // index, which outlives them); a webhook some destination has not settled,
 // and every dead letter, are never purged.
 const (
@@ -27,7 +27,9 @@ func purgeTarget(h Health) (target uint64, ok bool) {
 	if h.Limit > 0 && float64(h.Used) > purgeAbove*float64(h.Limit) {
 		target, ok = min(target, uint64(purgeTo*float64(h.Limit))), true
 	}
-	if h.DiskSize > 0 && h.DiskFree < 2*h.DiskFloor {
+	// Below the floor even a purge fails for want of space: the store
+	// waits for room (health.go).
+	if h.DiskSize > 0 && h.DiskFree >= h.DiskFloor && h.DiskFree < 2*h.DiskFloor {
 		target, ok = min(target, h.Used-min(h.Used, 2*h.DiskFloor-h.DiskFree)), true
 	}
 	return target, ok

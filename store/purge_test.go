@@ -87,7 +87,8 @@ func TestPurgeTarget(t *testing.T) {
 		{"no limit known, none", Health{Used: 901}, 901, false},
 		{"a disk with twice its floor free, none", Health{Used: 500, DiskFree: 200, DiskSize: 1000, DiskFloor: 100}, 500, false},
 		{"a disk with less, what frees it back to twice its floor", Health{Used: 500, DiskFree: 150, DiskSize: 1000, DiskFloor: 100}, 450, true},
-		{"both, the lower", Health{Used: 950, Limit: 1000, DiskFree: 10, DiskSize: 2000, DiskFloor: 100}, 760, true},
+		{"both, the lower", Health{Used: 950, Limit: 1000, DiskFree: 210, DiskSize: 2000, DiskFloor: 200}, 760, true},
+		{"a disk below its floor, none: a purge needs room too", Health{Used: 500, DiskFree: 50, DiskSize: 1000, DiskFloor: 100}, 500, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if target, ok := purgeTarget(tc.h); target != tc.target || ok != tc.ok {
