@@ -34,8 +34,11 @@ type webhook struct {
 	Pad  string `json:"pad"`
 }
 
-func webhookBody(test string, n int) []byte {
-	b, err := json.Marshal(webhook{Test: test, N: n, Pad: strings.Repeat("x", 200)})
+func webhookBody(test string, n int) []byte { return paddedBody(test, n, 200) }
+
+// paddedBody is webhook n of test with pad bytes of padding.
+func paddedBody(test string, n, pad int) []byte {
+	b, err := json.Marshal(webhook{Test: test, N: n, Pad: strings.Repeat("x", pad)})
 	if err != nil {
 		panic(err)
 	}
