@@ -148,7 +148,7 @@ type readyError struct {
 
 func (h *Handler) ready(ctx context.Context) error {
 	if err := h.Store.Ready(ctx); err != nil {
-		return fmt.Errorf("store: %w", err)
+		return err // "store unavailable: <reason>: <detail>"
 	}
 	if h.Ready != nil {
 		return h.Ready(ctx)
