@@ -104,7 +104,10 @@ func TestAFrozenNATSServerGets503WithinThePublishTimeout(t *testing.T) {
 	)
 	ns := startNATSProcess(t)
 	be := newBackend(t, healthy)
-	jh := newProcess(t, policies(be.URL, fastRetry), map[string]string{"JETHOOK_NATS_URL": ns.url})
+	// 1 MiB bodies to a backend in a test process that may run under
+	// -race: attempts get 10s rather than the suite's usual 500ms.
+	pol := strings.Replace(policies(be.URL, fastRetry), "timeout: 500ms", "timeout: 10s", 1)
+	jh := newProcess(t, pol, map[string]string{"JETHOOK_NATS_URL": ns.url})
 	jh.start()
 	po := newPoster(jh.url("/hooks/crash"), t.Name())
 	po.pad = body
@@ -138,7 +141,7 @@ func TestAFrozenNATSServerGets503WithinThePublishTimeout(t *testing.T) {
 				calls = append(calls, c)
 				mu.Unlock()
 				if a.status != http.StatusOK {
-					time.Sleep(20 * time.Millisecond) // as a provider backs off
+					time.Sleep(250 * time.Millisecond) // as a provider backs off
 				}
 			}
 		})
@@ -226,13 +229,13 @@ func TestAFrozenNATSServerGets503WithinThePublishTimeout(t *testing.T) {
 }
 
 // awaitReadyzOnce asks /readyz once, as awaitReadyz does, and fails the
-// test if it does not answer within 3s.
+// test if it does not answer within readyzPatience.
 func (p *process) awaitReadyzOnce(t *testing.T) (int, string, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	code, reason, err := p.readyz(3 * time.Second)
+	code, reason, err := p.readyz(readyzPatience)
 	if err != nil {
-		t.Fatalf("/readyz did not answer within 3s (its bound is 2s): %v", err)
+		t.Fatalf("/readyz did not answer within %s (its bound is 2s): %v", readyzPatience, err)
 	}
 	return code, reason, time.Since(start)
 }
