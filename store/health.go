@@ -310,6 +310,9 @@ func (s *Store) check() {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
 	usageErr := s.usage(ctx, &h)
+	if prev := m.last.Load(); usageErr != nil && prev != nil {
+		h.Used, h.Limit = prev.Used, prev.Limit // the last known, not zero
+	}
 	if target, ok := purgeTarget(h); ok && usageErr == nil {
 		s.makeRoom(&h, target)
 	}
