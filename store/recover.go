@@ -1,8 +1,12 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // restartJetStream stops and starts the embedded server's JetStream with
@@ -33,3 +37,47 @@ func (s *Store) restartJetStream() error {
 	}
 	return nil
 }
+
+// recover clears a recorded write failure once the store takes writes
+// again. After a write error nats-server logged, the embedded JetStream is
+// restarted first (at most once per resetWait, doubling): that reopens the
+// file stores, the only way to clear their error. Then a probe is written;
+// its ack clears what was recorded before it was sent.
+func (s *Store) recover() {
+	m := &s.mon
+	m.mu.Lock()
+	server, pending, next := m.server, m.server.set() || m.noAck.set() || m.refused.set(), m.nextReset
+	m.mu.Unlock()
+	if !pending {
+		return
+	}
+	start := time.Now()
+	if server.set() && s.srv != nil {
+		if start.Before(next) {
+			return
+		}
+		m.mu.Lock()
+		m.nextReset, m.resetWait = start.Add(m.resetWait), min(2*m.resetWait, maxResetWait)
+		m.mu.Unlock()
+		s.opts.Logger.Warn("restarting the embedded JetStream to clear a write error", "err", server.what)
+		if err := s.restartJetStream(); err != nil {
+			s.opts.Logger.Error("restarting the embedded JetStream failed", "err", err)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	if _, err := s.js.Publish(ctx, probeSubject, nil, jetstream.WithExpectStream(StreamName)); err != nil {
+		s.opts.Logger.Debug("store probe not acked", "err", err)
+		return
+	}
+	if m.acked(start) {
+		s.opts.Logger.Info("store takes writes again")
+	}
+}
+
+// probeSubject is where the monitor writes to learn whether the store
+// takes writes again: a WEBHOOKS subject no route can have ('~' is not
+// allowed in names), so no consumer delivers it, and without an event id
+// the index skips it.
+const probeSubject = "webhooks.~probe." + layoutToken

@@ -147,7 +147,7 @@ type Store struct {
 	// tmpIndex is the index's temporary directory when DataDir is empty.
 	tmpIndex string
 
-	mon      monitor                // health.go
+	mon      monitor                // monitor.go
 	dialer   *dialer                // an external server's connections; nil when embedded
 	jsConfig server.JetStreamConfig // the embedded JetStream's, for restartJetStream
 }
