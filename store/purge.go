@@ -28,7 +28,7 @@ func purgeTarget(h Health) (target uint64, ok bool) {
 		target, ok = min(target, uint64(purgeTo*float64(h.Limit))), true
 	}
 	// Below the floor even a purge fails for want of space: the store
-	// waits for room (health.go).
+	// waits for room (monitor.go).
 	if h.DiskSize > 0 && h.DiskFree >= h.DiskFloor && h.DiskFree < 2*h.DiskFloor {
 		target, ok = min(target, h.Used-min(h.Used, 2*h.DiskFloor-h.DiskFree)), true
 	}

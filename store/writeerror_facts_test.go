@@ -92,7 +92,7 @@ func (l *errorLog) lines() string {
 	return strings.Join(l.errors, "\n")
 }
 
-// TestFactAWriteErrorStaysUntilJetStreamRestarts pins what store/health.go
+// TestFactAWriteErrorStaysUntilJetStreamRestarts pins what store/monitor.go
 // and store/recover.go rely on: a stream whose file store failed to write
 // (the disk full) gets no answer to a publish, logs "Critical write error"
 // and "failed to store a msg", and still refuses writes once the disk has
