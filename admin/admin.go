@@ -128,23 +128,53 @@ func (h *Handler) auth(next http.Handler) http.Handler {
 	})
 }
 
+// readyTimeout bounds /readyz: a probe that does not hear back in time
+// counts as a failure anyway, and must not pile up.
+const readyTimeout = 2 * time.Second
+
 // readyz is 200 once the store takes writes and the configuration is
-// loaded, else 503 with the reason.
+// loaded, else 503 with the reason. It answers within readyTimeout
+// whatever the store or the Ready callback does.
 func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if err := h.Store.Ready(ctx); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", "store: "+err.Error())
-		return
+	errc := make(chan error, 1)
+	go func() { errc <- h.ready(ctx) }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		err = fmt.Errorf("no answer within %s", readyTimeout)
 	}
-	if h.Ready != nil {
-		if err := h.Ready(ctx); err != nil {
-			writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
-			return
+	if err != nil {
+		answer := readyError{Error: "not_ready", Message: err.Error()}
+		var nre *store.NotReadyError
+		if errors.As(err, &nre) {
+			answer.Reason = nre.Reason
 		}
+		writeJSON(w, http.StatusServiceUnavailable, answer)
+		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = io.WriteString(w, "ready\n")
+}
+
+// readyError is /readyz's 503: Reason is the store's (store.Reasons) when
+// it is the store that is not ready.
+type readyError struct {
+	Error   string `json:"error"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message"`
+}
+
+func (h *Handler) ready(ctx context.Context) error {
+	if err := h.Store.Ready(ctx); err != nil {
+		return err // "store unavailable: <reason>: <detail>"
+	}
+	if h.Ready != nil {
+		return h.Ready(ctx)
+	}
+	return nil
 }
 
 func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {

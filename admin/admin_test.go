@@ -6,7 +6,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/store"
@@ -110,5 +113,49 @@ func TestAnEndpointAskedWithTheWrongMethodAnswers405WithAllow(t *testing.T) {
 				t.Fatalf("%d Allow %q %+v, want %d Allow %q with a reason", resp.StatusCode, resp.Header.Get("Allow"), e, tc.want, tc.allow)
 			}
 		})
+	}
+}
+
+func TestReadyzNamesWhyTheStoreRefusesWrites(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(context.Background(), store.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(&admin.Handler{Store: st})
+	t.Cleanup(srv.Close)
+	st.Close()
+	var e struct{ Error, Reason, Message string }
+	if code := call(t, srv.URL, "", http.MethodGet, "/readyz", nil, &e); code != http.StatusServiceUnavailable {
+		t.Fatalf("readyz with the store closed: %d, want 503", code)
+	}
+	if e.Error != "not_ready" || !slices.Contains(store.Reasons, e.Reason) || !strings.Contains(e.Message, e.Reason) {
+		t.Errorf("readyz with the store closed: %+v; want not_ready with one of %v as reason, named in the message", e, store.Reasons)
+	}
+}
+
+func TestReadyzAnswersWithinItsBoundWhateverTheChecksDo(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	srv := httptest.NewServer(&admin.Handler{Store: st, Ready: func(context.Context) error {
+		<-stuck // ignores its context, as a wedged dependency would
+		return nil
+	}})
+	t.Cleanup(srv.Close)
+	// readyz's bound is 2s: a client giving up after 10s means it has none.
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(srv.URL + "/readyz")
+	if err != nil {
+		t.Fatalf("readyz with a check that never returns: %v", err)
+	}
+	defer resp.Body.Close()
+	var e struct{ Error, Message string }
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || e.Error != "not_ready" || !strings.Contains(e.Message, "no answer") {
+		t.Errorf("readyz with a check that never returns: %d %+v, want 503 not_ready saying there was no answer", resp.StatusCode, e)
 	}
 }

@@ -1,6 +1,6 @@
 // Package alert tells an operator, through another channel, what jethook
-// cannot fix alone: events dead-lettered and circuit breakers that open or
-// stay open. A Notifier gathers what happened during a batch window and
+// cannot fix alone: events dead-lettered, circuit breakers that open or
+// stay open, and a store that refuses writes or runs short of room. A Notifier gathers what happened during a batch window and
 // POSTs it as one Slack-compatible JSON notice ({"text": "..."}), at most
 // MaxPerHour times an hour. Notices name routes, destinations, event ids
 // and reasons, never payloads or secrets.
@@ -46,9 +46,12 @@ type Notifier struct {
 	// MaxPerHour bounds the POSTs in any hour (default 30). Past it,
 	// events are counted into the next notice allowed, not dropped.
 	MaxPerHour int
-	// Remind is how often a breaker that stays open is reported again
-	// (default 15m).
+	// Remind is how often a breaker that stays open, or a store that
+	// keeps refusing writes, is reported again (default 15m).
 	Remind time.Duration
+	// Headroom is the share of the store's capacity left below which a
+	// notice says it runs short of room (default 10 %, 0.10).
+	Headroom float64
 	// Client posts the notices (default http.DefaultClient; each POST is
 	// bounded to 10s).
 	Client *http.Client
@@ -61,6 +64,7 @@ type Notifier struct {
 	reconf   chan struct{}
 	pending  batch
 	breakers map[target]*breaker
+	store    storeState
 	sent     []time.Time // POSTs within the last hour, oldest first
 	wake     chan struct{}
 	stop     context.CancelFunc
@@ -72,7 +76,7 @@ type Notifier struct {
 func New(cfg *policy.Alerts, log *slog.Logger) *Notifier {
 	n := &Notifier{Logger: log}
 	if cfg != nil {
-		n.URL, n.Batch, n.MaxPerHour = cfg.URL, cfg.Batch, cfg.MaxPerHour
+		n.URL, n.Batch, n.MaxPerHour, n.Headroom = cfg.URL, cfg.Batch, cfg.MaxPerHour, cfg.Headroom
 	}
 	return n
 }
@@ -87,10 +91,11 @@ func (n *Notifier) Configure(cfg *policy.Alerts) {
 	}
 	n.mu.Lock()
 	if cfg == nil || cfg.URL == "" {
-		n.URL, n.pending, n.breakers = "", batch{}, map[target]*breaker{}
+		n.URL, n.pending, n.breakers, n.store = "", batch{}, map[target]*breaker{}, storeState{}
 	} else {
 		n.URL = cfg.URL
 		n.Batch, n.MaxPerHour = defaults(cfg.Batch, cfg.MaxPerHour)
+		n.Headroom = cfg.Headroom
 	}
 	n.mu.Unlock()
 	select {
@@ -132,8 +137,9 @@ type batch struct {
 	dead    map[group]*deadGroup
 	order   []group // first seen first
 	total   int
-	notes   []string // breaker lines
-	dropped int      // breaker lines beyond maxLines
+	notes   []string // breaker and store lines
+	store   int      // how many of notes are about the store
+	dropped int      // lines beyond maxLines
 }
 
 func (b *batch) empty() bool { return b.total == 0 && len(b.notes) == 0 && b.dropped == 0 }
@@ -152,6 +158,9 @@ func (n *Notifier) Start() {
 	n.Batch, n.MaxPerHour = defaults(n.Batch, n.MaxPerHour)
 	if n.Remind <= 0 {
 		n.Remind = 15 * time.Minute
+	}
+	if n.Headroom <= 0 {
+		n.Headroom = 0.10
 	}
 	if n.Client == nil {
 		n.Client = http.DefaultClient
@@ -363,6 +372,10 @@ func (b *batch) text(now time.Time) string {
 	switch {
 	case b.total > 0:
 		fmt.Fprintf(&s, "jethook: %d %s dead-lettered in the last %s", b.total, plural(b.total, "event", "events"), round(now.Sub(b.start)))
+	case b.store == len(b.notes):
+		s.WriteString("jethook: store")
+	case b.store > 0:
+		s.WriteString("jethook: circuit breaker and store")
 	default:
 		s.WriteString("jethook: circuit breaker")
 	}
@@ -380,7 +393,7 @@ func (b *batch) text(now time.Time) string {
 		s.WriteString("\n• " + l)
 	}
 	if b.dropped > 0 {
-		fmt.Fprintf(&s, "\n• … and %d more breaker changes", b.dropped)
+		fmt.Fprintf(&s, "\n• … and %d more changes", b.dropped)
 	}
 	return s.String()
 }

@@ -251,3 +251,57 @@ func TestAReloadedAlertsBlockTakesEffectAtOnce(t *testing.T) {
 		t.Errorf("notices after the block was removed: %q and %q", first.all(), second.all())
 	}
 }
+
+func TestAStoreThatRefusesWritesOrRunsShortOfRoomIsTold(t *testing.T) {
+	t.Parallel()
+	s := newSink(t)
+	n := start(t, &alert.Notifier{URL: s.URL, Batch: 50 * time.Millisecond, Remind: time.Hour})
+	const gib = 1 << 30
+	n.Store("", "", 15*gib, 20*gib)
+	n.Store("", "", 1*gib, 20*gib) // 5 % left
+	n.Store("", "", gib/2, 20*gib) // still short: no new line
+	texts := s.waitFor(t, 1)
+	if !strings.HasPrefix(texts[0], "jethook: store\n") || !strings.Contains(texts[0], "store short of room: 1.0 GiB left of 20.0 GiB (5 %)") ||
+		strings.Count(texts[0], "•") != 1 {
+		t.Errorf("first notice %q, want one short-of-room line", texts[0])
+	}
+
+	n.Store("disk_full", "1.0 MiB free on /data, below the 32.0 MiB floor", 0, 20*gib)
+	n.Store("disk_full", "0 B free on /data, below the 32.0 MiB floor", 0, 20*gib)
+	texts = s.waitFor(t, 2)
+	if !strings.Contains(texts[1], "store refusing writes (disk_full): 1.0 MiB free on /data") || strings.Count(texts[1], "•") != 1 {
+		t.Errorf("second notice %q, want one refusing line with the reason and its detail", texts[1])
+	}
+
+	n.Store("", "", 10*gib, 20*gib)
+	texts = s.waitFor(t, 3)
+	for _, want := range []string{"store takes writes again after", "(was disk_full)", "store has room again: 10.0 GiB left of 20.0 GiB (50 %)"} {
+		if !strings.Contains(texts[2], want) {
+			t.Errorf("third notice %q does not say %q", texts[2], want)
+		}
+	}
+}
+
+func TestAStoreThatKeepsRefusingWritesIsRemindedOf(t *testing.T) {
+	t.Parallel()
+	s := newSink(t)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	n := start(t, &alert.Notifier{URL: s.URL, Batch: 20 * time.Millisecond, Remind: 15 * time.Minute, Now: clock})
+	n.Store("write_error", "the store failed to write", 0, 0)
+	mu.Lock()
+	now = now.Add(16 * time.Minute)
+	mu.Unlock()
+	n.Store("write_error", "the store failed to write", 0, 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for all := ""; !strings.Contains(all, "store still refusing writes after 16m0s (write_error)"); all = strings.Join(s.all(), "\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("notices %q, want a reminder", s.all())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(s.all()[0], "store refusing writes (write_error): the store failed to write") {
+		t.Errorf("first notice %q, want the refusal", s.all()[0])
+	}
+}

@@ -2,17 +2,20 @@ package cli
 
 import (
 	"context"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/jethook/jethook/alert"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/store"
 )
 
 // newMetrics creates jethook's metrics in a registry of their own, with the
-// Go runtime and process collectors, and the backlog gauges read from st's
-// consumers at scrape time. Serve m.Handler() at /metrics.
+// Go runtime and process collectors, the backlog gauges read from st's
+// consumers and the store's health read from its monitor, at scrape time.
+// Serve m.Handler() at /metrics.
 func newMetrics(st *store.Store) *metrics.Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -28,5 +31,34 @@ func newMetrics(st *store.Store) *metrics.Metrics {
 		}
 		return rows, nil
 	})
+	m.SetStore(func() metrics.StoreHealth {
+		h := st.Health()
+		room, known := h.Headroom()
+		return metrics.StoreHealth{Reason: h.Reason, Reasons: store.Reasons, Used: h.Used, Limit: h.Limit,
+			DiskFree: h.DiskFree, DiskSize: h.DiskSize, Headroom: room, HeadroomKnown: known, Purged: h.Purged}
+	})
 	return m
+}
+
+// tellStore hands the store's health to the alerts every second until ctx
+// ends: the Notifier turns a store that starts or stops refusing writes,
+// or runs short of room, into notice lines. Capacity is the store's limit,
+// else its disk.
+func tellStore(ctx context.Context, st *store.Store, alerts *alert.Notifier) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		h := st.Health()
+		room, _ := h.Headroom()
+		capacity := h.Limit
+		if capacity == 0 {
+			capacity = h.DiskSize
+		}
+		alerts.Store(h.Reason, h.Detail, room, capacity)
+	}
 }

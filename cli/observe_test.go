@@ -12,9 +12,9 @@ import (
 	"github.com/jethook/jethook/store/storetest"
 )
 
-func TestMetricsServeTheBacklogReadFromTheStoreAndTheRuntime(t *testing.T) {
+func TestMetricsServeTheBacklogAndHealthReadFromTheStoreAndTheRuntime(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t, store.Options{})
+	st := storetest.Open(t, store.Options{MaxBytes: 1 << 30})
 	ctx := context.Background()
 	if _, err := st.Consumer(ctx, "shop", "app", time.Minute); err != nil {
 		t.Fatal(err)
@@ -35,6 +35,10 @@ func TestMetricsServeTheBacklogReadFromTheStoreAndTheRuntime(t *testing.T) {
 	for _, want := range []string{
 		`jethook_pending{destination="app",route="shop"} 2`,
 		`jethook_in_backoff{destination="app",route="shop"} 0`,
+		"jethook_store_ready 1\n",
+		`jethook_store_refusing{reason="disk_full"} 0`,
+		"jethook_store_limit_bytes 1.073741824e+09\n",
+		"jethook_store_headroom_bytes ",
 		"go_goroutines ",
 		"process_resident_memory_bytes ",
 	} {

@@ -60,6 +60,10 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err := checkConfig(s, cfg, 0); err != nil {
 		return err
 	}
+	maxBytes, err := s.storeMaxBytes()
+	if err != nil {
+		return err
+	}
 	st, err := store.Open(ctx, store.Options{
 		DataDir:       s.DataDir,
 		URL:           s.NATSURL,
@@ -69,6 +73,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		SyncAlways:    s.StoreSync == "always",
 		Replicas:      s.Replicas,
 		AttemptLogAge: s.AttemptLogAge,
+		MaxBytes:      maxBytes,
 		Logger:        log,
 	})
 	if err != nil {
@@ -84,6 +89,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	alerts := alert.New(cfg.Alerts, log)
 	alerts.Start()
 	defer alerts.Stop() // after fwd.Stop, so the last dead letters are told
+	go tellStore(ctx, st, alerts)
 	fwd := &forward.Forwarder{Store: st, Logger: log, Metrics: prom, Alerts: alerts}
 	if err := fwd.Start(ctx, cfg); err != nil {
 		return err

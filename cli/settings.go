@@ -13,6 +13,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/policy"
 )
 
 // Settings are the process settings, read from JETHOOK_* variables.
@@ -27,6 +28,7 @@ type Settings struct {
 	Retention     time.Duration `env:"RETENTION" envDefault:"72h"`
 	DedupWindow   time.Duration `env:"DEDUP_WINDOW" envDefault:"72h"`
 	StoreSync     string        `env:"STORE_SYNC" envDefault:"interval"`
+	StoreMaxBytes string        `env:"STORE_MAX_BYTES"`
 	Replicas      int           `env:"REPLICAS" envDefault:"1"`
 	LogLevel      string        `env:"LOG_LEVEL" envDefault:"info"`
 	LogFormat     string        `env:"LOG_FORMAT" envDefault:"json"`
@@ -83,6 +85,9 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	default:
 		return s, fmt.Errorf("environment: JETHOOK_STORE_SYNC=%q: want interval or always", s.StoreSync)
 	}
+	if _, err := s.storeMaxBytes(); err != nil {
+		return s, err
+	}
 	switch s.LogFormat {
 	case "json", "text":
 	default:
@@ -126,6 +131,20 @@ func checkAdminToken(token string) error {
 		return errors.New("environment: JETHOOK_ADMIN_TOKEN starts or ends with whitespace (a newline from a secret file?): no bearer token could match it; remove it")
 	}
 	return nil
+}
+
+// storeMaxBytes is JETHOOK_STORE_MAX_BYTES, the most the store may hold
+// ("20GiB"), in bytes; 0 when unset, which leaves nats-server's limit
+// (store.Options.MaxBytes).
+func (s Settings) storeMaxBytes() (int64, error) {
+	if s.StoreMaxBytes == "" {
+		return 0, nil
+	}
+	n, err := policy.ParseSize(s.StoreMaxBytes)
+	if err != nil {
+		return 0, fmt.Errorf("environment: JETHOOK_STORE_MAX_BYTES: %v", err)
+	}
+	return n, nil
 }
 
 // envError names the variable behind each parse error: the env library

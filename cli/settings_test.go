@@ -35,6 +35,7 @@ func TestABadSettingIsAClearErrorNamingTheVariable(t *testing.T) {
 		"JETHOOK_ATTEMPT_LOG_AGE":    "0s",
 		"JETHOOK_MAX_INFLIGHT_BYTES": "-1",
 		"JETHOOK_MAX_CONNS":          "lots",
+		"JETHOOK_STORE_MAX_BYTES":    "20 gigs",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -105,5 +106,18 @@ func TestARouteWhoseMaxBodyCouldNeverFitInTheBudgetIsRefused(t *testing.T) {
 	}
 	if err := checkConfig(s, cfg, 0); err == nil || !strings.Contains(err.Error(), "JETHOOK_MAX_INFLIGHT_BYTES") {
 		t.Fatalf("err = %v, want one naming JETHOOK_MAX_INFLIGHT_BYTES", err)
+	}
+}
+
+func TestStoreMaxBytesTakesASize(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]int64{"": 0, "20GiB": 20 << 30, "512MB": 512_000_000, "1048576": 1 << 20} {
+		s, err := loadSettings(map[string]string{"JETHOOK_STORE_MAX_BYTES": value})
+		if err != nil {
+			t.Fatalf("JETHOOK_STORE_MAX_BYTES=%q: %v", value, err)
+		}
+		if got, _ := s.storeMaxBytes(); got != want {
+			t.Errorf("JETHOOK_STORE_MAX_BYTES=%q: %d bytes, want %d", value, got, want)
+		}
 	}
 }

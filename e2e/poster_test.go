@@ -19,6 +19,7 @@ import (
 type poster struct {
 	urls   []string // jethook replicas; a retry goes to the next one
 	test   string
+	pad    int // bytes of padding in each body; 0 is webhookBody's 200
 	client *http.Client
 
 	mu       sync.Mutex
@@ -59,7 +60,11 @@ func (p *poster) once(ctx context.Context, n int) (answer, error) { return p.onc
 // onceTo posts webhook n one time to url.
 func (p *poster) onceTo(ctx context.Context, url string, n int) (answer, error) {
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(webhookBody(p.test, n)))
+	payload := webhookBody(p.test, n)
+	if p.pad > 0 {
+		payload = paddedBody(p.test, n, p.pad)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
 	if err != nil {
 		return answer{}, err
 	}

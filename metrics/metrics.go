@@ -1,8 +1,8 @@
 // Package metrics holds jethook's Prometheus metrics: what ingress received,
 // rejected and stored, what each attempt to each destination did, dead
-// letters, breaker state and the backlog. Route and destination are labels;
-// event ids never are. A nil *Metrics records nothing, so callers and tests
-// need no setup.
+// letters, breaker state, the backlog, and the store's health and room.
+// Route and destination are labels; event ids never are. A nil *Metrics
+// records nothing, so callers and tests need no setup.
 package metrics
 
 import (
@@ -34,6 +34,7 @@ type Metrics struct {
 	inFlight       *prometheus.GaugeVec
 
 	backlog *backlogCollector
+	store   *storeCollector
 }
 
 // New creates the metrics and registers them with reg. A nil reg gets a new
@@ -81,8 +82,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Attempts to a destination in progress now."}, rd),
 	}
 	m.backlog = newBacklogCollector()
+	m.store = newStoreCollector()
 	reg.MustRegister(m.received, m.rejected, m.stored, m.duplicates, m.publishSeconds, m.attempts,
-		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.inFlight, m.backlog)
+		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.inFlight, m.backlog, m.store)
 	return m
 }
 

@@ -28,6 +28,7 @@ func TestANilMetricsRecordsNothingAndDoesNotPanic(t *testing.T) {
 	m.Breaker("shop", "app", true)
 	m.Removed("shop", "app")
 	m.SetBacklog(nil)
+	m.SetStore(nil)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != 404 {
@@ -112,5 +113,47 @@ func TestAScrapeWithoutTheBacklogStillServesTheRest(t *testing.T) {
 	}
 	if strings.Contains(out, "jethook_pending{") {
 		t.Errorf("scrape made up a backlog:\n%s", out)
+	}
+}
+
+func TestAScrapeShowsTheStoresHealthAndRoom(t *testing.T) {
+	t.Parallel()
+	reasons := []string{"disconnected", "disk_full", "quota"}
+	for _, tc := range []struct {
+		name      string
+		h         metrics.StoreHealth
+		want, not []string
+	}{
+		{"a store that takes writes",
+			metrics.StoreHealth{Reasons: reasons, Used: 300, Limit: 1000, DiskFree: 5000, DiskSize: 9000, Headroom: 700, HeadroomKnown: true, Purged: 12},
+			[]string{"jethook_store_ready 1", `jethook_store_refusing{reason="disk_full"} 0`, `jethook_store_refusing{reason="quota"} 0`,
+				"jethook_store_used_bytes 300", "jethook_store_limit_bytes 1000", "jethook_store_disk_free_bytes 5000",
+				"jethook_store_disk_size_bytes 9000", "jethook_store_headroom_bytes 700", "jethook_store_purged_total 12"},
+			nil},
+		{"a full disk",
+			metrics.StoreHealth{Reason: "disk_full", Reasons: reasons, Used: 300, DiskFree: 10, DiskSize: 9000, HeadroomKnown: true},
+			[]string{"jethook_store_ready 0", `jethook_store_refusing{reason="disk_full"} 1`, `jethook_store_refusing{reason="disconnected"} 0`,
+				"jethook_store_headroom_bytes 0"},
+			[]string{"jethook_store_limit_bytes"}},
+		{"nothing known of limit or disk",
+			metrics.StoreHealth{Reasons: reasons},
+			[]string{"jethook_store_ready 1"},
+			[]string{"jethook_store_limit_bytes", "jethook_store_disk_free_bytes", "jethook_store_headroom_bytes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := metrics.New(nil)
+			m.SetStore(func() metrics.StoreHealth { return tc.h })
+			out := scrape(t, m)
+			for _, want := range tc.want {
+				if !strings.Contains(out, want+"\n") {
+					t.Errorf("scrape lacks %s", want)
+				}
+			}
+			for _, not := range tc.not {
+				if strings.Contains(out, not) {
+					t.Errorf("scrape has %s, which is unknown", not)
+				}
+			}
+		})
 	}
 }

@@ -25,10 +25,10 @@ func TestAlertsBlock(t *testing.T) {
 		{"takes the URL from the environment and defaults the rest",
 			// Quoted: in a flow mapping a bare ${...} is YAML syntax.
 			`alerts: {url: "${ALERT_WEBHOOK_URL}", batch: 1m, max_per_hour: 30}` + "\n",
-			&Alerts{URL: "https://hooks.slack.example/services/T0/B0/s3cr3t", Batch: time.Minute, MaxPerHour: 30}},
-		{"takes batch and max_per_hour",
-			"alerts:\n  url: http://chat.internal/hook\n  batch: 5m\n  max_per_hour: 4\n",
-			&Alerts{URL: "http://chat.internal/hook", Batch: 5 * time.Minute, MaxPerHour: 4}},
+			&Alerts{URL: "https://hooks.slack.example/services/T0/B0/s3cr3t", Batch: time.Minute, MaxPerHour: 30, Headroom: 0.10}},
+		{"takes batch, max_per_hour and headroom",
+			"alerts:\n  url: http://chat.internal/hook\n  batch: 5m\n  max_per_hour: 4\n  headroom: 25%\n",
+			&Alerts{URL: "http://chat.internal/hook", Batch: 5 * time.Minute, MaxPerHour: 4, Headroom: 0.25}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -57,6 +57,8 @@ func TestAlertsErrorsNameLineAndKeyButNeverTheURL(t *testing.T) {
 		{"a zero batch", "alerts:\n  url: https://chat.example/h\n  batch: 0s\n", "policies.yaml:3: alerts.batch: must be greater than 0"},
 		{"a zero hourly limit", "alerts:\n  url: https://chat.example/h\n  max_per_hour: 0\n", "policies.yaml:3: alerts.max_per_hour: must be at least 1, got 0"},
 		{"an unset variable", "alerts:\n  url: ${ALERT_WEBHOOK_URL}\n", "policies.yaml:2: alerts.url:"},
+		{"a headroom without a percent sign", "alerts:\n  url: https://chat.example/h\n  headroom: 0.1\n", `policies.yaml:3: alerts.headroom: want a percentage above 0% and below 100%, like "10%", got "0.1"`},
+		{"a headroom of 100%", "alerts:\n  url: https://chat.example/h\n  headroom: 100%\n", "policies.yaml:3: alerts.headroom: want a percentage"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

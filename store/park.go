@@ -324,3 +324,53 @@ func (s *Store) ParkedCount(route, destination string) uint64 {
 	defer s.mover.mu.Unlock()
 	return s.mover.parked[[2]string{route, destination}]
 }
+
+// parkedRefs returns, per route, the lowest WEBHOOKS sequence a parked
+// record, or a due record stored at or after from, points at: webhooks
+// still waiting for an attempt, whose messages are acked. It reads every
+// parked record, and is for the rare purge near the store's limit.
+func (s *Store) parkedRefs(ctx context.Context, from uint64) (map[string]uint64, error) {
+	refs := map[string]uint64{}
+	parked, err := s.js.Stream(ctx, ParkedStreamName)
+	if err != nil {
+		return nil, err
+	}
+	for _, src := range []struct {
+		st  jetstream.Stream
+		cfg jetstream.OrderedConsumerConfig
+	}{
+		{parked, jetstream.OrderedConsumerConfig{HeadersOnly: true}},
+		{s.main, jetstream.OrderedConsumerConfig{HeadersOnly: true, FilterSubjects: []string{"due.>"},
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1)}},
+	} {
+		c, err := src.st.OrderedConsumer(ctx, src.cfg)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			batch, err := c.FetchNoWait(1024)
+			if err != nil {
+				return nil, err
+			}
+			n := 0
+			for m := range batch.Messages() {
+				n++
+				p := subjectParts(m.Subject())
+				seq, err := strconv.ParseUint(m.Headers().Get(hdrSeq), 10, 64)
+				if len(p) < 2 || err != nil {
+					continue
+				}
+				if at, ok := refs[p[1]]; !ok || seq < at {
+					refs[p[1]] = seq
+				}
+			}
+			if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+				return nil, err
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
+	return refs, nil
+}

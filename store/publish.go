@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,13 +22,25 @@ type Stored struct {
 // indexed, is caught by the stream itself (Nats-Msg-Id =
 // msgID(e.Route, e.EventID), raceWindow). Publishes are sent
 // asynchronously, so concurrent callers share the wire; each waits only
-// for its own ack. Any failure wraps ErrUnavailable.
+// for its own ack. While the store refuses writes (Health: disconnected,
+// stalled, disk below its floor, a write error not yet cleared) it fails
+// at once with a *NotReadyError. Any failure wraps ErrUnavailable.
 func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
 	if seq, ok, err := s.idx.eventSeq(e.Route, e.EventID, time.Now().Add(-s.opts.DedupWindow)); ok {
 		return Stored{Seq: seq, Duplicate: true}, nil
 	} else if err != nil {
 		s.opts.Logger.Warn("dedup index unreadable; storing", "route", e.Route, "err", err)
 	}
+	if err := s.refusing(); err != nil {
+		return Stored{}, err
+	}
+	start := time.Now()
+	stored, err := s.publish(ctx, e)
+	s.mon.published(start, err)
+	return stored, err
+}
+
+func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 	// A timer, not a child context: this runs once per webhook, and a
 	// child of the request's context costs a lock and allocations.
 	timeout := time.NewTimer(s.opts.PublishTimeout)
@@ -46,9 +59,12 @@ func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
 		}
 		return Stored{Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
 	case err := <-fut.Err():
-		return Stored{}, fmt.Errorf("%w: publish: %v", ErrUnavailable, err)
+		if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+			err = errNoAck
+		}
+		return Stored{}, fmt.Errorf("%w: publish: %w", ErrUnavailable, err)
 	case <-timeout.C:
-		return Stored{}, fmt.Errorf("%w: no ack from the stream within %s", ErrUnavailable, s.opts.PublishTimeout)
+		return Stored{}, fmt.Errorf("%w: %w within %s", ErrUnavailable, errNoAck, s.opts.PublishTimeout)
 	case <-ctx.Done():
 		return Stored{}, fmt.Errorf("%w: no ack from the stream: %v", ErrUnavailable, ctx.Err())
 	}

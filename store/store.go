@@ -80,6 +80,17 @@ type Options struct {
 	// AttemptLogAge is how long the attempt log (WEBHOOKS_ATTEMPTS) keeps
 	// each record (default 72h).
 	AttemptLogAge time.Duration
+	// MaxBytes is the most the store may hold on disk, all streams
+	// together; 0 leaves nats-server's limit (the embedded server's
+	// default is 75 % of the disk that was free at its start). The
+	// embedded server takes it as its JetStream max_file_store; with an
+	// external server it is jethook's own budget. Near it, delivered
+	// webhooks are purged, oldest first (purge.go).
+	MaxBytes int64
+	// DiskFloor is the free space on DataDir's file system below which
+	// the store refuses new webhooks, so that acks, dead letters and the
+	// index can still be written (default 4 × MaxPayload).
+	DiskFloor int64
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
 }
@@ -110,6 +121,9 @@ func (o *Options) applyDefaults() {
 	if o.AttemptLogAge <= 0 {
 		o.AttemptLogAge = 72 * time.Hour
 	}
+	if o.DiskFloor <= 0 {
+		o.DiskFloor = 4 * int64(o.MaxPayload)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -133,6 +147,10 @@ type Store struct {
 	closed  sync.Once
 	// tmpIndex is the index's temporary directory when DataDir is empty.
 	tmpIndex string
+
+	mon      monitor                // monitor.go
+	dialer   *dialer                // an external server's connections; nil when embedded
+	jsConfig server.JetStreamConfig // the embedded JetStream's, for restartJetStream
 }
 
 // raceWindow is the default Options.RaceWindow. The index dedups for the
@@ -147,6 +165,7 @@ const raceWindow = 30 * time.Second
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	opts.applyDefaults()
 	s := &Store{opts: opts}
+	s.mon.init()
 	var err error
 	if opts.URL == "" {
 		if err = s.startEmbedded(); err != nil {
@@ -162,6 +181,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	s.startMonitor()
 	return s, nil
 }
 
@@ -219,6 +239,8 @@ func (s *Store) startEmbedded() error {
 		NoSigs:     true,
 		NoLog:      true,
 		DontListen: s.opts.ClientListen == "",
+		// 0 is nats-server's default (75 % of the free disk at start).
+		JetStreamMaxStore: s.opts.MaxBytes,
 	}
 	if s.opts.ClientListen != "" {
 		host, port, err := net.SplitHostPort(s.opts.ClientListen)
@@ -234,6 +256,7 @@ func (s *Store) startEmbedded() error {
 	if err != nil {
 		return fmt.Errorf("embedded nats-server: %w", err)
 	}
+	srv.SetLoggerV2(serverLog{log: s.opts.Logger, writeError: s.mon.serverWriteError}, false, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
@@ -257,25 +280,37 @@ func (s *Store) connect() error {
 		// payload it has just told the provider it did not store.
 		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			s.mon.disconnectedNow()
 			if err != nil { // nil: we closed it ourselves
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			s.mon.connected()
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
+		// A write to the socket may block this long, holding the
+		// connection's lock (nats.go's default is a minute); the health
+		// monitor closes a stalled connection sooner (dialer.go).
+		nats.FlusherTimeout(s.opts.PublishTimeout),
 	}
 	url := s.opts.URL
 	if s.srv != nil {
 		nopts = append(nopts, nats.InProcessServer(s.srv))
 		url = ""
+	} else {
+		s.dialer = newDialer(nats.DefaultTimeout)
+		nopts = append(nopts, nats.SetCustomDialer(s.dialer))
 	}
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
 		return fmt.Errorf("connect to nats %s: %w", redact(url), err)
 	}
 	s.nc = nc
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	// A publish the stream never answers (a store write error) gives up
+	// its slot after PublishTimeout; without it the slots fill for good.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncTimeout(s.opts.PublishTimeout))
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -416,17 +451,6 @@ func (s *Store) expireIndex() {
 // MaxPayload is the largest message the server accepts (body plus headers).
 func (s *Store) MaxPayload() int64 { return s.nc.MaxPayload() }
 
-// Ready reports whether the store can take writes now.
-func (s *Store) Ready(ctx context.Context) error {
-	if s.nc == nil || !s.nc.IsConnected() {
-		return ErrUnavailable
-	}
-	if _, err := s.main.Info(ctx); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return nil
-}
-
 // Close drains nothing: callers finish their publishes first. It closes the
 // connection and shuts the embedded server down, which flushes its files.
 func (s *Store) Close() error {
@@ -437,6 +461,7 @@ func (s *Store) Close() error {
 
 func (s *Store) close() error {
 	s.mover.close()
+	s.mon.stop()
 	if s.expired != nil {
 		close(s.expired)
 	}

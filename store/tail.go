@@ -51,6 +51,11 @@ const tailBatch = 1024
 // Indexing a message twice is harmless.
 const catchUpMargin = 20_000
 
+// tailHeartbeat is the tail's idle heartbeat: two missed make the ordered
+// consumer start over from the last message it had, within 2s of a
+// JetStream restart (recover.go) rather than nats.go's default 10s.
+const tailHeartbeat = time.Second
+
 func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, follow, headersOnly bool, filters []string,
 	apply func(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata)) (*tailer, error) {
 	name := st.CachedInfo().Config.Name
@@ -88,7 +93,7 @@ func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, follow, he
 		case t.msgs <- m:
 		case <-t.done:
 		}
-	}, jetstream.PullMaxMessages(tailBatch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(tailBatch), jetstream.PullHeartbeat(tailHeartbeat), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		log.Debug("index tail", "stream", name, "err", err)
 	}))
 	if err != nil {

@@ -1,0 +1,184 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// mountTmpfs mounts a tmpfs of size ("16m") on a new directory for the
+// test, so that a test can fill a disk. It skips the test when it cannot
+// (not root, no mount(8)); CI runs as root.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a full disk needs a tmpfs, and mounting one needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// fillDisk writes a file in dir until the file system is full, then gives
+// back leave bytes of it. It returns the file's path.
+func fillDisk(t *testing.T, dir string, leave int64) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		w, err := f.Write(buf)
+		n += int64(w)
+		if err != nil {
+			break
+		}
+	}
+	// Small writes take the last partial blocks.
+	for {
+		w, err := f.Write(buf[:512])
+		n += int64(w)
+		if err != nil {
+			break
+		}
+	}
+	if err := f.Truncate(max(n-leave, 0)); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// errorLog is a nats-server logger that keeps its error lines.
+type errorLog struct {
+	mu     sync.Mutex
+	errors []string
+}
+
+func (l *errorLog) Errorf(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errors = append(l.errors, fmt.Sprintf(format, v...))
+}
+func (l *errorLog) Noticef(string, ...any) {}
+func (l *errorLog) Warnf(string, ...any)   {}
+func (l *errorLog) Fatalf(string, ...any)  {}
+func (l *errorLog) Debugf(string, ...any)  {}
+func (l *errorLog) Tracef(string, ...any)  {}
+
+func (l *errorLog) lines() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.errors, "\n")
+}
+
+// TestFactAWriteErrorStaysUntilJetStreamRestarts pins what store/monitor.go
+// and store/recover.go rely on: a stream whose file store failed to write
+// (the disk full) gets no answer to a publish, logs "Critical write error"
+// and "failed to store a msg", and still refuses writes once the disk has
+// room; stopping and starting the server's JetStream clears it, keeping
+// every stored message and the consumer's ack floor.
+func TestFactAWriteErrorStaysUntilJetStreamRestarts(t *testing.T) {
+	dir := mountTmpfs(t, "16m")
+	srv, err := server.NewServer(&server.Options{ServerName: "jethook-facts", JetStream: true, StoreDir: dir,
+		DontListen: true, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &errorLog{}
+	srv.SetLoggerV2(log, false, false, false)
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("embedded nats-server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	_, js := factConnect(t, srv)
+	ctx := factCtx(t)
+	st, err := js.CreateStream(ctx, factStreamConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "app", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("x", 10_000)
+	const stored = 20
+	for range stored {
+		factPublish(ctx, t, js, body)
+	}
+	msgs, _ := factFetch(t, cons, 5, time.Second)
+	for _, m := range msgs {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	filler := fillDisk(t, dir, 0)
+	publish := func() error {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := js.Publish(pctx, factSubject, []byte(body))
+		return err
+	}
+	if err := publish(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("publish to a full disk: %v, want no answer (context deadline exceeded)", err)
+	}
+	for _, want := range []string{"Filestore [WEBHOOKS] Critical write error", "JetStream failed to store a msg on stream '$G > WEBHOOKS'"} {
+		if !strings.Contains(log.lines(), want) {
+			t.Errorf("nats-server's errors do not say %q:\n%s", want, log.lines())
+		}
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("publish once the disk has room again: %v, want still no answer", err)
+	}
+
+	cfg := *srv.JetStreamConfig()
+	cfg.StoreDir = filepath.Dir(cfg.StoreDir)
+	if err := srv.ShutdownJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.EnableJetStream(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(); err != nil {
+		t.Fatalf("publish after restarting JetStream: %v", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != stored+1 {
+		t.Errorf("after the restart the stream holds %d messages, want the %d stored before and the one after", info.State.Msgs, stored+1)
+	}
+	ci, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.AckFloor.Stream != 5 {
+		t.Errorf("after the restart the consumer's ack floor is %d, want 5", ci.AckFloor.Stream)
+	}
+}
