@@ -12,8 +12,8 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
-	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy"
 )
 
 // Settings are the process settings, read from JETHOOK_* variables.
