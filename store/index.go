@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -43,9 +45,8 @@ type index struct {
 	width int64 // generation width in seconds
 	keep  time.Duration
 
-	mu      sync.Mutex
-	gens    []int64 // live generations, oldest first
-	written uint64  // highest WEBHOOKS sequence put directly
+	mu   sync.Mutex
+	gens []int64 // live generations, oldest first
 }
 
 // Kinds of index entries.
@@ -330,22 +331,98 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
 }
 
-// put indexes one stored webhook (kindEvent, dest "") or replay
-// (kindReplay) as its writer stores it, and moves stream's watermark up to
-// seq. Concurrent writers may commit out of order; see catchUpMargin.
-func (x *index) put(stream string, kind byte, route, dest, eventID string, seq uint64, t time.Time, ref uint64) error {
-	b := x.db.NewBatch()
-	putEntry(b, key(x.gen(b, t), eventHash(eventID), kind, route, dest, nil), seq, t, ref)
-	x.mu.Lock()
-	if seq > x.written {
-		x.written = seq
+// stored is a webhook (kindEvent, dest "") or replay (kindReplay) this
+// process has stored, for the index's writer.
+type stored struct {
+	kind                 byte
+	route, dest, eventID string
+	seq, ref             uint64
+	at                   time.Time
+}
+
+// writer indexes what this process stores, in batches from one goroutine:
+// a commit per webhook from every request at once costs far more. The
+// index lags the stream by one batch (microseconds); sync waits it out.
+type writer struct {
+	x      *index
+	stream string
+	in     chan stored
+	ended  chan struct{}
+
+	queued  atomic.Uint64
+	mu      sync.Mutex
+	written uint64        // how many of queued are committed
+	moved   chan struct{} // closed and replaced whenever written grows
+	high    uint64        // highest sequence written: the watermark
+}
+
+func (x *index) startWriter(stream string, log *slog.Logger) *writer {
+	w := &writer{x: x, stream: stream, in: make(chan stored, 4096), ended: make(chan struct{}), moved: make(chan struct{})}
+	go w.run(log)
+	return w
+}
+
+// add queues one stored message; it blocks while the writer is a whole
+// queue behind.
+func (w *writer) add(st stored) {
+	w.queued.Add(1)
+	w.in <- st
+}
+
+func (w *writer) run(log *slog.Logger) {
+	defer close(w.ended)
+	for st := range w.in {
+		b := w.x.db.NewBatch()
+		n := uint64(0)
+		for more := true; more; {
+			putEntry(b, key(w.x.gen(b, st.at), eventHash(st.eventID), st.kind, st.route, st.dest, nil), st.seq, st.at, st.ref)
+			w.high = max(w.high, st.seq)
+			n++
+			select {
+			case st, more = <-w.in:
+			default:
+				more = false
+			}
+		}
+		setWatermark(b, w.stream, w.high)
+		if err := b.Commit(pebble.NoSync); err != nil {
+			log.Warn("index write failed; the next start indexes these", "stream", w.stream, "messages", n, "err", err)
+		}
+		w.mu.Lock()
+		w.written += n
+		close(w.moved)
+		w.moved = make(chan struct{})
+		w.mu.Unlock()
 	}
-	setWatermark(b, stream, x.written)
-	x.mu.Unlock()
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("index: %w", err)
+}
+
+// sync waits up to wait until everything queued before the call is
+// written; it reports whether it was.
+func (w *writer) sync(ctx context.Context, wait time.Duration) bool {
+	target := w.queued.Load()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		written, moved := w.written, w.moved
+		w.mu.Unlock()
+		if written >= target {
+			return true
+		}
+		select {
+		case <-moved:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
-	return nil
+}
+
+// close writes what is queued and stops. Nothing may be added after.
+func (w *writer) close() {
+	close(w.in)
+	<-w.ended
 }
 
 // eventSeq finds route's webhook eventID stored at or after since by exact

@@ -71,15 +71,13 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 }
 
 // indexStored indexes a webhook or replay this process stored, when the
-// index does not follow WEBHOOKS (the embedded server). A failure is
+// index does not follow WEBHOOKS (the embedded server). A failed write is
 // logged: the message is stored, and the next start indexes it.
 func (s *Store) indexStored(kind byte, route, dest, eventID string, seq, ref uint64) {
-	if s.tails[0].follow {
+	if s.writer == nil {
 		return
 	}
-	if err := s.idx.put(StreamName, kind, route, dest, eventID, seq, time.Now(), ref); err != nil {
-		s.opts.Logger.Warn("index write failed; the next start indexes it", "route", route, "seq", seq, "err", err)
-	}
+	s.writer.add(stored{kind: kind, route: route, dest: dest, eventID: eventID, seq: seq, ref: ref, at: time.Now()})
 }
 
 // msgID is the dedup key (Nats-Msg-Id) of event eventID on route: the id

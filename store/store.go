@@ -142,6 +142,7 @@ type Store struct {
 
 	mover   *mover
 	idx     *index
+	writer  *writer // indexes this process's webhooks; nil when the index follows WEBHOOKS
 	tails   []*tailer // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
 	expired chan struct{}
 	closed  sync.Once
@@ -419,6 +420,9 @@ func (s *Store) startIndex(ctx context.Context, attempts jetstream.Stream) error
 		}
 		s.tails = append(s.tails, tl)
 	}
+	if !followWebhooks {
+		s.writer = s.idx.startWriter(StreamName, s.opts.Logger)
+	}
 	for _, tl := range s.tails {
 		if err := tl.catchUp(ctx, s.opts.Logger); err != nil {
 			return err
@@ -476,6 +480,9 @@ func (s *Store) close() error {
 		s.srv.WaitForShutdown()
 	}
 	var err error
+	if s.writer != nil {
+		s.writer.close()
+	}
 	if s.idx != nil {
 		err = s.idx.close()
 	}

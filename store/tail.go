@@ -22,6 +22,7 @@ import (
 // It is the index's only writer for that stream, on every replica: a
 // webhook another jethook stored is found here as soon as it is indexed.
 type tailer struct {
+	s *Store
 	// follow is false for a tailer that stops once caught up: the
 	// embedded store's WEBHOOKS, which only this process writes, indexing
 	// each write itself (Store.indexStored).
@@ -84,7 +85,7 @@ func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, follow, he
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", name, err)
 	}
-	t := &tailer{follow: follow, st: st, filters: filters, x: s.idx, stream: name, apply: apply, applied: from,
+	t := &tailer{s: s, follow: follow, st: st, filters: filters, x: s.idx, stream: name, apply: apply, applied: from,
 		msgs: make(chan jetstream.Msg, tailBatch), done: make(chan struct{}), ended: make(chan struct{}),
 		moved: make(chan struct{})}
 	log := s.opts.Logger
@@ -173,7 +174,9 @@ func (t *tailer) caughtUp(ctx context.Context, seq uint64, wait time.Duration) b
 // misses, so what was stored a moment ago is found.
 func (t *tailer) sync(ctx context.Context, wait time.Duration) (bool, error) {
 	if !t.follow && t.stopped.Load() {
-		return true, nil // stopped after catching up: writes index themselves
+		// Stopped after catching up: this process's writes index
+		// themselves (Store.writer).
+		return t.s.writer.sync(ctx, wait), nil
 	}
 	subjects := t.filters
 	if subjects == nil {
