@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,18 +231,11 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 		mv.parked = counts
 		mv.mu.Unlock()
 	}()
-	for len(due) > 0 {
-		// oldest first
-		i := 0
-		for j := range due {
-			if due[j].slot < due[i].slot {
-				i = j
-			}
-		}
-		b := due[i]
-		due = append(due[:i], due[i+1:]...)
+	slices.SortFunc(due, func(a, b bucket) int { return cmp.Compare(a.slot, b.slot) }) // oldest first
+	for _, b := range due {
 		n, err := mv.move(ctx, st, b.subject, b.route, b.dest)
-		counts[[2]string{b.route, b.dest}] -= n
+		k := [2]string{b.route, b.dest}
+		counts[k] -= min(n, counts[k]) // records parked since the listing may be moved too
 		if err != nil {
 			return err
 		}

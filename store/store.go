@@ -142,7 +142,7 @@ type Store struct {
 
 	mover   *mover
 	idx     *index
-	writer  *writer // indexes this process's webhooks; nil when the index follows WEBHOOKS
+	writer  *writer   // indexes this process's webhooks; nil when the index follows WEBHOOKS
 	tails   []*tailer // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
 	expired chan struct{}
 	closed  sync.Once
