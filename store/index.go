@@ -26,12 +26,15 @@ import (
 // the per-event subjects: its memory is its cache and memtables, fixed by
 // configuration, whatever it holds.
 //
-// It is a projection of the streams, written only by their tailers (one
-// ordered consumer per stream, tail.go), so it is rebuilt from the streams
-// when it is missing and on every replica of a cluster alike.
+// It is a projection of the streams, never the only copy of anything:
+// each stream's tailer (an ordered consumer, tail.go) copies it in, except
+// the embedded store's WEBHOOKS, which only this process writes and which
+// its writer indexes as it stores (tail.go reads it only to catch up at
+// start). So it is rebuilt from the streams when it is missing, and every
+// replica of a cluster keeps its own.
 //
-// Keys are grouped in generations of a fixed width of time (the stream
-// time of the message they index), so expiring what the streams no longer
+// Keys are grouped in generations of a fixed width of time (when the
+// message they index was stored), so expiring what the streams no longer
 // hold is one range deletion per generation:
 //
 //	'g' gen(8) id(16) kind(1) route 0x00 dest 0x00 extra
@@ -54,7 +57,7 @@ const (
 	kindEvent      = 'e' // value: seq(8) time(8)
 	kindDeadLetter = 'd' // value: dlq seq(8) time(8) original seq(8)
 	kindReplay     = 'r' // value: seq(8) time(8) dead letter seq(8)
-	kindAttempt    = 'a' // extra: time(8) attempt(4); value: the record's JSON
+	kindAttempt    = 'a' // extra: time(8) attempt stream seq(8); value: the record's JSON
 )
 
 // indexCache bounds the index's block cache; with its two 4 MiB memtables
