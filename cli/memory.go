@@ -63,7 +63,7 @@ const (
 // webhooks leaves hundreds of MiB resident long after it ended; a quiet
 // jethook should not hold them. idleCheck is longer than nats-server keeps
 // a block's cache after its last use (10 s), so those go too.
-func releaseWhenIdle(ctx context.Context) {
+func releaseWhenIdle(ctx context.Context, log *slog.Logger) {
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	t := time.NewTicker(idleCheck)
 	defer t.Stop()
@@ -78,14 +78,15 @@ func releaseWhenIdle(ctx context.Context) {
 		metrics.Read(sample)
 		allocs := sample[0].Value.Uint64()
 		busy := allocs-last > idleAllocs
-		last = allocs
 		switch {
 		case busy:
 			released = false
 		case !released:
 			debug.FreeOSMemory()
 			released = true
+			log.Debug("quiet: free heap returned to the OS", "allocated_since_last_look", allocs-last)
 		}
+		last = allocs
 	}
 }
 

@@ -122,7 +122,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		stopAdmin(actx)
 	}()
 	go rl.onHangup(ctx)
-	go releaseWhenIdle(ctx)
+	go releaseWhenIdle(ctx, log)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: s.HeaderTimeout,
