@@ -353,14 +353,12 @@ type writer struct {
 	ended  chan struct{}
 
 	queued  atomic.Uint64
-	mu      sync.Mutex
-	written uint64        // how many of queued are committed
-	moved   chan struct{} // closed and replaced whenever written grows
-	high    uint64        // highest sequence written: the watermark
+	written *progress // how many of queued are committed
+	high    uint64    // highest sequence written: the watermark
 }
 
 func (x *index) startWriter(stream string, log *slog.Logger) *writer {
-	w := &writer{x: x, stream: stream, in: make(chan stored, 4096), ended: make(chan struct{}), moved: make(chan struct{})}
+	w := &writer{x: x, stream: stream, in: make(chan stored, 4096), ended: make(chan struct{}), written: newProgress(0)}
 	go w.run(log)
 	return w
 }
@@ -391,35 +389,14 @@ func (w *writer) run(log *slog.Logger) {
 		if err := b.Commit(pebble.NoSync); err != nil {
 			log.Warn("index write failed; the next start indexes these", "stream", w.stream, "messages", n, "err", err)
 		}
-		w.mu.Lock()
-		w.written += n
-		close(w.moved)
-		w.moved = make(chan struct{})
-		w.mu.Unlock()
+		w.written.set(w.written.get() + n)
 	}
 }
 
 // sync waits up to wait until everything queued before the call is
 // written; it reports whether it was.
 func (w *writer) sync(ctx context.Context, wait time.Duration) bool {
-	target := w.queued.Load()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		w.mu.Lock()
-		written, moved := w.written, w.moved
-		w.mu.Unlock()
-		if written >= target {
-			return true
-		}
-		select {
-		case <-moved:
-		case <-timer.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
+	return w.written.reach(ctx, w.queued.Load(), wait)
 }
 
 // close writes what is queued and stops. Nothing may be added after.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,9 +37,7 @@ type tailer struct {
 	done    chan struct{}
 	ended   chan struct{}
 
-	mu      sync.Mutex
-	applied uint64
-	moved   chan struct{} // closed and replaced whenever applied grows
+	applied *progress // the last stream sequence indexed
 }
 
 // tailBatch bounds the messages one index write takes in.
@@ -85,9 +82,8 @@ func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, follow, he
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", name, err)
 	}
-	t := &tailer{s: s, follow: follow, st: st, filters: filters, x: s.idx, stream: name, apply: apply, applied: from,
-		msgs: make(chan jetstream.Msg, tailBatch), done: make(chan struct{}), ended: make(chan struct{}),
-		moved: make(chan struct{})}
+	t := &tailer{s: s, follow: follow, st: st, filters: filters, x: s.idx, stream: name, apply: apply, applied: newProgress(from),
+		msgs: make(chan jetstream.Msg, tailBatch), done: make(chan struct{}), ended: make(chan struct{})}
 	log := s.opts.Logger
 	t.cc, err = c.Consume(func(m jetstream.Msg) {
 		select {
@@ -139,33 +135,7 @@ func (t *tailer) run(log *slog.Logger) {
 			log.Error("index write failed", "stream", t.stream, "err", err)
 			continue
 		}
-		t.mu.Lock()
-		t.applied = last
-		close(t.moved)
-		t.moved = make(chan struct{})
-		t.mu.Unlock()
-	}
-}
-
-// caughtUp waits until the tailer has indexed sequence seq, ctx ends or
-// wait passes; it reports whether it has.
-func (t *tailer) caughtUp(ctx context.Context, seq uint64, wait time.Duration) bool {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		t.mu.Lock()
-		applied, moved := t.applied, t.moved
-		t.mu.Unlock()
-		if applied >= seq {
-			return true
-		}
-		select {
-		case <-moved:
-		case <-timer.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
+		t.applied.set(last)
 	}
 }
 
@@ -196,7 +166,7 @@ func (t *tailer) sync(ctx context.Context, wait time.Duration) (bool, error) {
 	if last == 0 {
 		return true, nil // nothing to read
 	}
-	return t.caughtUp(ctx, last, wait), nil
+	return t.applied.reach(ctx, last, wait), nil
 }
 
 // catchUp waits until the tailer has indexed what the stream holds now,
@@ -210,10 +180,7 @@ func (t *tailer) catchUp(ctx context.Context, log *slog.Logger) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		t.mu.Lock()
-		applied := t.applied
-		t.mu.Unlock()
-		log.Info("indexing stream", "stream", t.stream, "indexed_through", applied)
+		log.Info("indexing stream", "stream", t.stream, "indexed_through", t.applied.get())
 	}
 }
 
