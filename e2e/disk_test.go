@@ -6,33 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-// mountTmpfs mounts a tmpfs of size ("128m") on a new directory, so that a
-// test can fill jethook's disk. It skips the test when it cannot: not
-// root, or no mount(8). CI runs as root.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("a full disk needs a tmpfs, and mounting one needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
+	"github.com/jethook/jethook/store/storetest"
+)
 
 // fillDisk writes a file in dir until the file system is full and returns
 // its path.
@@ -112,7 +93,7 @@ func TestAFullDiskAnswers503AndRecoversWithoutARestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("full disk: skipped with -short")
 	}
-	dir := mountTmpfs(t, "128m")
+	dir := storetest.Tmpfs(t, "128m")
 	be := newBackend(t, healthy)
 	jh := newProcess(t, policies(be.URL, fastRetry), map[string]string{"JETHOOK_DATA_DIR": dir})
 	jh.start()

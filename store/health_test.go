@@ -46,7 +46,7 @@ func TestAFreshStoreIsReadyAndKnowsItsLimitAndDisk(t *testing.T) {
 // take writes again within seconds of the disk having room, with
 // everything acked before still there.
 func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T) {
-	dir := mountTmpfs(t, "32m")
+	dir := storetest.Tmpfs(t, "32m")
 	var log lockedBuffer
 	st := storetest.Open(t, store.Options{DataDir: dir, DiskFloor: 64 << 10, PublishTimeout: time.Second,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})

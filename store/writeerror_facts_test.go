@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,27 +13,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// mountTmpfs mounts a tmpfs of size ("16m") on a new directory for the
-// test, so that a test can fill a disk. It skips the test when it cannot
-// (not root, no mount(8)); CI runs as root.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("a full disk needs a tmpfs, and mounting one needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
+	"github.com/jethook/jethook/store/storetest"
+)
 
 // fillDisk writes a file in dir until the file system is full, then gives
 // back leave bytes of it. It returns the file's path.
@@ -99,7 +80,7 @@ func (l *errorLog) lines() string {
 // room; stopping and starting the server's JetStream clears it, keeping
 // every stored message and the consumer's ack floor.
 func TestFactAWriteErrorStaysUntilJetStreamRestarts(t *testing.T) {
-	dir := mountTmpfs(t, "16m")
+	dir := storetest.Tmpfs(t, "16m")
 	srv, err := server.NewServer(&server.Options{ServerName: "jethook-facts", JetStream: true, StoreDir: dir,
 		DontListen: true, NoLog: true, NoSigs: true})
 	if err != nil {

@@ -5,6 +5,8 @@ package storetest
 import (
 	"context"
 	"net"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -55,4 +57,24 @@ func FreeAddr(t testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// Tmpfs mounts a tmpfs of size ("16m") on a new directory for the test, so
+// that a test can fill a disk, and unmounts it when the test ends. It
+// skips the test when it cannot (not root, no mount(8)); CI runs as root.
+func Tmpfs(t testing.TB, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a full disk needs a tmpfs, and mounting one needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
 }
