@@ -170,7 +170,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(r.Context().Err(), context.Canceled) {
 			return // the provider hung up; it will retry on its own
 		}
-		h.Logger.Error("store did not take the webhook", "route", rt.Name, "event_id", env.EventID, "err", err)
+		// A store that refuses writes says so itself, once (readiness,
+		// jethook_store_refusing, alerts): a line per webhook would flood
+		// the log for as long as it lasts.
+		level := slog.LevelError
+		if _, refusing := errors.AsType[*store.NotReadyError](err); refusing {
+			level = slog.LevelDebug
+		}
+		h.Logger.Log(r.Context(), level, "store did not take the webhook", "route", rt.Name, "event_id", env.EventID, "err", err)
 		w.Header().Set("Retry-After", fmt.Sprint(int(h.retryAfter().Seconds())))
 		h.reject(w, r, rt, http.StatusServiceUnavailable, "store_unavailable", "the webhook was not stored; retry later")
 		return
@@ -229,8 +236,11 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rt *route, stat
 	if rt != nil {
 		name = rt.Name
 	}
+	// 503s are counted (jethook_rejected_total) and have their own line
+	// where it helps (store_unavailable above); others at 5xx and 401 are
+	// worth a look.
 	level := slog.LevelDebug
-	if status == http.StatusUnauthorized || status >= 500 {
+	if status == http.StatusUnauthorized || status >= 500 && status != http.StatusServiceUnavailable {
 		level = slog.LevelWarn
 	}
 	h.Logger.Log(r.Context(), level, "webhook rejected", "route", name, "status", status, "reason", reason, "remote", r.RemoteAddr)

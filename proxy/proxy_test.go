@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -259,4 +261,46 @@ func TestWithTheStoreDownIngressAnswers503NeverA2xx(t *testing.T) {
 		t.Fatalf("got %d %s %v", a.status, a.body, a.header)
 	}
 	t.Logf("answered 503 after %s", time.Since(start))
+}
+
+// A store that refuses writes says so once, through readiness, metrics and
+// alerts; ingress does not add a warning or an error line per webhook.
+func TestAStoreThatRefusesWritesDoesNotFloodTheLog(t *testing.T) {
+	t.Parallel()
+	cfg, err := policy.Parse("routes.yaml", []byte(routes), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := storetest.Open(t, store.Options{PublishTimeout: time.Second})
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	h, err := proxy.New(cfg, st, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	in := &ingress{t: t, cfg: cfg, store: st, srv: srv}
+	st.Close()
+	for i := range 3 {
+		if a := in.do("POST", "/hooks/plain", nil, strings.NewReader(fmt.Sprintf(`{"n":%d}`, i))); a.status != http.StatusServiceUnavailable {
+			t.Fatalf("webhook %d: %d %s, want 503", i, a.status, a.body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if logged.Len() > 0 {
+		t.Errorf("three refused webhooks logged at info or above:\n%s", logged.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
