@@ -102,6 +102,10 @@ func TestAParkedWebhookOutlivesARestart(t *testing.T) {
 	if d, err := st.Delivery(context.Background(), e, seq, "app"); err != nil || d.State != store.StateAttempting {
 		t.Errorf("parked: %+v, %v; want attempting", d, err)
 	}
+	// Its message is acked, yet it is the destination's oldest pending.
+	if oldest, err := st.OldestUnsettled(context.Background(), "shop", "app"); err != nil || oldest.Before(e.ReceivedAt.Add(-time.Second)) || oldest.After(time.Now()) {
+		t.Errorf("oldest pending %v, %v; want when the parked webhook was stored", oldest, err)
+	}
 	r.fwd.Stop(time.Second)
 	st.Close()
 

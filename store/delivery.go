@@ -24,15 +24,33 @@ func (s *Store) consumerInfo(ctx context.Context, route, destination string) (*j
 
 // OldestUnsettled returns when the oldest message route's destination has
 // not settled yet (delivered or dead-lettered) was stored; zero if none.
+// For a parked webhook, and a due record, that is when the webhook was
+// stored; among parked ones it reads the longest parked, which is the
+// oldest but for webhooks parked again after a later attempt.
 func (s *Store) OldestUnsettled(ctx context.Context, route, destination string) (time.Time, error) {
+	var oldest time.Time
+	older := func(t time.Time) {
+		if !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	if s.ParkedCount(route, destination) > 0 {
+		m, err := s.parked.GetMsg(ctx, 1, jetstream.WithGetMsgSubject("parked."+route+"."+destination+".*"))
+		switch {
+		case err == nil:
+			p, _ := parkedFrom(m.Header)
+			older(p.FirstSeen)
+		case !errors.Is(err, jetstream.ErrMsgNotFound):
+			return time.Time{}, fmt.Errorf("%w: oldest parked webhook: %v", ErrUnavailable, err)
+		}
+	}
 	info, err := s.consumerInfo(ctx, route, destination)
 	if err != nil || info == nil || (info.NumPending == 0 && info.NumAckPending == 0) {
-		return time.Time{}, err
+		return oldest, err
 	}
 	// The first message past the ack floor on the consumer's subjects is
 	// unsettled, or the floor would have moved past it.
-	var oldest time.Time
-	for _, subj := range []string{"webhooks." + route + ".*", "replay." + route + "." + destination + ".*"} {
+	for _, subj := range []string{"webhooks." + route + ".*", "replay." + route + "." + destination + ".*", "due." + route + "." + destination + ".*"} {
 		m, err := s.main.GetMsg(ctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
@@ -40,8 +58,10 @@ func (s *Store) OldestUnsettled(ctx context.Context, route, destination string) 
 		if err != nil {
 			return time.Time{}, fmt.Errorf("%w: oldest message: %v", ErrUnavailable, err)
 		}
-		if oldest.IsZero() || m.Time.Before(oldest) {
-			oldest = m.Time
+		if p, err := parkedFrom(m.Header); err == nil {
+			older(p.FirstSeen) // a due record: when its webhook was stored
+		} else {
+			older(m.Time)
 		}
 	}
 	return oldest, nil

@@ -162,6 +162,7 @@ func (s *Store) startMover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", ParkedStreamName, err)
 	}
+	s.parked = st
 	mv := &mover{s: s, st: st, tick: moveTick, stop: make(chan struct{}), done: make(chan struct{}), parked: map[[2]string]uint64{}}
 	s.mover = mv
 	go mv.run()

@@ -141,6 +141,7 @@ type Store struct {
 	attempts *attemptLog // nil until the streams exist
 
 	mover   *mover
+	parked  jetstream.Stream // WEBHOOKS_PARKED
 	idx     *index
 	writer  *writer   // indexes this process's webhooks; nil when the index follows WEBHOOKS
 	tails   []*tailer // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
