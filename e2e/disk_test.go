@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,27 +13,6 @@ import (
 
 	"github.com/jethook/jethook/store/storetest"
 )
-
-// fillDisk writes a file in dir until the file system is full and returns
-// its path.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for size := len(buf); size >= 512; size /= 2 {
-		for {
-			if _, err := f.Write(buf[:size]); err != nil {
-				break
-			}
-		}
-	}
-	return path
-}
 
 // readyz asks jethook's /readyz, giving up after within. It returns the
 // status and, for a 503, the reason.
@@ -110,7 +88,7 @@ func TestAFullDiskAnswers503AndRecoversWithoutARestart(t *testing.T) {
 	}
 	eventually(t, 15*time.Second, "webhooks posted before the disk filled delivered", func() []int { return be.missing(acked) })
 
-	filler := fillDisk(t, dir)
+	filler := storetest.FillDisk(t, dir, 0)
 	jh.mark("disk filled")
 	// At once, before jethook's monitor (once a second) sees the disk:
 	// some of these reach nats-server and fail there.

@@ -49,14 +49,17 @@ type ingress struct {
 	srv   *httptest.Server
 }
 
-func newIngress(t *testing.T) *ingress {
+func newIngress(t *testing.T) *ingress { return newIngressLogging(t, nil) }
+
+// newIngressLogging is newIngress with the handler logging to log.
+func newIngressLogging(t *testing.T, log *slog.Logger) *ingress {
 	t.Helper()
 	cfg, err := policy.Parse("routes.yaml", []byte(routes), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := storetest.Open(t, store.Options{PublishTimeout: time.Second})
-	h, err := proxy.New(cfg, st, nil)
+	h, err := proxy.New(cfg, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,21 +270,10 @@ func TestWithTheStoreDownIngressAnswers503NeverA2xx(t *testing.T) {
 // alerts; ingress does not add a warning or an error line per webhook.
 func TestAStoreThatRefusesWritesDoesNotFloodTheLog(t *testing.T) {
 	t.Parallel()
-	cfg, err := policy.Parse("routes.yaml", []byte(routes), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := storetest.Open(t, store.Options{PublishTimeout: time.Second})
 	var logged bytes.Buffer
 	var mu sync.Mutex
-	h, err := proxy.New(cfg, st, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	in := &ingress{t: t, cfg: cfg, store: st, srv: srv}
-	st.Close()
+	in := newIngressLogging(t, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	in.store.Close()
 	for i := range 3 {
 		if a := in.do("POST", "/hooks/plain", nil, strings.NewReader(fmt.Sprintf(`{"n":%d}`, i))); a.status != http.StatusServiceUnavailable {
 			t.Fatalf("webhook %d: %d %s, want 503", i, a.status, a.body)

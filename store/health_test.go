@@ -72,7 +72,7 @@ func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T)
 
 	// Room above the floor, but not for a 1 MiB webhook: it fails inside
 	// nats-server, whose stream then refuses every write.
-	filler := fillDisk(t, dir, 256<<10)
+	filler := storetest.FillDisk(t, dir, 256<<10)
 	if err := publish("too-big", 1<<20); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("publish of 1 MiB with 256 KiB free: %v, want ErrUnavailable", err)
 	}
@@ -92,7 +92,7 @@ func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T)
 	})
 
 	// No room above the floor: refused before nats-server sees it.
-	fillDisk(t, dir, 0)
+	storetest.FillDisk(t, dir, 0)
 	storetest.Eventually(t, 5*time.Second, "store not disk_full with the disk full", func() bool {
 		return st.Health().Reason == store.ReasonDiskFull
 	})

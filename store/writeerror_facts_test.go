@@ -17,39 +17,6 @@ import (
 	"github.com/jethook/jethook/store/storetest"
 )
 
-// fillDisk writes a file in dir until the file system is full, then gives
-// back leave bytes of it. It returns the file's path.
-func fillDisk(t *testing.T, dir string, leave int64) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	var n int64
-	for {
-		w, err := f.Write(buf)
-		n += int64(w)
-		if err != nil {
-			break
-		}
-	}
-	// Small writes take the last partial blocks.
-	for {
-		w, err := f.Write(buf[:512])
-		n += int64(w)
-		if err != nil {
-			break
-		}
-	}
-	if err := f.Truncate(max(n-leave, 0)); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // errorLog is a nats-server logger that keeps its error lines.
 type errorLog struct {
 	mu     sync.Mutex
@@ -115,7 +82,7 @@ func TestFactAWriteErrorStaysUntilJetStreamRestarts(t *testing.T) {
 		}
 	}
 
-	filler := fillDisk(t, dir, 0)
+	filler := storetest.FillDisk(t, dir, 0)
 	publish := func() error {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -77,4 +78,37 @@ func Tmpfs(t testing.TB, size string) string {
 		}
 	})
 	return dir
+}
+
+// FillDisk writes a file in dir until the file system is full, then gives
+// back leave bytes of it. It returns the file's path.
+func FillDisk(t testing.TB, dir string, leave int64) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		w, err := f.Write(buf)
+		n += int64(w)
+		if err != nil {
+			break
+		}
+	}
+	// Small writes take the last partial blocks.
+	for {
+		w, err := f.Write(buf[:512])
+		n += int64(w)
+		if err != nil {
+			break
+		}
+	}
+	if err := f.Truncate(max(n-leave, 0)); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
