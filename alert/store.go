@@ -3,6 +3,8 @@ package alert
 import (
 	"fmt"
 	"time"
+
+	"github.com/jethook/jethook/policy"
 )
 
 // storeState is what the Notifier knows of the store.
@@ -52,10 +54,10 @@ func (n *Notifier) Store(reason, detail string, headroom, capacity uint64) {
 		s.low = true
 		n.storeNote(fmt.Sprintf("store short of room: %s left of %s (%.0f %%); delivered webhooks are purged first, "+
 			"undelivered ones and dead letters are not: raise JETHOOK_STORE_MAX_BYTES or the disk, or shorten JETHOOK_RETENTION",
-			iec(headroom), iec(capacity), 100*share))
+			policy.FormatSize(headroom), policy.FormatSize(capacity), 100*share))
 	case s.low && share >= 2*n.Headroom:
 		s.low = false
-		n.storeNote(fmt.Sprintf("store has room again: %s left of %s (%.0f %%)", iec(headroom), iec(capacity), 100*share))
+		n.storeNote(fmt.Sprintf("store has room again: %s left of %s (%.0f %%)", policy.FormatSize(headroom), policy.FormatSize(capacity), 100*share))
 	}
 }
 
@@ -66,18 +68,4 @@ func (n *Notifier) storeNote(line string) {
 	if len(n.pending.notes) > had {
 		n.pending.store++
 	}
-}
-
-// iec formats a byte count as people read sizes: "3.1 GiB".
-func iec(b uint64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := uint64(unit), 0
-	for m := b / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
 }

@@ -75,6 +75,21 @@ var sizeUnits = map[string]int64{
 	"gib": 1 << 30,
 }
 
+// FormatSize writes a byte count as people read sizes, in IEC units:
+// "3.1 GiB".
+func FormatSize(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
 // ParseSize parses a byte count: a plain integer or a number with a unit
 // ("512KiB", "5MiB", "1MB", "100kB", "2GiB", "1.5MiB"). It must be positive.
 func ParseSize(s string) (int64, error) {

@@ -177,3 +177,12 @@ func TestValidWhsec(t *testing.T) {
 		})
 	}
 }
+
+func TestFormatSizeWritesIECUnits(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 3 << 20: "3.0 MiB", 5 << 29: "2.5 GiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"math"
 )
 
@@ -120,18 +119,4 @@ func (s *Store) Ready(context.Context) error {
 		return &NotReadyError{h.Reason, h.Detail}
 	}
 	return nil
-}
-
-// bytesIEC formats n as people read sizes: "3.1 MiB".
-func bytesIEC(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
