@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -17,7 +18,17 @@ func runCheck(_ context.Context, args []string, out io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg, err := policy.Load(*file)
+	// The same settings and rules as serve: a file check passes, serve
+	// starts with.
+	s, err := loadSettings(nil)
+	if err != nil {
+		return err
+	}
+	s.Config = *file
+	if err := applyMemoryLimit(s, slog.New(slog.DiscardHandler)); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(s.resolved(), 0)
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckListsTheShippedRoutesAndWarnsAboutUnverifiedOnes(t *testing.T) {
@@ -80,5 +82,39 @@ func TestCheckReportsEveryMistakeOfAFileWithItsLineAndKey(t *testing.T) {
 				t.Errorf("stderr:\n%s\nwant:\n%s", stderr.String(), want)
 			}
 		})
+	}
+}
+
+// A file that leaves every retry setting at its default passes check and
+// starts serve; one whose max_age reaches JETHOOK_RETENTION fails both,
+// with the same error.
+func TestCheckAppliesEveryRuleServeApplies(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/policies.yaml"
+	yaml := "routes:\n  - name: example\n    path: /hooks/example\n    provider: none\n" +
+		"    destinations: [{name: app, url: \"http://127.0.0.1:3000/\"}]\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("JETHOOK_RETENTION", "")
+	if err := runCheck(context.Background(), []string{"-config", file}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("check of a file with the default max_age: %v", err)
+	}
+	serveForTest(t, func(s *Settings) { s.Config = file })
+
+	t.Setenv("JETHOOK_RETENTION", "24h")
+	checkErr := runCheck(context.Background(), []string{"-config", file}, &bytes.Buffer{})
+	if checkErr == nil || !strings.Contains(checkErr.Error(), "JETHOOK_RETENTION (24h0m0s)") {
+		t.Fatalf("check with JETHOOK_RETENTION=24h: err = %v, want the max_age rule", checkErr)
+	}
+	s, err := loadSettings(map[string]string{"JETHOOK_CONFIG": file, "JETHOOK_RETENTION": "24h",
+		"JETHOOK_DATA_DIR": dir + "/data", "JETHOOK_LISTEN": "127.0.0.1:0", "JETHOOK_ADMIN_LISTEN": "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // ends a serve that wrongly started
+	defer cancel()
+	if err := Serve(ctx, s, slog.New(slog.DiscardHandler), nil); err == nil || err.Error() != checkErr.Error() {
+		t.Fatalf("serve: err = %v, want check's %v", err, checkErr)
 	}
 }

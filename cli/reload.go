@@ -60,15 +60,22 @@ func (r *reloader) reload(ctx context.Context) error {
 
 // load reads the file and runs every check Serve runs at start.
 func (r *reloader) load() (*policy.Config, error) {
-	cfg, err := policy.Load(r.settings.Config)
+	return loadConfig(r.settings, r.store.MaxPayload())
+}
+
+// loadConfig reads s.Config and runs every check serve applies to it:
+// those of policy.Load, checkConfig, and the provider settings (a
+// throwaway ingress, not served). jethook check runs it with maxPayload 0,
+// before any store is known.
+func loadConfig(s Settings, maxPayload int64) (*policy.Config, error) {
+	cfg, err := policy.Load(s.Config)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkConfig(r.settings, cfg, r.store.MaxPayload()); err != nil {
+	if err := checkConfig(s, cfg, maxPayload); err != nil {
 		return nil, err
 	}
-	// A throwaway ingress checks the provider settings without a swap.
-	if _, err := proxy.New(cfg, r.store, nil); err != nil {
+	if _, err := proxy.New(cfg, nil, nil); err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	return cfg, nil

@@ -16,7 +16,6 @@ import (
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/alert"
 	"github.com/jethook/jethook/forward"
-	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 )
@@ -50,15 +49,12 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		return err
 	}
 	s = s.resolved()
-	cfg, err := policy.Load(s.Config)
+	cfg, err := loadConfig(s, 0)
 	if err != nil {
 		return err
 	}
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
-	}
-	if err := checkConfig(s, cfg, 0); err != nil {
-		return err
 	}
 	maxBytes, err := s.storeMaxBytes()
 	if err != nil {

@@ -59,7 +59,8 @@ type Retry struct {
 	// lettered, default 12, at least 1.
 	MaxAttempts int
 	// MaxAge is how long after the event was first received retries may
-	// still start, default 72h.
+	// still start, default 48h: a day below the default JETHOOK_RETENTION
+	// (72h), which must outlast every retry.
 	MaxAge time.Duration
 	// RetryAfterMax bounds a backend's Retry-After (RFC 9110 §10.2.3), so a
 	// backend can never park an event longer than jethook would; default
@@ -82,7 +83,7 @@ const maxAttemptsLimit = 10000
 
 // DefaultRetry returns the built-in retry policy that policies.yaml
 // overrides: exponential from 2s doubling up to 1h, full jitter, 12 attempts
-// within 72h, retrying 408, 429 and 5xx.
+// within 48h, retrying 408, 429 and 5xx.
 func DefaultRetry() Retry {
 	return Retry{
 		Kind:          BackoffExponential,
@@ -93,7 +94,7 @@ func DefaultRetry() Retry {
 		MaxDelay:      time.Hour,
 		Jitter:        JitterFull,
 		MaxAttempts:   12,
-		MaxAge:        72 * time.Hour,
+		MaxAge:        48 * time.Hour,
 		RetryAfterMax: time.Hour,
 		RetryOn:       []StatusMatch{{Code: 408}, {Code: 429}, {Class: 5}},
 	}
