@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -37,7 +38,28 @@ func commands() []command {
 		{"dlq", "list, show, replay or purge dead letters: dlq ls|show|replay|purge (admin API)", runDLQ},
 		{"echo", "run a backend that prints what it receives (for trying jethook out)", runEcho},
 		{"bench", "measure ingest and delivery against a bare baseline", runBench},
+		{"version", "print jethook's version, commit and Go version", runVersion},
 	}
+}
+
+// synopses are the arguments each command and subcommand takes besides
+// its flags, for its -h.
+var synopses = map[string]string{
+	"schedule":    "ROUTE",
+	"send":        "ROUTE [-file payload.json]",
+	"probe":       "[ready|live]",
+	"events show": "EVENT_ID",
+	"dlq show":    "SEQ",
+}
+
+// summaries say what the subcommands of dlq and events do; commands()
+// says it for the others.
+var summaries = map[string]string{
+	"dlq ls":      "list dead letters, a page at a time",
+	"dlq show":    "show one dead letter: its request, headers, body and why it failed",
+	"dlq replay":  "deliver dead letters again, by -seq or every one a filter selects",
+	"dlq purge":   "delete dead letters, by -seq or every one a filter selects",
+	"events show": "show when an event came in and where it stands at each destination",
 }
 
 // Main runs the subcommand named by args[0] (serve when there is none) and
@@ -48,6 +70,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
 		name = "help" // `jethook -h` lists the commands; `jethook serve -h` shows serve's flags
+	case len(args) == 1 && (args[0] == "-version" || args[0] == "--version"):
+		name, args = "version", nil
 	case len(args) > 0 && args[0] != "" && args[0][0] != '-':
 		name, args = args[0], args[1:]
 	}
@@ -100,15 +124,44 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.usage)
 	}
 	fmt.Fprintln(w, "\n`jethook COMMAND -h` shows a command's flags. Settings come from JETHOOK_*")
-	fmt.Fprintln(w, "environment variables; see README.md.")
+	fmt.Fprintln(w, "environment variables: `jethook serve -h` lists them.")
 }
 
 // flags returns a flag set whose errors go to out and whose parse errors
-// are usage errors.
+// are usage errors. Its -h says what the command does, its arguments and
+// its flags.
 func flags(name string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("jethook "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
+	fs.Usage = func() { commandUsage(fs, name) }
 	return fs
+}
+
+func commandUsage(fs *flag.FlagSet, name string) {
+	w := fs.Output()
+	line := "Usage: jethook " + name
+	if a := synopses[name]; a != "" {
+		line += " " + a
+	}
+	nflags := 0
+	fs.VisitAll(func(*flag.Flag) { nflags++ })
+	if nflags > 0 {
+		line += " [flags]"
+	}
+	fmt.Fprintln(w, line)
+	summary := summaries[name]
+	for _, c := range commands() {
+		if c.name == name {
+			summary = c.usage
+		}
+	}
+	if summary != "" {
+		fmt.Fprintf(w, "\n%s%s.\n", strings.ToUpper(summary[:1]), summary[1:])
+	}
+	if nflags > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		fs.PrintDefaults()
+	}
 }
 
 func parse(fs *flag.FlagSet, args []string) error {

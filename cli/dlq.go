@@ -30,6 +30,14 @@ func dlq(ctx context.Context, c *adminClient, args []string, out io.Writer) erro
 		return fmt.Errorf("%w: %s", errUsage, dlqUsage)
 	}
 	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprintln(out, "Usage: jethook dlq ls|show|replay|purge [flags]")
+		fmt.Fprintln(out, "\nCommands:")
+		for _, sub := range []string{"ls", "show", "replay", "purge"} {
+			fmt.Fprintf(out, "  %-7s %s\n", sub, summaries["dlq "+sub])
+		}
+		fmt.Fprintln(out, "\n`jethook dlq COMMAND -h` shows a command's flags.")
+		return nil
 	case "ls", "list":
 		return dlqList(ctx, c, args[1:], out)
 	case "show":

@@ -26,6 +26,10 @@ const headerRoom = 256 << 10
 
 func runServe(ctx context.Context, args []string, out io.Writer) error {
 	fs := flags("serve", out)
+	fs.Usage = func() {
+		commandUsage(fs, "serve")
+		printSettings(fs.Output())
+	}
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -147,6 +147,20 @@ func (s Settings) storeMaxBytes() (int64, error) {
 	return n, nil
 }
 
+// printSettings lists the JETHOOK_* variables serve reads, with their
+// defaults, for `jethook serve -h`.
+func printSettings(w io.Writer) {
+	fmt.Fprintln(w, "\nSettings (environment variables, default in brackets):")
+	for f := range reflect.TypeFor[Settings]().Fields() {
+		line := "  JETHOOK_" + f.Tag.Get("env")
+		if d := f.Tag.Get("envDefault"); d != "" && d != "0" {
+			line += " [" + d + "]"
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w, "\nWhat each one does: README.md, Configuration.")
+}
+
 // envError names the variable behind each parse error: the env library
 // names only the Go field.
 func envError(prefix string, err error) error {
