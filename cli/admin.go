@@ -2,11 +2,17 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -58,4 +64,59 @@ func startAdmin(s Settings, h http.Handler, log *slog.Logger) (addr net.Addr, st
 			log.Warn("admin shutdown", "err", err)
 		}
 	}, nil
+}
+
+// adminTokenFile is where serve keeps the admin token it made when
+// JETHOOK_ADMIN_TOKEN is not set, in the data dir (mode 0600): the CLI on
+// the same machine reads it, anyone else needs the token.
+const adminTokenFile = "admin-token"
+
+// localAdminToken returns the token in dataDir's admin-token file,
+// creating the file with a new random token if there is none. A file that
+// others could read is refused rather than used.
+func localAdminToken(dataDir string) (token, path string, err error) {
+	path = filepath.Join(dataDir, adminTokenFile)
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return "", path, fmt.Errorf("admin token: %w", err)
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		token = hex.EncodeToString(b)
+		_, werr := f.WriteString(token + "\n")
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return "", path, fmt.Errorf("admin token: %w", werr)
+		}
+		return token, path, nil
+	case !errors.Is(err, fs.ErrExist):
+		return "", path, fmt.Errorf("admin token: %w", err)
+	}
+	token, err = readAdminToken(path)
+	return token, path, err
+}
+
+// readAdminToken reads a token file serve wrote. It refuses one that
+// others may read or that holds no token.
+func readAdminToken(path string) (string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("admin token: %s is readable by others (mode %v): chmod 600 it, or remove it for a new one", path, info.Mode().Perm())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" || strings.ContainsAny(token, " \t\r\n") {
+		return "", fmt.Errorf("admin token: %s holds no token: remove it for a new one", path)
+	}
+	return token, nil
 }

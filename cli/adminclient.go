@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -17,18 +19,37 @@ import (
 // adminClient calls the admin API for the status, events and dlq commands.
 type adminClient struct {
 	base  string // JETHOOK_ADMIN_URL, default http://127.0.0.1:8081
-	token string // JETHOOK_ADMIN_TOKEN
-	http  *http.Client
+	token string // JETHOOK_ADMIN_TOKEN, or serve's token file
+	// tokenErr is why serve's token file could not be read, told with a
+	// 401 or 403.
+	tokenErr error
+	http     *http.Client
 }
 
-// adminFromEnv reads JETHOOK_ADMIN_URL and JETHOOK_ADMIN_TOKEN.
+// adminFromEnv reads JETHOOK_ADMIN_URL and JETHOOK_ADMIN_TOKEN. Without a
+// token, a client of a loopback admin URL reads the token serve keeps in
+// JETHOOK_DATA_DIR (default ./data) when it can: the local case needs no
+// setup, and the local token is never sent to another host.
 func adminFromEnv(getenv func(string) string) *adminClient {
 	base := getenv("JETHOOK_ADMIN_URL")
 	if base == "" {
 		base = "http://127.0.0.1:8081"
 	}
-	return &adminClient{base: strings.TrimRight(base, "/"), token: getenv("JETHOOK_ADMIN_TOKEN"),
+	c := &adminClient{base: strings.TrimRight(base, "/"), token: getenv("JETHOOK_ADMIN_TOKEN"),
 		http: &http.Client{Timeout: 2 * time.Minute}}
+	if u, err := url.Parse(c.base); c.token == "" && err == nil && loopback(u.Host) {
+		dir := getenv("JETHOOK_DATA_DIR")
+		if dir == "" {
+			dir = "./data"
+		}
+		path := filepath.Join(dir, adminTokenFile)
+		if token, err := readAdminToken(path); err == nil {
+			c.token = token
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			c.tokenErr = err
+		}
+	}
+	return c
 }
 
 // call sends body (if not nil) as JSON and decodes the answer into out (if
@@ -71,8 +92,11 @@ func (c *adminClient) call(ctx context.Context, method, path string, query url.V
 			e.Message = strings.TrimSpace(string(data))
 		}
 		msg := fmt.Sprintf("admin API: %s (%s)", e.Message, resp.Status)
-		if resp.StatusCode == http.StatusUnauthorized && c.token == "" {
-			msg += "; set JETHOOK_ADMIN_TOKEN"
+		if (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && c.token == "" {
+			msg += "; set JETHOOK_ADMIN_TOKEN, or JETHOOK_DATA_DIR to serve's data dir on its machine"
+			if c.tokenErr != nil {
+				msg += " (" + c.tokenErr.Error() + ")"
+			}
 		}
 		return errors.New(msg)
 	}

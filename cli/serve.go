@@ -49,6 +49,14 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err := checkAdminListen(s); err != nil {
 		return err
 	}
+	if s.AdminToken == "" {
+		token, path, err := localAdminToken(s.DataDir)
+		if err != nil {
+			return err
+		}
+		s.AdminToken = token
+		log.Info("admin token from the data dir: the CLI on this machine reads it", "file", path)
+	}
 	if err := applyMemoryLimit(s, log); err != nil {
 		return err
 	}

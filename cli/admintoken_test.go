@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jethook/jethook/store/storetest"
+)
+
+// With no JETHOOK_ADMIN_TOKEN, serve keeps a token in its data dir that
+// only its user may read; the CLI on the same machine uses it, the API
+// still refuses a request without it, and a remote admin URL never gets it.
+func TestTheLocalCLIReadsTheTokenServeKeepsInItsDataDir(t *testing.T) {
+	t.Parallel()
+	adminAddr := storetest.FreeAddr(t)
+	dataDir := t.TempDir()
+	serveForTest(t, func(s *Settings) { s.AdminListen = adminAddr; s.DataDir = dataDir; s.AdminToken = "" })
+
+	info, err := os.Stat(filepath.Join(dataDir, adminTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v, want 0600", info.Mode().Perm())
+	}
+	resp, err := http.Get("http://" + adminAddr + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /v1/status without a token: %d, want 401", resp.StatusCode)
+	}
+
+	env := map[string]string{"JETHOOK_ADMIN_URL": "http://" + adminAddr, "JETHOOK_DATA_DIR": dataDir}
+	var out strings.Builder
+	if err := status(context.Background(), adminFromEnv(func(k string) string { return env[k] }), nil, &out); err != nil {
+		t.Fatalf("jethook status with the data dir: %v", err)
+	}
+	if !strings.Contains(out.String(), "example") {
+		t.Errorf("jethook status:\n%s", out.String())
+	}
+
+	env["JETHOOK_ADMIN_URL"] = "http://192.0.2.1:8081"
+	if c := adminFromEnv(func(k string) string { return env[k] }); c.token != "" {
+		t.Error("the local token would be sent to a remote admin URL")
+	}
+}
+
+func TestATokenFileOthersCanReadIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, path, err := localAdminToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := localAdminToken(dir)
+	if err != nil || again != first {
+		t.Fatalf("second start: %q, %v; want the same token", again, err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := localAdminToken(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("err = %v, want one saying chmod 600", err)
+	}
+}
