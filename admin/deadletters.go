@@ -41,9 +41,12 @@ type DeadLetter struct {
 // DeadLetterDetail is the answer of GET /v1/deadletters/{seq}.
 type DeadLetterDetail struct {
 	DeadLetter
-	Method     string              `json:"method"`
-	Host       string              `json:"host"`
-	Proto      string              `json:"proto"`
+	Method string `json:"method"`
+	Host   string `json:"host"`
+	Proto  string `json:"proto"`
+	// RequestURI is the path and query the provider called; empty for a
+	// webhook stored before jethook kept it.
+	RequestURI string              `json:"request_uri,omitempty"`
 	RemoteAddr string              `json:"remote_addr"`
 	Headers    map[string][]string `json:"headers"`
 	// Body is the original body: text when it is valid UTF-8, else base64
@@ -215,7 +218,7 @@ func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
 	}
 	e := d.Envelope
 	out := DeadLetterDetail{DeadLetter: summary(d), Method: e.Method, Host: e.Host, Proto: e.Proto,
-		RemoteAddr: e.RemoteAddr, Headers: e.Header, Body: string(e.Body), BodyEncoding: "utf-8"}
+		RequestURI: e.RequestURI, RemoteAddr: e.RemoteAddr, Headers: e.Header, Body: string(e.Body), BodyEncoding: "utf-8"}
 	if !utf8.Valid(e.Body) {
 		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(e.Body), "base64"
 	}

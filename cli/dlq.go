@@ -178,7 +178,7 @@ func dlqShow(ctx context.Context, c *adminClient, args []string, out io.Writer) 
 	if d.Replay != nil {
 		fmt.Fprintf(out, "replayed:      %s (message %d)\n", stamp(d.Replay.At), d.Replay.Seq)
 	}
-	fmt.Fprintf(out, "request:       %s %s://%s\n", d.Method, d.Proto, d.Host)
+	fmt.Fprintf(out, "request:       %s %s://%s%s\n", d.Method, d.Proto, d.Host, d.RequestURI)
 	names := make([]string, 0, len(d.Headers))
 	for k := range d.Headers {
 		names = append(names, k)

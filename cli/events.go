@@ -70,10 +70,10 @@ func events(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 		for _, a := range d.Attempts {
 			next := "-"
 			if a.NextSeconds > 0 {
-				next = secs(a.NextSeconds).String()
+				next = brief(secs(a.NextSeconds))
 			}
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, stamp(a.At), a.Outcome, statusText(a.Status),
-				secs(a.LatencySeconds).Round(time.Millisecond), next, clip(a.Error, 60))
+				brief(secs(a.LatencySeconds)), next, clip(a.Error, 60))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -83,6 +83,22 @@ func events(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// brief prints d to three significant figures or the second, for a
+// table: 587ms, 1.25s, 42.1s, 3m12s.
+func brief(d time.Duration) string {
+	switch {
+	case d < 10*time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < 10*time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
 
 // stamp prints a time in UTC to the second; "-" for nil.
 func stamp(t *time.Time) string {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEventsShowSaysWhereAnEventIsAtEachDestination(t *testing.T) {
@@ -35,5 +36,21 @@ func TestEventsShowSaysWhereAnEventIsAtEachDestination(t *testing.T) {
 	}
 	if _, err := r.run(events, "list"); !errors.Is(err, errUsage) {
 		t.Errorf("events list: %v, want a usage error", err)
+	}
+}
+
+func TestDurationsInTablesAreShort(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		587090141 * time.Nanosecond:   "587ms",
+		1234567 * time.Nanosecond:     "1.23ms",
+		1254000000 * time.Nanosecond:  "1.25s",
+		42149000000 * time.Nanosecond: "42.1s",
+		192400 * time.Millisecond:     "3m12s",
+		0:                             "0s",
+	} {
+		if got := brief(d); got != want {
+			t.Errorf("brief(%v) = %q, want %q", d, got, want)
+		}
 	}
 }

@@ -110,6 +110,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	}
 	h.Metrics = prom
 	h.MaxInFlightBytes = s.MaxInFlightBytes
+	h.TrustedProxies, _ = s.trustedProxies() // checked in loadSettings
 	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, alerts: alerts, log: log}
 	// Not ready once shutdown begins: the admin listener outlives the public
 	// one, and a load balancer must stop sending before the listener closes.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"reflect"
 	"runtime/debug"
 	"strings"
@@ -47,6 +48,10 @@ type Settings struct {
 	// headers. 0 derives each when serve starts: see resolved.
 	MaxInFlightBytes int64 `env:"MAX_INFLIGHT_BYTES" envDefault:"0"`
 	MaxConns         int   `env:"MAX_CONNS" envDefault:"0"`
+	// TrustedProxies are the load balancers in front, comma-separated
+	// CIDRs or addresses: their X-Forwarded-Proto and X-Forwarded-Host
+	// reach the backend (proxy.Handler.TrustedProxies).
+	TrustedProxies string `env:"TRUSTED_PROXIES"`
 }
 
 // connCost is what the derived connection limit allows one public
@@ -115,7 +120,32 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if err := checkAdminToken(s.AdminToken); err != nil {
 		return s, err
 	}
+	if _, err := s.trustedProxies(); err != nil {
+		return s, err
+	}
 	return s, nil
+}
+
+// trustedProxies parses JETHOOK_TRUSTED_PROXIES: CIDRs ("10.0.0.0/8") or
+// single addresses, comma-separated.
+func (s Settings) trustedProxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for v := range strings.SplitSeq(s.TrustedProxies, ",") {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			ip, ipErr := netip.ParseAddr(v)
+			if ipErr != nil {
+				return nil, fmt.Errorf("environment: JETHOOK_TRUSTED_PROXIES: %q is neither a CIDR (10.0.0.0/8) nor an address", v)
+			}
+			p = netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // checkAdminToken refuses a token no request could present: the admin API
@@ -192,9 +222,18 @@ func parseLevel(v string) (slog.Level, error) {
 
 func (s Settings) logger(w io.Writer) *slog.Logger {
 	level, _ := parseLevel(s.LogLevel)
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationText}
 	if s.LogFormat == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationText logs a duration as Go writes it ("30s", "1.5s") instead of
+// the JSON handler's nanoseconds (30000000000).
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }

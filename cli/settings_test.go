@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -119,5 +121,35 @@ func TestStoreMaxBytesTakesASize(t *testing.T) {
 		if got, _ := s.storeMaxBytes(); got != want {
 			t.Errorf("JETHOOK_STORE_MAX_BYTES=%q: %d bytes, want %d", value, got, want)
 		}
+	}
+}
+
+func TestLogsWriteDurationsAsText(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"json", "text"} {
+		var out strings.Builder
+		Settings{LogLevel: "info", LogFormat: format}.logger(&out).Info("breaker opened", "cooldown", 30*time.Second,
+			slog.Group("retry", "wait", 1500*time.Millisecond))
+		for _, want := range []string{"30s", "1.5s"} {
+			if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "30000000000") {
+				t.Errorf("%s log: %s, want %s and no nanoseconds", format, out.String(), want)
+			}
+		}
+	}
+}
+
+func TestTrustedProxiesTakeCIDRsAndAddresses(t *testing.T) {
+	t.Parallel()
+	s, err := loadSettings(map[string]string{"JETHOOK_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7,2001:db8::/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.trustedProxies()
+	if fmt.Sprint(got) != "[10.0.0.0/8 192.0.2.7/32 2001:db8::/32]" {
+		t.Errorf("trusted proxies %v", got)
+	}
+	if _, err := loadSettings(map[string]string{"JETHOOK_TRUSTED_PROXIES": "10.0.0.0/33"}); err == nil ||
+		!strings.Contains(err.Error(), `JETHOOK_TRUSTED_PROXIES: "10.0.0.0/33"`) {
+		t.Errorf("a bad CIDR: err = %v", err)
 	}
 }

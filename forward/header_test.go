@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -418,5 +421,51 @@ func TestAnOpeningBreakerEndsTheFetchInProgress(t *testing.T) {
 	}
 	if waited := h.at.Sub(opened); waited < cooldown*9/10 {
 		t.Errorf("the webhook posted while the breaker was open was attempted %s after it opened, before the %s cooldown", waited, cooldown)
+	}
+}
+
+// Behind a load balancer jethook trusts, the backend gets the scheme and
+// host the provider called as the load balancer told them, and the query
+// string of the URL the provider called after the destination's own.
+func TestBehindATrustedProxyTheBackendGetsTheSchemeHostAndQueryTheProviderCalled(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, status(http.StatusOK))
+	cfg := parseConfig(t, strings.Replace(fastRetry, `url: "${BACKEND}/hook"`, `url: "${BACKEND}/hook?from=jethook"`, 1), b.URL)
+	r := newRig(t, cfg, store.Options{})
+	for i, tc := range []struct {
+		trusted             string
+		wantProto, wantHost string
+	}{
+		{"127.0.0.0/8", "https", "hooks.example.com"},
+		{"10.0.0.0/8", "http", "provider.example"},
+	} {
+		n := i + 1
+		h, err := proxy.New(cfg, r.store, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.TrustedProxies = []netip.Prefix{netip.MustParsePrefix(tc.trusted)}
+		ingress := httptest.NewServer(h)
+		req, _ := http.NewRequest(http.MethodPost, ingress.URL+"/hooks/shop?tenant=7&sig=a%2Fb", strings.NewReader(fmt.Sprintf(`{"n":%d}`, n)))
+		req.Host = "provider.example"
+		req.Header.Set("X-Forwarded-Proto", "https")
+		req.Header.Set("X-Forwarded-Host", "hooks.example.com, lb.internal")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		ingress.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("ingress answered %d", resp.StatusCode)
+		}
+		eventually(t, "the delivery", func() bool { return b.count() == n })
+		got := b.all()[n-1]
+		if got.path != "/hook" || got.query != "from=jethook&tenant=7&sig=a%2Fb" {
+			t.Errorf("trusting %s: backend called at %s?%s, want /hook?from=jethook&tenant=7&sig=a%%2Fb", tc.trusted, got.path, got.query)
+		}
+		if p, h := got.header.Get("X-Forwarded-Proto"), got.header.Get("X-Forwarded-Host"); p != tc.wantProto || h != tc.wantHost {
+			t.Errorf("trusting %s: X-Forwarded-Proto %q, X-Forwarded-Host %q; want %q, %q", tc.trusted, p, h, tc.wantProto, tc.wantHost)
+		}
 	}
 }

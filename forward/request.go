@@ -23,14 +23,14 @@ var hopHeaders = []string{
 
 // newRequest builds one attempt's request: the original method, the body
 // byte for byte, the original headers minus hop-by-hop ones, and jethook's
-// X-Webhook-* and X-Forwarded-* headers. An error means no attempt can
-// succeed.
+// X-Webhook-* and X-Forwarded-* headers, sent to url with the query string
+// the provider called appended. An error means no attempt can succeed.
 func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int) (*http.Request, error) {
 	method := e.Method
 	if method == "" {
 		method = http.MethodPost
 	}
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(e.Body))
+	req, err := http.NewRequestWithContext(ctx, method, withQuery(url, e.RequestURI), bytes.NewReader(e.Body))
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +75,28 @@ func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int)
 	}
 	req.ContentLength = int64(len(e.Body))
 	return req, nil
+}
+
+// withQuery appends the query string of the URL the provider called
+// (requestURI) to the destination URL, after the destination's own query.
+func withQuery(dest, requestURI string) string {
+	_, q, ok := strings.Cut(requestURI, "?")
+	if !ok || q == "" {
+		return dest
+	}
+	dest, frag, hasFrag := strings.Cut(dest, "#")
+	sep := "?"
+	if strings.Contains(dest, "?") {
+		sep = "&"
+		if strings.HasSuffix(dest, "?") || strings.HasSuffix(dest, "&") {
+			sep = ""
+		}
+	}
+	dest += sep + q
+	if hasFrag {
+		dest += "#" + frag
+	}
+	return dest
 }
 
 // storedHeader copies a stored message's original headers under their

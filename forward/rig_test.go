@@ -47,6 +47,7 @@ type hit struct {
 	body   []byte
 	method string
 	path   string
+	query  string
 	host   string   // the Host the backend was called with
 	length int64    // the request's Content-Length, -1 if none
 	coding []string // the request's Transfer-Encoding
@@ -67,7 +68,7 @@ func newBackend(t *testing.T, reply func(n int, w http.ResponseWriter)) *backend
 		body, _ := io.ReadAll(r.Body)
 		b.mu.Lock()
 		b.hits = append(b.hits, hit{at: time.Now(), header: r.Header.Clone(), body: body, method: r.Method,
-			path: r.URL.Path, host: r.Host, length: r.ContentLength, coding: r.TransferEncoding})
+			path: r.URL.Path, query: r.URL.RawQuery, host: r.Host, length: r.ContentLength, coding: r.TransferEncoding})
 		n := len(b.hits)
 		b.mu.Unlock()
 		b.reply(n, w)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -49,6 +50,11 @@ type Handler struct {
 	// crash. It must hold every route's max_body. 0 is InFlightBytes of
 	// the Go memory limit when the first request arrives.
 	MaxInFlightBytes int64
+	// TrustedProxies are the load balancers in front: from a client in one
+	// of them, X-Forwarded-Proto and X-Forwarded-Host name the scheme and
+	// host the provider called, and the backend gets them as they came.
+	// From any other client jethook's own view replaces them.
+	TrustedProxies []netip.Prefix
 
 	routes   atomic.Pointer[map[string]*route]
 	once     sync.Once
@@ -155,6 +161,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Method:     r.Method,
 		Host:       r.Host,
 		Proto:      "http",
+		RequestURI: r.URL.RequestURI(),
 		RemoteAddr: r.RemoteAddr,
 		ReceivedAt: h.now(),
 		Header:     r.Header,
@@ -162,6 +169,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.TLS != nil {
 		env.Proto = "https"
+	}
+	if h.trusted(r.RemoteAddr) {
+		env.Proto, env.Host = forwarded(r.Header, env.Proto, env.Host)
 	}
 	start := time.Now()
 	stored, err := h.Store.Publish(r.Context(), env)
@@ -185,6 +195,43 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	_, _ = w.Write(acceptedJSON(env.EventID, stored.Duplicate))
+}
+
+// trusted reports whether remote (host:port) is in TrustedProxies.
+func (h *Handler) trusted(remote string) bool {
+	if len(h.TrustedProxies) == 0 {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range h.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwarded returns the scheme and host a trusted proxy in front says the
+// provider called: the first X-Forwarded-Proto and X-Forwarded-Host
+// values, each its first comma-separated entry (the proxy nearest the
+// provider). A missing or malformed value keeps proto or host.
+func forwarded(hdr http.Header, proto, host string) (string, string) {
+	first := func(name string) string {
+		v, _, _ := strings.Cut(hdr.Get(name), ",")
+		return strings.TrimSpace(v)
+	}
+	switch p := strings.ToLower(first("X-Forwarded-Proto")); p {
+	case "http", "https":
+		proto = p
+	}
+	if fh := first("X-Forwarded-Host"); fh != "" && !strings.ContainsFunc(fh, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		host = fh
+	}
+	return proto, host
 }
 
 // acceptedJSON is the 200 answer, {"id":"…","duplicate":false}: the event

@@ -13,11 +13,15 @@ import (
 // Envelope is one received webhook as jethook keeps it: the body byte for
 // byte and the request facts a backend may need.
 type Envelope struct {
-	Route      string
-	EventID    string
-	Method     string
-	Host       string // the Host the provider called
-	Proto      string // "http" or "https", as the provider saw it
+	Route   string
+	EventID string
+	Method  string
+	Host    string // the Host the provider called
+	Proto   string // "http" or "https", as the provider saw it
+	// RequestURI is the path and query the provider called
+	// ("/hooks/shop?tenant=7"); empty in messages stored before jethook
+	// kept it.
+	RequestURI string
 	RemoteAddr string // the provider's address (host:port)
 	ReceivedAt time.Time
 	// Header holds the original request headers, keys canonical as
@@ -34,6 +38,7 @@ const (
 	hdrMethod     = "Jethook-Method"
 	hdrHost       = "Jethook-Host"
 	hdrProto      = "Jethook-Proto"
+	hdrURI        = "Jethook-Uri"
 	hdrRemote     = "Jethook-Remote"
 	hdrReceived   = "Jethook-Received"
 	hdrOrigPrefix = "H-"
@@ -66,15 +71,18 @@ func EventToken(eventID string) string {
 }
 
 func (e *Envelope) msg(subject string) *nats.Msg {
-	h := make(nats.Header, len(e.Header)+6)
+	h := make(nats.Header, len(e.Header)+7)
 	for k, vs := range e.Header {
 		h[hdrOrigPrefix+k] = vs
 	}
-	// One backing array for jethook's six single-value headers: this runs
-	// once per webhook.
-	v := [...]string{e.EventID, e.Method, e.Host, e.Proto, e.RemoteAddr, e.ReceivedAt.UTC().Format(time.RFC3339Nano)}
+	// One backing array for jethook's seven single-value headers: this
+	// runs once per webhook.
+	v := [...]string{e.EventID, e.Method, e.Host, e.Proto, e.RemoteAddr, e.ReceivedAt.UTC().Format(time.RFC3339Nano), e.RequestURI}
 	vals := v[:]
-	for i, k := range [...]string{hdrEventID, hdrMethod, hdrHost, hdrProto, hdrRemote, hdrReceived} {
+	for i, k := range [...]string{hdrEventID, hdrMethod, hdrHost, hdrProto, hdrRemote, hdrReceived, hdrURI} {
+		if vals[i] == "" && k == hdrURI {
+			continue
+		}
 		h[k] = vals[i : i+1 : i+1]
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Body}
@@ -93,6 +101,7 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 		Method:     h.Get(hdrMethod),
 		Host:       h.Get(hdrHost),
 		Proto:      h.Get(hdrProto),
+		RequestURI: h.Get(hdrURI),
 		RemoteAddr: h.Get(hdrRemote),
 		Header:     make(map[string][]string, len(h)),
 		Body:       data,
