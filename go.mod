@@ -1,6 +1,6 @@
 module github.com/jethook/jethook
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/KimMachineGun/automemlimit v1.0.2

@@ -19,6 +19,13 @@ import (
 // errUsage marks a command-line mistake; Main exits 2 for it.
 var errUsage = errors.New("usage")
 
+// shownError is a failure the command has already printed: Main exits 1
+// without printing it again.
+type shownError struct{ err error }
+
+func (e *shownError) Error() string { return e.err.Error() }
+func (e *shownError) Unwrap() error { return e.err }
+
 type command struct {
 	name  string
 	usage string
@@ -91,6 +98,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case errors.As(err, new(*shownError)):
+			return 1
 		case errors.Is(err, errUsage):
 			fmt.Fprintf(stderr, "jethook %s: %v\n", name, err)
 			return 2

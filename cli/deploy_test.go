@@ -276,3 +276,25 @@ func TestTheKubernetesSidecarIsConsistent(t *testing.T) {
 		t.Errorf("deployment.yaml: jethook's port %v, want the image's 8080", port)
 	}
 }
+
+// go.mod asks for the first patch of the Go release it needs, so that a Go
+// of any later patch of that release builds jethook without downloading
+// another toolchain.
+func TestGoModNeedsNoNewerPatchThanTheReleasesFirst(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "go "); ok {
+			if parts := strings.Split(v, "."); len(parts) == 3 && parts[2] != "0" {
+				t.Errorf("go.mod says %q: a Go %s.%s.0 would download a toolchain; say go %s.%s.0", line, parts[0], parts[1], parts[0], parts[1])
+			}
+		}
+		if strings.HasPrefix(line, "toolchain ") {
+			t.Errorf("go.mod says %q: builds with an older toolchain would download it", line)
+		}
+	}
+}

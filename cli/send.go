@@ -126,7 +126,7 @@ func send(ctx context.Context, args []string, stdin io.Reader, out io.Writer) er
 		}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("%s %s: %s", method, to, resp.Status)
+		return &shownError{fmt.Errorf("%s %s: %s", method, to, resp.Status)} // printed above
 	}
 	return nil
 }

@@ -162,6 +162,16 @@ func TestSendWithAWrongSecretGets401AndNothingIsStored(t *testing.T) {
 	}
 }
 
+func TestSendPrintsARefusalOnce(t *testing.T) {
+	t.Parallel()
+	target := newSendTarget(t)
+	var out, errOut bytes.Buffer
+	code := Main(append([]string{"send"}, target.args(t, "github", `{"id":"evt_1"}`, "-secret", "gh-wrong")...), &out, &errOut)
+	if code != 1 || strings.Count(out.String()+errOut.String(), "401") != 1 {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and the 401 printed once", code, &out, &errOut)
+	}
+}
+
 func TestSendReadsThePayloadFromStdin(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
