@@ -1,6 +1,12 @@
 # syntax=docker/dockerfile:1
 # Build: docker build -t jethook .
 # Run:   docker run -p 8080:8080 -v jethook-data:/data jethook
+# The shipped policies.yaml delivers to http://127.0.0.1:3000, which in a
+# container is the container itself. Point it at an app on the host with
+#   docker run -p 8080:8080 -v jethook-data:/data \
+#     --add-host=host.docker.internal:host-gateway \
+#     -e EXAMPLE_APP_URL=http://host.docker.internal:3000 jethook
+# or mount your own: -v $PWD/policies.yaml:/etc/jethook/policies.yaml:ro
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -118,3 +118,23 @@ func TestCheckAppliesEveryRuleServeApplies(t *testing.T) {
 		t.Fatalf("serve: err = %v, want check's %v", err, checkErr)
 	}
 }
+
+// In a container 127.0.0.1 is the container: EXAMPLE_APP_URL points the
+// shipped route at the app (the Dockerfile says how).
+func TestTheShippedRouteDeliversToEXAMPLE_APP_URLWhenSet(t *testing.T) {
+	t.Setenv("EXAMPLE_APP_URL", "http://host.docker.internal:3000")
+	var out bytes.Buffer
+	if err := runCheck(context.Background(), []string{"-config", "../policies.yaml"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "http://host.docker.internal:3000/webhooks/example") {
+		t.Errorf("check with EXAMPLE_APP_URL set:\n%s", &out)
+	}
+	dockerfile, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dockerfile), "-e EXAMPLE_APP_URL=http://host.docker.internal:3000") {
+		t.Error("the Dockerfile does not say how to point the shipped route at the app")
+	}
+}

@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-// expand replaces every ${NAME} in s with lookup(NAME). "$${" stands for a
+// expand replaces every ${NAME} in s with lookup(NAME), and ${NAME:-text}
+// with text when NAME is unset or empty, as a shell does. "$${" stands for a
 // literal "${"; any other "$" is kept as is. It runs on scalar values after
 // the YAML is parsed into nodes, so a value can never add structure.
 func expand(s string, lookup func(string) (string, bool)) (string, error) {
@@ -31,12 +32,15 @@ func expand(s string, lookup func(string) (string, bool)) (string, error) {
 		if end < 0 {
 			return "", fmt.Errorf("unterminated \"${\"; write \"$${\" for a literal")
 		}
-		name := s[i+2 : i+2+end]
+		name, def, hasDef := strings.Cut(s[i+2:i+2+end], ":-")
 		if !validVarName(name) {
 			return "", fmt.Errorf("invalid variable name %q in \"${...}\"", name)
 		}
 		v, ok := lookup(name)
-		if !ok {
+		switch {
+		case hasDef && (!ok || v == ""):
+			v = def
+		case !ok:
 			return "", fmt.Errorf("environment variable %q is not set", name)
 		}
 		b.WriteString(v)
