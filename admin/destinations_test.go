@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
 )
 
 func TestPauseStopsDeliveriesAndResumeRestartsThem(t *testing.T) {
@@ -21,7 +22,12 @@ func TestPauseStopsDeliveriesAndResumeRestartsThem(t *testing.T) {
 		ids = append(ids, r.post(fmt.Sprintf(`{"p":%d}`, i), nil))
 	}
 	eventually(t, "audit got all three", func() bool { return r.audit.total() == 3 })
-	time.Sleep(200 * time.Millisecond) // room for a delivery to app that must not happen
+	storetest.Backlog(t, r.store, "audit settled, the paused app holding all three", func(b store.Backlog) bool {
+		if b.Destination == "app" {
+			return b.Pending == 3 && b.AckPending == 0
+		}
+		return b.Pending == 0 && b.AckPending == 0
+	})
 	if n := r.app.total(); n != 0 {
 		t.Fatalf("app got %d requests while paused", n)
 	}

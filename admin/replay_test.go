@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/store/storetest"
 )
 
 func TestReplayRedeliversToOneDestinationOfAFanOutAndTwiceDeliversOnce(t *testing.T) {
@@ -47,7 +47,7 @@ func TestReplayRedeliversToOneDestinationOfAFanOutAndTwiceDeliversOnce(t *testin
 	if rp := ev.Destinations[1].Replay; rp == nil || rp.DeadLetter != seq {
 		t.Errorf("audit's replay %+v", rp)
 	}
-	time.Sleep(200 * time.Millisecond) // room for a wrong delivery to arrive
+	storetest.Settled(t, r.store) // no wrong delivery can come
 	if a, b := r.app.count(id), r.audit.count(id); a != 1 || b != 2 {
 		t.Errorf("app got the event %d times (want 1), audit %d (want 2: the failure and one replay)", a, b)
 	}

@@ -66,6 +66,7 @@ type Notifier struct {
 	breakers map[target]*breaker
 	store    storeState
 	sent     []time.Time // POSTs within the last hour, oldest first
+	held     int         // flushes the hourly limit held back
 	wake     chan struct{}
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -350,6 +351,7 @@ func (n *Notifier) flush(final bool) {
 		n.sent = n.sent[1:]
 	}
 	if len(n.sent) >= n.MaxPerHour {
+		n.held++
 		n.mu.Unlock()
 		if final {
 			n.Logger.Warn("alert not sent: hourly limit reached", "dead_letters", b.total)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jethook/jethook/alert"
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/store/storetest"
 )
 
 // sink is a chat webhook that records each notice and when it came.
@@ -90,7 +91,10 @@ func TestABurstOfDeadLettersIsOneNoticeWithTheCount(t *testing.T) {
 	if took < batch || took > batch+time.Second {
 		t.Errorf("the notice came %s after the first dead letter, want one batch window (%s)", took, batch)
 	}
-	time.Sleep(2 * batch) // long enough for a second notice to show up if one were sent
+	// Nothing is left to tell: no second notice can come.
+	if dead, notes := n.Pending(); dead != 0 || notes != 0 {
+		t.Fatalf("%d dead letters and %d lines still pending after the notice", dead, notes)
+	}
 	if len(s.all()) != 1 {
 		t.Fatalf("%d notices for one burst, want 1: %q", len(s.all()), s.all())
 	}
@@ -117,9 +121,12 @@ func TestNoticesPastTheHourlyLimitAreCarriedNotDropped(t *testing.T) {
 	n.DeadLettered("shop", "app", "evt_2", "exhausted")
 	n.DeadLettered("shop", "app", "evt_3", "exhausted")
 	advance(time.Second)
-	time.Sleep(300 * time.Millisecond)
+	storetest.Eventually(t, 5*time.Second, "the hourly limit holding the second notice", func() bool { return n.Held() > 0 })
 	if got := len(s.all()); got != 1 {
 		t.Fatalf("%d notices within the hour, want 1 (max_per_hour)", got)
+	}
+	if dead, _ := n.Pending(); dead != 2 {
+		t.Fatalf("%d dead letters held, want 2", dead)
 	}
 	advance(time.Hour)
 	texts := s.waitFor(t, 2)

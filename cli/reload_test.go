@@ -58,6 +58,9 @@ func TestReloadAddsARouteAndRejectsABadFileWhileTrafficFlows(t *testing.T) {
 	}
 	eventually(t, "the added route delivers", func() bool { return r.count("/orders", id) == 1 })
 
+	if !strings.Contains(withOrders, "max_attempts: 3") {
+		t.Fatal("the test config lacks max_attempts: 3")
+	}
 	r.write(strings.Replace(withOrders, "max_attempts: 3", "max_attempts: lots", 1))
 	err := r.client.call(context.Background(), http.MethodPost, "/v1/reload", nil, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "max_attempts") || !strings.Contains(err.Error(), "422") {

@@ -106,7 +106,11 @@ func TestAFrozenNATSServerGets503WithinThePublishTimeout(t *testing.T) {
 	be := newBackend(t, healthy)
 	// 1 MiB bodies to a backend in a test process that may run under
 	// -race: attempts get 10s rather than the suite's usual 500ms.
-	pol := strings.Replace(policies(be.URL, fastRetry), "timeout: 500ms", "timeout: 10s", 1)
+	pol := policies(be.URL, fastRetry)
+	if !strings.Contains(pol, "timeout: 500ms") {
+		t.Fatalf("the test policies lack timeout: 500ms:\n%s", pol)
+	}
+	pol = strings.Replace(pol, "timeout: 500ms", "timeout: 10s", 1)
 	jh := newProcess(t, pol, map[string]string{"JETHOOK_NATS_URL": ns.url})
 	jh.start()
 	po := newPoster(jh.url("/hooks/crash"), t.Name())

@@ -111,10 +111,11 @@ func endlessBody(w *bufio.Writer, done <-chan struct{}) {
 // boundedRetry is fastRetry with a 300 ms timeout and two attempts,
 // 200 ms apart: time enough for the backend to see the first connection
 // closed before the second opens.
-func boundedRetry() string {
-	yaml := strings.Replace(fastRetry, "timeout: 2s", "timeout: 300ms", 1)
-	yaml = strings.Replace(yaml, "base: 20ms", "base: 200ms", 1)
-	return strings.Replace(yaml, "max_attempts: 6", "max_attempts: 2", 1)
+func boundedRetry(t *testing.T) string {
+	t.Helper()
+	yaml := edit(t, fastRetry, "timeout: 2s", "timeout: 300ms")
+	yaml = edit(t, yaml, "base: 20ms", "base: 200ms")
+	return edit(t, yaml, "max_attempts: 6", "max_attempts: 2")
 }
 
 // Whatever the backend sends, an attempt ends within its timeout: the
@@ -133,7 +134,7 @@ func TestABackendThatNeverFinishesItsAnswerCannotHoldAnAttempt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := newRawBackend(t, tc.answer)
-			r := newRig(t, parseConfig(t, boundedRetry(), b.URL), store.Options{})
+			r := newRig(t, parseConfig(t, boundedRetry(t), b.URL), store.Options{})
 			t.Cleanup(b.close) // before the forwarder stops: a stuck attempt must not hang the test
 			if code, resp := r.post("/hooks/shop", nil, []byte(`{"n":1}`)); code != http.StatusOK {
 				t.Fatalf("ingress answered %d %s", code, resp)
@@ -163,7 +164,7 @@ func TestABackendThatNeverFinishesItsAnswerCannotHoldAnAttempt(t *testing.T) {
 func TestAnEndlessBodyAfter200IsCutOffAndTheEventDelivered(t *testing.T) {
 	t.Parallel()
 	b := newRawBackend(t, endlessBody)
-	r := newRig(t, parseConfig(t, boundedRetry(), b.URL), store.Options{})
+	r := newRig(t, parseConfig(t, boundedRetry(t), b.URL), store.Options{})
 	t.Cleanup(b.close) // before the forwarder stops: a stuck attempt must not hang the test
 	if code, resp := r.post("/hooks/shop", nil, []byte(`{"n":1}`)); code != http.StatusOK {
 		t.Fatalf("ingress answered %d %s", code, resp)

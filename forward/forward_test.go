@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
 )
 
 func TestAFlakyBackendGetsTheWebhookByteForByteOnTheFourthAttempt(t *testing.T) {
@@ -29,7 +30,7 @@ func TestAFlakyBackendGetsTheWebhookByteForByteOnTheFourthAttempt(t *testing.T) 
 		t.Fatalf("ingress answered %d %s", code, resp)
 	}
 	eventually(t, "four attempts", func() bool { return b.count() >= 4 })
-	time.Sleep(100 * time.Millisecond) // long enough for a fifth attempt to show up if one were made
+	storetest.Settled(t, r.store) // delivered and acked: no fifth attempt can come
 	hits := b.all()
 	if len(hits) != 4 {
 		t.Fatalf("%d attempts, want 4", len(hits))
@@ -79,7 +80,7 @@ func TestAPermanentFailureIsDeadLetteredAfterOneAttempt(t *testing.T) {
 				t.Fatalf("ingress answered %d %s", code, resp)
 			}
 			eventually(t, "a dead letter", func() bool { return len(r.deadLetters()) == 1 })
-			time.Sleep(100 * time.Millisecond)
+			storetest.Settled(t, r.store)
 			if n := b.count(); n != 1 {
 				t.Fatalf("%d attempts, want exactly 1", n)
 			}
@@ -121,7 +122,7 @@ func TestABackendThatHangsPastTheTimeoutIsRetried(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	t.Cleanup(func() { close(release) }) // runs before the backend's Close
-	yaml := strings.Replace(fastRetry, "timeout: 2s", "timeout: 150ms", 1)
+	yaml := edit(t, fastRetry, "timeout: 2s", "timeout: 150ms")
 	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{})
 	r.post("/hooks/shop", nil, []byte(`{}`))
 	eventually(t, "a second attempt after the timeout", func() bool { return b.count() >= 2 })
@@ -133,7 +134,7 @@ func TestABackendThatHangsPastTheTimeoutIsRetried(t *testing.T) {
 func TestAnExhaustedDeliveryIsDeadLetteredWithItsLastStatus(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusBadGateway))
-	yaml := strings.Replace(fastRetry, "max_attempts: 6", "max_attempts: 3", 1)
+	yaml := edit(t, fastRetry, "max_attempts: 6", "max_attempts: 3")
 	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{})
 	r.post("/hooks/shop", nil, []byte(`{"x":1}`))
 	eventually(t, "a dead letter", func() bool { return len(r.deadLetters()) == 1 })
@@ -154,7 +155,7 @@ func TestTheSameEventPostedTwiceIsDeliveredOnce(t *testing.T) {
 		t.Fatalf("answers %s then %s", first, second)
 	}
 	eventually(t, "one delivery", func() bool { return b.count() == 1 })
-	time.Sleep(150 * time.Millisecond)
+	storetest.Settled(t, r.store)
 	if n := b.count(); n != 1 {
 		t.Fatalf("%d deliveries, want 1", n)
 	}
@@ -183,10 +184,10 @@ func TestMessagesInBackoffSurviveAStoreRestart(t *testing.T) {
 		delivered[string(body)] = true
 		w.WriteHeader(http.StatusOK)
 	})
-	yaml := strings.Replace(fastRetry, "base: 20ms", "base: 300ms", 1)
-	yaml = strings.Replace(yaml, "max_delay: 200ms", "max_delay: 300ms", 1)
+	yaml := edit(t, fastRetry, "base: 20ms", "base: 300ms")
+	yaml = edit(t, yaml, "max_delay: 200ms", "max_delay: 300ms")
 	// No breaker: every event must get its first attempt before the restart.
-	yaml = strings.Replace(yaml, `url: "${BACKEND}/hook"}`, `url: "${BACKEND}/hook", breaker: {failures: 0}}`, 1)
+	yaml = edit(t, yaml, `url: "${BACKEND}/hook"}`, `url: "${BACKEND}/hook", breaker: {failures: 0}}`)
 	cfg := parseConfig(t, yaml, b.URL)
 	dir := t.TempDir()
 	r := newRig(t, cfg, store.Options{DataDir: dir})

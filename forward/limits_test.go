@@ -3,7 +3,6 @@ package forward_test
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +14,7 @@ import (
 // limited is the fast retry policy with one destination's extra keys.
 func limited(t *testing.T, destKeys, backendURL string) string {
 	t.Helper()
-	return strings.Replace(fastRetry, `url: "${BACKEND}/hook"}`, `url: "${BACKEND}/hook", `+destKeys+`}`, 1)
+	return edit(t, fastRetry, `url: "${BACKEND}/hook"}`, `url: "${BACKEND}/hook", `+destKeys+`}`)
 }
 
 func TestInFlightRequestsNeverExceedTheDestinationsConcurrency(t *testing.T) {
@@ -76,7 +75,7 @@ func TestAnOpenBreakerSpendsNoAttemptsAndDeliversEverythingWhenTheBackendReturns
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
 	yaml := limited(t, "concurrency: 1, breaker: {failures: 3, cooldown: 400ms}, slow_start: 200ms", "")
-	yaml = strings.Replace(yaml, "max_attempts: 6", "max_attempts: 50", 1)
+	yaml = edit(t, yaml, "max_attempts: 6", "max_attempts: 50")
 	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{})
 	const n = 10
 	for i := range n {
@@ -135,10 +134,10 @@ func TestFanOutDeliversToAHealthyDestinationWhileAnotherIsDown(t *testing.T) {
 	t.Parallel()
 	good := newBackend(t, status(http.StatusOK))
 	down := newBackend(t, status(http.StatusBadGateway))
-	yaml := strings.Replace(fastRetry, `      - {name: app, url: "${BACKEND}/hook"}`,
+	yaml := edit(t, fastRetry, `      - {name: app, url: "${BACKEND}/hook"}`,
 		`      - {name: app, url: "`+good.URL+`/hook"}
-      - {name: audit, url: "`+down.URL+`/hook", breaker: {failures: 0}}`, 1)
-	yaml = strings.Replace(yaml, "max_attempts: 6", "max_attempts: 2", 1)
+      - {name: audit, url: "`+down.URL+`/hook", breaker: {failures: 0}}`)
+	yaml = edit(t, yaml, "max_attempts: 6", "max_attempts: 2")
 	r := newRig(t, parseConfig(t, yaml, ""), store.Options{})
 	for i := range 5 {
 		r.post("/hooks/shop", nil, fmt.Appendf(nil, `{"i":%d}`, i))

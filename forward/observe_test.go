@@ -234,7 +234,7 @@ func TestAPermanentFailureIsCountedAsADeadLetterAndAlerted(t *testing.T) {
 func TestRejectedWebhooksAreCountedByReason(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusOK))
-	cfg := strings.Replace(fastRetry, "    path: /hooks/shop\n", "    path: /hooks/shop\n    provider: github\n    secret: s3cret\n", 1)
+	cfg := edit(t, fastRetry, "    path: /hooks/shop\n", "    path: /hooks/shop\n    provider: github\n    secret: s3cret\n")
 	w := newWatched(t, cfg, b.URL)
 	if code, _ := w.post("/hooks/shop", nil, []byte(`{}`)); code != http.StatusUnauthorized {
 		t.Fatalf("an unsigned webhook got %d, want 401", code)
@@ -288,7 +288,7 @@ func TestARemovedDestinationLeavesNoOpenBreakerBehind(t *testing.T) {
 		return w.value("jethook_breaker_open", "route", "shop", "destination", "app") == 1
 	})
 
-	renamed := strings.Replace(cfg, "{name: app,", "{name: app2,", 1)
+	renamed := edit(t, cfg, "{name: app,", "{name: app2,")
 	if err := w.fwd.Reload(context.Background(), parseConfig(t, renamed, b.URL)); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,9 +15,10 @@ import (
 
 // parkingRetry waits 400 ms between attempts, jitter off, so each wait
 // parks the webhook when ParkAfter is shorter.
-var parkingRetry = strings.Replace(fastRetry,
-	"backoff: exponential, base: 20ms, multiplier: 2, max_delay: 200ms, jitter: none",
-	"backoff: fixed, delay: 400ms, jitter: none", 1)
+func parkingRetry(t *testing.T) string {
+	return edit(t, fastRetry, "backoff: exponential, base: 20ms, multiplier: 2, max_delay: 200ms, jitter: none",
+		"backoff: fixed, delay: 400ms, jitter: none")
+}
 
 func parkAfter(d time.Duration) func(*forward.Forwarder) {
 	return func(f *forward.Forwarder) { f.ParkAfter = d }
@@ -30,7 +30,7 @@ func parkAfter(d time.Duration) func(*forward.Forwarder) {
 func TestAParkedWebhookComesBackOnScheduleWithItsAttemptCount(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, unavailableFirst(2))
-	r := newRig(t, parseConfig(t, parkingRetry, b.URL), store.Options{})
+	r := newRig(t, parseConfig(t, parkingRetry(t), b.URL), store.Options{})
 	r.fwd.Stop(time.Second)
 	r.startForwarder(200*time.Millisecond, parkAfter(100*time.Millisecond))
 
@@ -79,7 +79,7 @@ func TestAParkedWebhookComesBackOnScheduleWithItsAttemptCount(t *testing.T) {
 func TestAParkedWebhookOutlivesARestart(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, unavailableFirst(1))
-	cfg := parseConfig(t, strings.Replace(parkingRetry, "delay: 400ms", "delay: 2s", 1), b.URL)
+	cfg := parseConfig(t, edit(t, parkingRetry(t), "delay: 400ms", "delay: 2s"), b.URL)
 	dir := t.TempDir()
 	st := storetest.Open(t, store.Options{DataDir: dir})
 	h, err := proxy.New(cfg, st, nil)

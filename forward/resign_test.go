@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 
@@ -41,8 +40,8 @@ func TestAResigningDestinationPassesTheBackendsStandardWebhooksCheckOnEveryAttem
 		defer mu.Unlock()
 		return len(verified)
 	}
-	yaml := strings.Replace(fastRetry, `{name: app, url: "${BACKEND}/hook"}`,
-		`{name: app, url: "${BACKEND}/hook", resign: {scheme: standard-webhooks, secret: `+secret+`}}`, 1)
+	yaml := edit(t, fastRetry, `{name: app, url: "${BACKEND}/hook"}`,
+		`{name: app, url: "${BACKEND}/hook", resign: {scheme: standard-webhooks, secret: `+secret+`}}`)
 	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{})
 	if code, resp := r.post("/hooks/shop", nil, []byte(`{"order":42}`)); code != http.StatusOK {
 		t.Fatalf("ingress %d %s", code, resp)

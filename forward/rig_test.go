@@ -35,9 +35,9 @@ routes:
 // hour between attempts, so a failed webhook is not attempted again while
 // a test runs.
 func slowRetry(t *testing.T, destKeys string) string {
-	cfg := strings.Replace(limited(t, destKeys, ""), "base: 20ms", "base: 1h, max_delay: 1h", 1)
-	cfg = strings.Replace(cfg, ", max_delay: 200ms", "", 1)
-	return strings.Replace(cfg, "max_age: 1h", "max_age: 5h", 1)
+	cfg := edit(t, limited(t, destKeys, ""), "base: 20ms", "base: 1h, max_delay: 1h")
+	cfg = edit(t, cfg, ", max_delay: 200ms", "")
+	return edit(t, cfg, "max_age: 1h", "max_age: 5h")
 }
 
 // hit is one request a backend received.
@@ -190,6 +190,17 @@ func (r *rig) deadLetters() []store.DeadLetter {
 		r.t.Fatal(err)
 	}
 	return dls
+}
+
+// edit replaces the first old in a test config with new, and fails the
+// test when old is not there: a base config that changed must not leave
+// a test running on a config it did not mean.
+func edit(t testing.TB, config, old, new string) string {
+	t.Helper()
+	if !strings.Contains(config, old) {
+		t.Fatalf("test config lacks %q:\n%s", old, config)
+	}
+	return strings.Replace(config, old, new, 1)
 }
 
 func eventually(t *testing.T, msg string, cond func() bool) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,6 +43,36 @@ func Eventually(t testing.TB, within time.Duration, msg string, cond func() bool
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("after %s: %s", within, msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Settled waits until every destination's consumer holds nothing: no
+// message pending, none in flight or waiting in backoff, none parked. From
+// then on no attempt is made until something new is stored, so a test
+// that waited for it can assert that an unwanted delivery did not happen.
+func Settled(t testing.TB, st *store.Store) {
+	t.Helper()
+	Backlog(t, st, "every destination settled", func(b store.Backlog) bool {
+		return b.Pending == 0 && b.AckPending == 0 && b.Parked == 0
+	})
+}
+
+// Backlog waits until every destination's backlog satisfies cond, such
+// as "3 pending and none in flight" for a paused destination.
+func Backlog(t testing.TB, st *store.Store, msg string, cond func(store.Backlog) bool) {
+	t.Helper()
+	var last []store.Backlog
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		bs, err := st.Backlogs(context.Background())
+		if err == nil && len(bs) > 0 && !slices.ContainsFunc(bs, func(b store.Backlog) bool { return !cond(b) }) {
+			return
+		}
+		last = bs
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %s: backlogs %+v, err %v", msg, last, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
