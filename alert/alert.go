@@ -34,7 +34,7 @@ const (
 const postTimeout = 10 * time.Second
 
 // Notifier batches alerts and posts them. Set the fields, then Start;
-// Configure changes URL, Batch and MaxPerHour while it runs. A nil
+// Reload changes URL, Batch and MaxPerHour while it runs. A nil
 // *Notifier, or one without a URL, ignores everything, so callers need no
 // check.
 type Notifier struct {
@@ -73,7 +73,7 @@ type Notifier struct {
 }
 
 // New returns a Notifier for the `alerts:` block of policies.yaml; with no
-// block (cfg nil) it stays quiet until Configure gives it one.
+// block (cfg nil) it stays quiet until Reload gives it one.
 func New(cfg *policy.Alerts, log *slog.Logger) *Notifier {
 	n := &Notifier{Logger: log}
 	if cfg != nil {
@@ -82,11 +82,11 @@ func New(cfg *policy.Alerts, log *slog.Logger) *Notifier {
 	return n
 }
 
-// Configure applies a reloaded `alerts:` block at once: a new URL, batch
+// Reload applies a reloaded `alerts:` block at once: a new URL, batch
 // window or hourly limit. With no block (cfg nil), what is pending is
 // dropped and nothing more is gathered until a block returns. The hourly
 // count of notices sent carries over, so a reload cannot lift the limit.
-func (n *Notifier) Configure(cfg *policy.Alerts) {
+func (n *Notifier) Reload(cfg *policy.Alerts) {
 	if n == nil || n.wake == nil {
 		return
 	}

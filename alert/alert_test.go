@@ -212,7 +212,7 @@ func TestWithoutAnAlertsBlockNothingIsSent(t *testing.T) {
 	var nilNotifier *alert.Notifier
 	nilNotifier.Start()
 	nilNotifier.DeadLettered("shop", "app", "evt_1", "permanent")
-	nilNotifier.Configure(nil)
+	nilNotifier.Reload(nil)
 	nilNotifier.Stop()
 
 	var logged bytes.Buffer
@@ -237,21 +237,21 @@ func TestAReloadedAlertsBlockTakesEffectAtOnce(t *testing.T) {
 	n := start(t, alert.New(nil, nil))
 	n.DeadLettered("shop", "app", "evt_before", "permanent") // no block yet: not told
 
-	n.Configure(&policy.Alerts{URL: first.URL, Batch: 50 * time.Millisecond, MaxPerHour: 30})
+	n.Reload(&policy.Alerts{URL: first.URL, Batch: 50 * time.Millisecond, MaxPerHour: 30})
 	n.DeadLettered("shop", "app", "evt_1", "permanent")
 	if texts := first.waitFor(t, 1); !strings.Contains(texts[0], "1 event dead-lettered") || strings.Contains(texts[0], "evt_before") {
 		t.Errorf("first notice %q, want evt_1 alone", texts[0])
 	}
 
-	n.Configure(&policy.Alerts{URL: second.URL, Batch: 50 * time.Millisecond, MaxPerHour: 30})
+	n.Reload(&policy.Alerts{URL: second.URL, Batch: 50 * time.Millisecond, MaxPerHour: 30})
 	n.Breaker("shop", "crm", true)
 	if texts := second.waitFor(t, 1); !strings.Contains(texts[0], "breaker opened: shop → crm") {
 		t.Errorf("notice at the new URL %q, want the breaker", texts[0])
 	}
 
-	n.Configure(&policy.Alerts{URL: second.URL, Batch: time.Hour, MaxPerHour: 30})
+	n.Reload(&policy.Alerts{URL: second.URL, Batch: time.Hour, MaxPerHour: 30})
 	n.DeadLettered("shop", "app", "evt_dropped", "permanent")
-	n.Configure(nil) // the pending dead letter goes with the block
+	n.Reload(nil) // the pending dead letter goes with the block
 	n.DeadLettered("shop", "app", "evt_after", "permanent")
 	n.Stop() // posts what is pending: nothing
 	if len(first.all()) != 1 || len(second.all()) != 1 {

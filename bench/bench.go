@@ -199,7 +199,7 @@ func (s *stack) close() {
 
 // check fails a run in which any request was not answered 200: the
 // end-to-end scenario waits for every event, so it cannot miss one.
-func check(what string, l Load) error {
+func check(what string, l Measurement) error {
 	if l.Failed > 0 {
 		return fmt.Errorf("%s: %d of %d not answered 200", what, l.Failed, l.Failed+l.Requests)
 	}

@@ -30,7 +30,7 @@ func TestIngestAnswersEveryRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, l := range map[string]Load{"bare": r.Bare, "jethook": r.Jethook, "sync_always": r.SyncAlways} {
+	for name, l := range map[string]Measurement{"bare": r.Bare, "jethook": r.Jethook, "sync_always": r.SyncAlways} {
 		if l.Requests != 200 || l.Failed != 0 {
 			t.Errorf("%s: %d answered 200, %d failed; want 200 and 0", name, l.Requests, l.Failed)
 		}

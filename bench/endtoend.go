@@ -20,7 +20,7 @@ import (
 type EndToEndResult struct {
 	Events int
 	// Direct is the client posting straight to the backend.
-	Direct Load
+	Direct Measurement
 	// Sustained has the client posting to jethook while the forwarder
 	// delivers; Sustained.Ingest is those posts.
 	Sustained Delivery
@@ -31,7 +31,7 @@ type EndToEndResult struct {
 
 // Delivery is one pass of Events webhooks through jethook to the backend.
 type Delivery struct {
-	Ingest Load
+	Ingest Measurement
 	// Delivered counts the events the backend received, each once;
 	// Repeats counts the deliveries beyond the first (delivery is at least
 	// once).

@@ -9,14 +9,14 @@ import (
 // jethook's ingress, which answers 200 only once the store has acked the
 // webhook. The forwarder is not running: this is ingest alone.
 type IngestResult struct {
-	Bare       Load // the ceiling: read the body, answer 200
-	Jethook    Load // store fsyncs on its interval (the default)
-	SyncAlways Load // store fsyncs every write before it acks
+	Bare       Measurement // the ceiling: read the body, answer 200
+	Jethook    Measurement // store fsyncs on its interval (the default)
+	SyncAlways Measurement // store fsyncs every write before it acks
 }
 
 // Ingest runs the three cases one after the other at concurrency, each
 // jethook case on a fresh store, so their ratios come from the same minute.
-// Requests that fail are counted in each Load, not returned as an error.
+// Requests that fail are counted in each Measurement, not returned as an error.
 func Ingest(ctx context.Context, o Options, concurrency int) (IngestResult, error) {
 	o.applyDefaults()
 	var r IngestResult
@@ -34,7 +34,7 @@ func Ingest(ctx context.Context, o Options, concurrency int) (IngestResult, erro
 	}
 	for _, c := range []struct {
 		sync bool
-		load *Load
+		load *Measurement
 	}{{false, &r.Jethook}, {true, &r.SyncAlways}} {
 		st, err := startStack(ctx, o, cfg, c.sync, false)
 		if err != nil {

@@ -17,8 +17,9 @@ import (
 // which events reached it and how often. jethook forwards it unchanged.
 const seqHeader = "X-Bench-Seq"
 
-// Load is what one run of the load generator measured.
-type Load struct {
+// Measurement is what one run of the load generator measured: requests,
+// failures, latency and CPU.
+type Measurement struct {
 	Concurrency int
 	Requests    int           // answered 200
 	Failed      int           // answered otherwise, or not at all
@@ -31,7 +32,7 @@ type Load struct {
 }
 
 // CPUPerRequest is CPU spread over the requests answered 200.
-func (l Load) CPUPerRequest() time.Duration {
+func (l Measurement) CPUPerRequest() time.Duration {
 	if l.Requests == 0 {
 		return 0
 	}
@@ -39,7 +40,7 @@ func (l Load) CPUPerRequest() time.Duration {
 }
 
 // PerSecond is the rate of requests answered 200.
-func (l Load) PerSecond() float64 {
+func (l Measurement) PerSecond() float64 {
 	if l.Elapsed <= 0 {
 		return 0
 	}
@@ -52,7 +53,7 @@ func (l Load) PerSecond() float64 {
 // whichever comes first. Requests in flight at the deadline finish and
 // count. Each body is unique to its sequence number (0, 1, 2, …), so ingress
 // never takes one for a provider's redelivery. ctx cancels everything.
-func run(ctx context.Context, url string, concurrency, limit int, duration time.Duration, bodySize int) Load {
+func run(ctx context.Context, url string, concurrency, limit int, duration time.Duration, bodySize int) Measurement {
 	client := &http.Client{Transport: transport(concurrency), Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 
@@ -92,7 +93,7 @@ func run(ctx context.Context, url string, concurrency, limit int, duration time.
 		})
 	}
 	wg.Wait()
-	l := Load{Concurrency: concurrency, Requests: len(all), Failed: failed, Elapsed: time.Since(start), CPU: cpuTime() - cpu0}
+	l := Measurement{Concurrency: concurrency, Requests: len(all), Failed: failed, Elapsed: time.Since(start), CPU: cpuTime() - cpu0}
 	slices.Sort(all)
 	l.P50, l.P99 = percentile(all, 50), percentile(all, 99)
 	return l

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -122,22 +121,6 @@ func printJSON(out io.Writer, raw json.RawMessage) error {
 	buf.WriteByte('\n')
 	_, err := out.Write(buf.Bytes())
 	return err
-}
-
-// parseAll parses flags placed before, between or after positional
-// arguments, and returns the positional ones.
-func parseAll(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parse(fs, args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
 }
 
 // ago prints how long ago t was, in whole units; "-" for nil.

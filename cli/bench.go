@@ -149,7 +149,7 @@ func benchIngest(ctx context.Context, out io.Writer, o bench.Options, duration t
 		}
 		for _, row := range []struct {
 			name string
-			l    bench.Load
+			l    bench.Measurement
 		}{{"bare net/http", r.Bare}, {"jethook", r.Jethook}, {"jethook sync_always", r.SyncAlways}} {
 			fmt.Fprintf(out, "%-20s %7d %9.0f %9s %9s %7.2f %8s %6d\n", row.name, c, row.l.PerSecond(),
 				millis(row.l.P50), millis(row.l.P99), ratio(row.l.PerSecond(), r.Bare.PerSecond()),

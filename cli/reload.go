@@ -45,12 +45,12 @@ func (r *reloader) reload(ctx context.Context) error {
 		r.log.Error("reload failed; the running configuration stays", "config", r.settings.Config, "err", err)
 		return err
 	}
-	if err := r.ingress.Load(cfg); err != nil {
+	if err := r.ingress.Reload(cfg); err != nil {
 		// Checked in load: only a bug gets here.
 		r.log.Error("ingress reload failed after the forwarder took the new configuration", "err", err)
 		return err
 	}
-	r.alerts.Configure(cfg.Alerts)
+	r.alerts.Reload(cfg.Alerts)
 	for _, w := range cfg.Warnings() {
 		r.log.Warn(w)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -48,7 +47,7 @@ func send(ctx context.Context, args []string, stdin io.Reader, out io.Writer) er
 	event := fs.String("event", "", "github: X-GitHub-Event (default ping); shopify: X-Shopify-Topic (default orders/create)")
 	var extra headerList
 	fs.Var(&extra, "header", "extra request header `Name: value`, repeatable; an id header set here is kept")
-	names, err := parseInterleaved(fs, args)
+	names, err := parseAll(fs, args)
 	if err != nil {
 		return err
 	}
@@ -181,23 +180,6 @@ func listenURL(listen string) string {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, port)
-}
-
-// parseInterleaved parses flags placed before, between and after the
-// positional arguments (jethook send ROUTE -file x) and returns the
-// positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parse(fs, args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
 }
 
 // headerList collects repeated -header 'Name: value' flags.

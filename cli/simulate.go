@@ -45,11 +45,11 @@ func runSimulate(_ context.Context, args []string, out io.Writer) error {
 	}
 	perSec, err := perSecond(*arrival)
 	if err != nil {
-		return fmt.Errorf("%w: -arrival: %v", errUsage, err)
+		return fmt.Errorf("%w: -arrival: %w", errUsage, err)
 	}
 	capPerSec, err := perSecond(*capacity)
 	if err != nil {
-		return fmt.Errorf("%w: -capacity: %v", errUsage, err)
+		return fmt.Errorf("%w: -capacity: %w", errUsage, err)
 	}
 	sc := forward.Scenario{Arrival: perSec, Events: *events, Burst: *burst, OutageStart: *outageStart,
 		Outage: *outage, Capacity: capPerSec, Latency: *latency}
@@ -59,7 +59,7 @@ func runSimulate(_ context.Context, args []string, out io.Writer) error {
 	if *destRate != "" {
 		v, err := perSecond(*destRate)
 		if err != nil {
-			return fmt.Errorf("%w: -dest-rate: %v", errUsage, err)
+			return fmt.Errorf("%w: -dest-rate: %w", errUsage, err)
 		}
 		d.Rate = policy.Rate{PerSecond: v, Burst: max(1, int(v/20))}
 	}

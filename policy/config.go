@@ -69,7 +69,7 @@ type HMAC struct {
 	Algorithm string // sha1, sha256 (default) or sha512
 	Encoding  string // hex (default) or base64
 	Prefix    string // stripped before decoding, e.g. "sha256="
-	IDHeader  string `yaml:"id_header"` // optional header carrying the event id
+	IDHeader  string // optional header carrying the event id
 }
 
 // Destination is one backend a route delivers to. Each has its own consumer,

@@ -65,10 +65,10 @@ type Retry struct {
 	// RetryAfterMax bounds a backend's Retry-After (RFC 9110 §10.2.3), so a
 	// backend can never park an event longer than jethook would; default
 	// MaxDelay.
-	RetryAfterMax time.Duration `yaml:"retry_after_max"`
+	RetryAfterMax time.Duration
 	// RetryOn lists the statuses that are transient and retried; anything
 	// else non-2xx is permanent. Default 408, 429 and 5xx.
-	RetryOn []StatusMatch `yaml:"retry_on"`
+	RetryOn []StatusMatch
 }
 
 // StatusMatch is one entry of retry_on: an exact code (429) or a class

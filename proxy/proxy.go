@@ -29,7 +29,7 @@ import (
 )
 
 // Handler is the public webhook endpoint. Create it with New; swap its
-// routes at run time with Load.
+// routes at run time with Reload.
 type Handler struct {
 	// Store persists accepted webhooks.
 	Store *store.Store
@@ -72,15 +72,15 @@ func New(cfg *policy.Config, st *store.Store, log *slog.Logger) (*Handler, error
 	if h.Logger == nil {
 		h.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := h.Load(cfg); err != nil {
+	if err := h.Reload(cfg); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
-// Load replaces the routes atomically; requests in flight finish on the
+// Reload replaces the routes atomically; requests in flight finish on the
 // routes they started with.
-func (h *Handler) Load(cfg *policy.Config) error {
+func (h *Handler) Reload(cfg *policy.Config) error {
 	table := make(map[string]*route, len(cfg.Routes))
 	for _, r := range cfg.Routes {
 		v, err := provider.New(provider.Config{

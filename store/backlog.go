@@ -31,7 +31,7 @@ func (s *Store) Backlogs(ctx context.Context) ([]Backlog, error) {
 			Pending: ci.NumPending, AckPending: uint64(ci.NumAckPending), Parked: s.ParkedCount(route, dest)})
 	}
 	if err := l.Err(); err != nil {
-		return nil, fmt.Errorf("%w: consumers: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: consumers: %w", ErrUnavailable, err)
 	}
 	return out, nil
 }

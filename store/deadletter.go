@@ -74,7 +74,7 @@ func (s *Store) AddDeadLetter(ctx context.Context, d DeadLetter) error {
 	defer cancel()
 	id := fmt.Sprintf("%s/%d", d.Destination, d.Seq)
 	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(DLQStreamName)); err != nil {
-		return fmt.Errorf("%w: dead letter: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: dead letter: %w", ErrUnavailable, err)
 	}
 	return nil
 }
@@ -87,13 +87,13 @@ func (s *Store) DeadLetters(ctx context.Context, filter string, limit int) ([]De
 		FilterSubjects: []string{filter},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
 	}
 	var out []DeadLetter
 	for len(out) < limit {
 		batch, err := c.FetchNoWait(min(256, limit-len(out)))
 		if err != nil {
-			return nil, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -105,7 +105,7 @@ func (s *Store) DeadLetters(ctx context.Context, filter string, limit int) ([]De
 			out = append(out, d)
 		}
 		if err := batch.Error(); err != nil {
-			return nil, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
 		}
 		if n == 0 {
 			break

@@ -17,7 +17,7 @@ func (s *Store) consumerInfo(ctx context.Context, route, destination string) (*j
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: consumer %s: %v", ErrUnavailable, name, err)
+		return nil, fmt.Errorf("%w: consumer %s: %w", ErrUnavailable, name, err)
 	}
 	return c.CachedInfo(), nil
 }
@@ -41,7 +41,7 @@ func (s *Store) OldestUnsettled(ctx context.Context, route, destination string) 
 			p, _ := parkedFrom(m.Header)
 			older(p.FirstSeen)
 		case !errors.Is(err, jetstream.ErrMsgNotFound):
-			return time.Time{}, fmt.Errorf("%w: oldest parked webhook: %v", ErrUnavailable, err)
+			return time.Time{}, fmt.Errorf("%w: oldest parked webhook: %w", ErrUnavailable, err)
 		}
 	}
 	info, err := s.consumerInfo(ctx, route, destination)
@@ -56,7 +56,7 @@ func (s *Store) OldestUnsettled(ctx context.Context, route, destination string) 
 			continue
 		}
 		if err != nil {
-			return time.Time{}, fmt.Errorf("%w: oldest message: %v", ErrUnavailable, err)
+			return time.Time{}, fmt.Errorf("%w: oldest message: %w", ErrUnavailable, err)
 		}
 		if p, err := parkedFrom(m.Header); err == nil {
 			older(p.FirstSeen) // a due record: when its webhook was stored

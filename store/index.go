@@ -260,7 +260,7 @@ func (x *index) scan(p []byte, kind byte) ([]entry, error) {
 	upper[len(upper)-1]++
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
 	if err != nil {
-		return nil, fmt.Errorf("%w: index: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: index: %w", ErrUnavailable, err)
 	}
 	defer it.Close()
 	var out []entry
@@ -270,7 +270,7 @@ func (x *index) scan(p []byte, kind byte) ([]entry, error) {
 		}
 	}
 	if err := it.Error(); err != nil {
-		return nil, fmt.Errorf("%w: index: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: index: %w", ErrUnavailable, err)
 	}
 	return out, nil
 }
@@ -415,7 +415,7 @@ func (x *index) eventSeq(route, eventID string, since time.Time) (uint64, bool, 
 			continue
 		}
 		if err != nil {
-			return 0, false, fmt.Errorf("%w: index: %v", ErrUnavailable, err)
+			return 0, false, fmt.Errorf("%w: index: %w", ErrUnavailable, err)
 		}
 		ok := len(v) >= 16 && !time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))).Before(since)
 		seq := uint64(0)

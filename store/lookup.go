@@ -39,7 +39,7 @@ func (s *Store) Event(ctx context.Context, eventID, route string) (*Envelope, ui
 		return nil, 0, ErrNotFound // past the retention; the index forgets it soon
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: event lookup: %v", ErrUnavailable, err)
+		return nil, 0, fmt.Errorf("%w: event lookup: %w", ErrUnavailable, err)
 	}
 	e, err := decodeEnvelope(m.Subject, m.Header, m.Data)
 	if err != nil {

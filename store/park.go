@@ -110,7 +110,7 @@ func (s *Store) Park(ctx context.Context, route, destination, eventID string, p 
 	defer cancel()
 	id := fmt.Sprintf("park/%s/%d/%d", destination, p.Seq, p.Attempts)
 	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(ParkedStreamName)); err != nil {
-		return fmt.Errorf("%w: park: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: park: %w", ErrUnavailable, err)
 	}
 	return nil
 }
@@ -131,7 +131,7 @@ func (s *Store) LoadDue(ctx context.Context, m jetstream.Msg) (*Envelope, Parked
 		return nil, p, fmt.Errorf("webhook %d: %w", p.Seq, ErrNotFound)
 	}
 	if err != nil {
-		return nil, p, fmt.Errorf("%w: webhook %d: %v", ErrUnavailable, p.Seq, err)
+		return nil, p, fmt.Errorf("%w: webhook %d: %w", ErrUnavailable, p.Seq, err)
 	}
 	e, err := decodeEnvelope(orig.Subject, orig.Header, orig.Data)
 	if err != nil {

@@ -24,7 +24,7 @@ func (s *Store) PauseConsumer(ctx context.Context, route, destination string, pa
 		_, err = s.js.ResumeConsumer(ctx, StreamName, name)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: pause consumer %s: %v", ErrUnavailable, name, err)
+		return fmt.Errorf("%w: pause consumer %s: %w", ErrUnavailable, name, err)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 		jetstream.WithExpectStream(StreamName),
 		jetstream.WithStallWait(s.opts.PublishTimeout))
 	if err != nil {
-		return Stored{}, fmt.Errorf("%w: publish: %v", ErrUnavailable, err)
+		return Stored{}, fmt.Errorf("%w: publish: %w", ErrUnavailable, err)
 	}
 	select {
 	case ack := <-fut.Ok():
@@ -66,7 +66,7 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 	case <-timeout.C:
 		return Stored{}, fmt.Errorf("%w: %w within %s", ErrUnavailable, errNoAck, s.opts.PublishTimeout)
 	case <-ctx.Done():
-		return Stored{}, fmt.Errorf("%w: no ack from the stream: %v", ErrUnavailable, ctx.Err())
+		return Stored{}, fmt.Errorf("%w: no ack from the stream: %w", ErrUnavailable, ctx.Err())
 	}
 }
 
@@ -96,11 +96,11 @@ type Stats struct {
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	mi, err := s.main.Info(ctx)
 	if err != nil {
-		return Stats{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return Stats{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	di, err := s.dlq.Info(ctx)
 	if err != nil {
-		return Stats{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return Stats{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return Stats{Messages: mi.State.Msgs, DeadLetters: di.State.Msgs}, nil
 }

@@ -135,7 +135,7 @@ func (s *Store) DeadLetterCount(ctx context.Context, f DeadLetterFilter) (uint64
 	if f.bySubjectOnly() {
 		c, err := s.dlq.CreateConsumer(ctx, scanConsumer(f.subject(), 0, time.Time{}))
 		if err != nil {
-			return 0, fmt.Errorf("%w: count dead letters: %v", ErrUnavailable, err)
+			return 0, fmt.Errorf("%w: count dead letters: %w", ErrUnavailable, err)
 		}
 		info := c.CachedInfo()
 		_ = s.dlq.DeleteConsumer(context.WithoutCancel(ctx), info.Name)
@@ -154,7 +154,7 @@ func (s *Store) DeadLetter(ctx context.Context, seq uint64) (DeadLetter, error) 
 		return DeadLetter{}, ErrNotFound
 	}
 	if err != nil {
-		return DeadLetter{}, fmt.Errorf("%w: dead letter %d: %v", ErrUnavailable, seq, err)
+		return DeadLetter{}, fmt.Errorf("%w: dead letter %d: %w", ErrUnavailable, seq, err)
 	}
 	d, err := deadLetterFrom(m.Subject, m.Header, m.Data)
 	if err != nil {
@@ -175,7 +175,7 @@ func (s *Store) DeleteDeadLetters(ctx context.Context, seqs []uint64) (int, erro
 			n++
 		case errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful):
 		default:
-			return n, fmt.Errorf("%w: delete dead letter %d: %v", ErrUnavailable, seq, err)
+			return n, fmt.Errorf("%w: delete dead letter %d: %w", ErrUnavailable, seq, err)
 		}
 	}
 	return n, nil
@@ -190,7 +190,7 @@ func (s *Store) PurgeDeadLetters(ctx context.Context, f DeadLetterFilter) (int, 
 			return 0, err
 		}
 		if err := s.dlq.Purge(ctx, jetstream.WithPurgeSubject(f.subject())); err != nil {
-			return 0, fmt.Errorf("%w: purge dead letters: %v", ErrUnavailable, err)
+			return 0, fmt.Errorf("%w: purge dead letters: %w", ErrUnavailable, err)
 		}
 		return int(n), nil
 	}
@@ -232,7 +232,7 @@ func scanConsumer(subject string, from uint64, since time.Time) jetstream.Consum
 func (s *Store) scanDeadLetters(ctx context.Context, f DeadLetterFilter, from uint64, maxScan int, fn func(d DeadLetter) bool) (uint64, error) {
 	c, err := s.dlq.CreateConsumer(ctx, scanConsumer(f.subject(), from, f.Since))
 	if err != nil {
-		return 0, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
 	}
 	defer func() { _ = s.dlq.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
 	if c.CachedInfo().NumPending == 0 {
@@ -246,7 +246,7 @@ func (s *Store) scanDeadLetters(ctx context.Context, f DeadLetterFilter, from ui
 		}
 		batch, err := c.FetchNoWait(256)
 		if err != nil {
-			return 0, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+			return 0, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
 		}
 		got, done := 0, false
 		for m := range batch.Messages() {
@@ -275,7 +275,7 @@ func (s *Store) scanDeadLetters(ctx context.Context, f DeadLetterFilter, from ui
 			done = last
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return 0, fmt.Errorf("%w: dead letters: %v", ErrUnavailable, err)
+			return 0, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
 		}
 		if done || got == 0 {
 			return resume, nil
@@ -288,7 +288,7 @@ func (s *Store) scanDeadLetters(ctx context.Context, f DeadLetterFilter, from ui
 func (s *Store) LastDeadLetterSeq(ctx context.Context) (uint64, error) {
 	info, err := s.dlq.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return info.State.LastSeq, nil
 }

@@ -14,8 +14,9 @@ import (
 // dead letter it came from.
 const hdrReplayOf = "Jethook-Replay-Of"
 
-// ReplayResult counts what a replay did.
-type ReplayResult struct {
+// ReplayCounts counts what a replay did; the admin API reports it in
+// admin.ReplayResult.
+type ReplayCounts struct {
 	Queued     int // republished for delivery
 	Duplicates int // already replayed within the dedup window: not queued again
 }
@@ -29,8 +30,8 @@ type ReplayResult struct {
 // Nats-Msg-Id, derived from the dead letter's WEBHOOKS_DLQ sequence,
 // covers two replays at the same moment. Dead letters stay in
 // WEBHOOKS_DLQ until purged. Replay waits for every ack.
-func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayResult, error) {
-	var r ReplayResult
+func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayCounts, error) {
+	var r ReplayCounts
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
 	futs := make([]jetstream.PubAckFuture, 0, len(dls))
@@ -54,7 +55,7 @@ func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayResult, err
 			jetstream.WithExpectStream(StreamName),
 			jetstream.WithStallWait(s.opts.PublishTimeout))
 		if err != nil {
-			return r, fmt.Errorf("%w: replay dead letter %d: %v", ErrUnavailable, d.DLQSeq, err)
+			return r, fmt.Errorf("%w: replay dead letter %d: %w", ErrUnavailable, d.DLQSeq, err)
 		}
 		futs = append(futs, fut)
 	}
@@ -78,7 +79,7 @@ func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayResult, err
 		}
 	}
 	if len(errs) > 0 {
-		return r, fmt.Errorf("%w: replay: %v", ErrUnavailable, errors.Join(errs...))
+		return r, fmt.Errorf("%w: replay: %w", ErrUnavailable, errors.Join(errs...))
 	}
 	return r, nil
 }

@@ -159,7 +159,7 @@ func (t *tailer) sync(ctx context.Context, wait time.Duration) (bool, error) {
 			continue
 		}
 		if err != nil {
-			return false, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, t.stream, err)
+			return false, fmt.Errorf("%w: stream %s: %w", ErrUnavailable, t.stream, err)
 		}
 		last = max(last, m.Sequence)
 	}
