@@ -54,8 +54,8 @@ type Forwarder struct {
 	Store *store.Store
 	// Transport sends attempts; nil uses one made for jethook (see
 	// newTransport). Each attempt is a single round trip: a 3xx comes back
-	// as it is, never followed (DESIGN.md: a redirect is a permanent
-	// configuration error).
+	// as it is, never followed: a redirect is a permanent configuration
+	// error (docs/design.md, "Retry policy").
 	Transport http.RoundTripper
 	// Logger gets one line per failed attempt and per dead letter.
 	Logger *slog.Logger

@@ -49,10 +49,11 @@ type Outcome struct {
 	Unsent bool
 }
 
-// Classify applies the retry rules of DESIGN.md to one attempt's result:
-// 2xx is delivered; statuses the route's retry_on lists (408, 429, 5xx by
-// default) and every network error or timeout are transient; redirects
-// (not followed) and every other status are permanent.
+// Classify applies the retry rules (docs/design.md, "Retry policy") to one
+// attempt's result: 2xx is delivered; statuses the route's retry_on lists
+// (408, 429, 5xx by default) and every network error or timeout are
+// transient; redirects (not followed) and every other status are
+// permanent.
 //
 // A 101 Switching Protocols (the one 1xx net/http returns) is transient:
 // jethook never sends Upgrade, and a server may switch only to a protocol

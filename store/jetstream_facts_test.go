@@ -1,7 +1,7 @@
 package store_test
 
 // This file pins the JetStream behaviour that jethook's storage model
-// (DESIGN.md, "Storage model") relies on. Every test runs a real embedded
+// (docs/design.md, "Storage model") relies on. Every test runs a real embedded
 // nats-server in-process, on the versions pinned in go.mod, and fails if the
 // fact it names stops being true after an upgrade. Delays are short on
 // purpose: lower bounds are exact (timers never fire early), upper bounds are
@@ -467,8 +467,8 @@ func TestFactDedupIndexForgetsIDsOfRemovedMessagesAfterARestart(t *testing.T) {
 // AckWait = BackOff[0] and, on a nak with delay d of delivery k (1-based),
 // stamps the message as if delivered at now − BackOff[0] + d; its
 // redelivery deadline is BackOff[min(k−1, len−1)]. So the real delay is
-// d + BackOff[k−1] − BackOff[0] (the design's "d + BackOff[k] − BackOff[0]"
-// with a 0-based k): exactly d on the first nak, longer afterwards.
+// d + BackOff[k−1] − BackOff[0] (docs/design.md, "Storage model"): exactly
+// d on the first nak, longer afterwards.
 // jethook therefore never sets BackOff; NakWithDelay alone drives the
 // schedule and AckWait covers one attempt.
 func TestFactBackOffAddsBackOffKMinusBackOff0ToNakDelay(t *testing.T) {

@@ -41,7 +41,7 @@ const maxConsumers = 10_000
 var ErrUnavailable = errors.New("store unavailable")
 
 // Options configure Open. The zero value (plus DataDir) runs an embedded
-// server with the defaults DESIGN.md gives.
+// server with the defaults of docs/design.md, "Storage model".
 type Options struct {
 	// DataDir holds the embedded server's JetStream files and the index
 	// (also with an external server). Empty, the index goes to a
