@@ -25,7 +25,7 @@ func TestProbesAreOpenAndTheAPINeedsTheBearerToken(t *testing.T) {
 	}{
 		{"healthz needs no token", "/healthz", "", http.StatusOK},
 		{"readyz needs no token", "/readyz", "", http.StatusOK},
-		{"metrics without a registry is not found", "/metrics", "", http.StatusNotFound},
+		{"metrics need no token", "/metrics", "", http.StatusOK},
 		{"the API refuses a request without a token", "/v1/status", "", http.StatusUnauthorized},
 		{"the API refuses a wrong token", "/v1/status", "wrong", http.StatusUnauthorized},
 		{"the API refuses a token that is a prefix of the right one", "/v1/status", token[:5], http.StatusUnauthorized},
@@ -63,6 +63,9 @@ func TestWithoutATokenConfiguredTheAPIIsForbidden(t *testing.T) {
 	}
 	if code := call(t, srv.URL, "", http.MethodGet, "/healthz", nil, nil); code != http.StatusOK {
 		t.Errorf("healthz %d", code)
+	}
+	if code := call(t, srv.URL, "", http.MethodGet, "/metrics", nil, &e); code != http.StatusNotFound {
+		t.Errorf("metrics without a registry: %d, want 404", code)
 	}
 }
 

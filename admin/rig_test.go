@@ -14,9 +14,8 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/admin"
-	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -90,12 +89,12 @@ func (b *backend) failWith(code int) {
 	b.mu.Unlock()
 }
 
-// rig is jethook with its admin API: a real embedded store, the ingress,
-// a forwarder, and two backends.
+// rig is jethook assembled as serve assembles it (app.New) on a real
+// embedded store, its ingress and admin API on test servers, and two
+// backends.
 type rig struct {
 	t          *testing.T
 	store      *store.Store
-	fwd        *forward.Forwarder
 	ingress    *httptest.Server
 	admin      *httptest.Server
 	app, audit *backend
@@ -116,18 +115,14 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := proxy.New(cfg, r.store, nil)
+	a, err := app.New(context.Background(), cfg, app.Options{Store: r.store, AdminToken: token, FetchWait: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.ingress = httptest.NewServer(h)
+	t.Cleanup(func() { a.Close(time.Second) })
+	r.ingress = httptest.NewServer(a.Ingress)
 	t.Cleanup(r.ingress.Close)
-	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: 100 * time.Millisecond}
-	if err := r.fwd.Start(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.fwd.Stop(time.Second) })
-	r.admin = httptest.NewServer(&admin.Handler{Store: r.store, Forwarder: r.fwd, Token: token})
+	r.admin = httptest.NewServer(a.Admin)
 	t.Cleanup(r.admin.Close)
 	return r
 }

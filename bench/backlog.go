@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 )
@@ -200,16 +201,15 @@ func Backlog(ctx context.Context, o BacklogOptions) (BacklogResult, error) {
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	st, err := store.Open(ctx, store.Options{DataDir: dir, MaxAckPending: o.MaxAckPending})
+	jethook, err := app.New(ctx, cfg, app.Options{
+		StoreOptions: store.Options{DataDir: dir, MaxAckPending: o.MaxAckPending},
+		ParkAfter:    o.ParkAfter,
+	})
 	if err != nil {
 		return r, err
 	}
-	defer st.Close()
-	fwd := &forward.Forwarder{Store: st, ParkAfter: o.ParkAfter}
-	if err := fwd.Start(ctx, cfg); err != nil {
-		return r, err
-	}
-	defer fwd.Stop(5 * time.Second)
+	defer jethook.Close(5 * time.Second)
+	st := jethook.Store
 
 	if r.Empty, err = sample(ctx, st, o.Idle); err != nil {
 		return r, err

@@ -17,9 +17,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 )
 
@@ -126,18 +125,21 @@ var bare = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 })
 
-// stack is jethook in this process, wired as serve wires it: an embedded
-// store in a fresh temporary directory, the ingress on a loopback port, and
-// the forwarder if asked for.
+// stack is jethook in this process as serve assembles it (app.New): an
+// embedded store in a fresh temporary directory, metrics, alerts, the
+// forwarder, and the ingress on a loopback port.
 type stack struct {
 	dir     string
-	store   *store.Store
-	fwd     *forward.Forwarder
+	cfg     *policy.Config
+	app     *app.App
 	ingress *server
 }
 
-func startStack(ctx context.Context, o Options, cfg *policy.Config, syncAlways, forwarding bool) (_ *stack, err error) {
-	s := &stack{}
+// startStack starts jethook on cfg. Unless deliver is set, every
+// destination starts paused: its consumer exists and keeps what the
+// ingress stores, and nothing is attempted until resume.
+func startStack(ctx context.Context, o Options, cfg *policy.Config, syncAlways, deliver bool) (_ *stack, err error) {
+	s := &stack{cfg: cfg}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -146,41 +148,40 @@ func startStack(ctx context.Context, o Options, cfg *policy.Config, syncAlways, 
 	if s.dir, err = os.MkdirTemp(o.Dir, "jethook-bench-*"); err != nil {
 		return nil, err
 	}
-	if s.store, err = store.Open(ctx, store.Options{DataDir: s.dir, SyncAlways: syncAlways}); err != nil {
+	if s.app, err = app.New(ctx, cfg, app.Options{StoreOptions: store.Options{DataDir: s.dir, SyncAlways: syncAlways}}); err != nil {
 		return nil, err
 	}
-	if forwarding {
-		if err = s.startForwarder(ctx, cfg); err != nil {
+	if !deliver {
+		if err = s.pause(); err != nil {
 			return nil, err
 		}
 	}
-	h, err := proxy.New(cfg, s.store, nil)
-	if err != nil {
-		return nil, err
-	}
-	if s.ingress, err = listen(h); err != nil {
+	if s.ingress, err = listen(s.app.Ingress); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// startForwarder starts delivering cfg's destinations from the stack's
-// store.
-func (s *stack) startForwarder(ctx context.Context, cfg *policy.Config) error {
-	f := &forward.Forwarder{Store: s.store}
-	if err := f.Start(ctx, cfg); err != nil {
-		return err
-	}
-	s.fwd = f
-	return nil
+// pause holds every destination: nothing is attempted, everything stored
+// waits in its consumer.
+func (s *stack) pause() error {
+	return s.eachDestination(s.app.Forwarder.Pause)
 }
 
-// stopForwarder stops delivering; messages stay in their consumers.
-func (s *stack) stopForwarder() {
-	if s.fwd != nil {
-		s.fwd.Stop(5 * time.Second)
-		s.fwd = nil
+// resume lets every destination deliver again.
+func (s *stack) resume() error {
+	return s.eachDestination(s.app.Forwarder.Resume)
+}
+
+func (s *stack) eachDestination(do func(route, destination string) error) error {
+	for _, r := range s.cfg.Routes {
+		for _, d := range r.Destinations {
+			if err := do(r.Name, d.Name); err != nil {
+				return err
+			}
+		}
 	}
+	return nil
 }
 
 // close stops the stack and deletes its data.
@@ -188,9 +189,8 @@ func (s *stack) close() {
 	if s.ingress != nil {
 		s.ingress.close()
 	}
-	s.stopForwarder()
-	if s.store != nil {
-		s.store.Close()
+	if s.app != nil {
+		s.app.Close(5 * time.Second)
 	}
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)

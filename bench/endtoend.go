@@ -24,8 +24,8 @@ type EndToEndResult struct {
 	// Sustained has the client posting to jethook while the forwarder
 	// delivers; Sustained.Ingest is those posts.
 	Sustained Delivery
-	// Drain delivers a backlog of Events webhooks posted with the
-	// forwarder off; Drain.Ingest is those posts.
+	// Drain delivers a backlog of Events webhooks posted while the
+	// destination was paused; Drain.Ingest is those posts.
 	Drain Delivery
 }
 
@@ -36,8 +36,8 @@ type Delivery struct {
 	// Repeats counts the deliveries beyond the first (delivery is at least
 	// once).
 	Delivered, Repeats int
-	// Elapsed runs from the first post (Sustained) or from the forwarder's
-	// start (Drain) to the moment the backend has received every event;
+	// Elapsed runs from the first post (Sustained) or from the
+	// destination's resume (Drain) to the moment the backend has received every event;
 	// CPU is the process's CPU time over it.
 	Elapsed, CPU time.Duration
 }
@@ -87,8 +87,8 @@ func EndToEnd(ctx context.Context, o Options) (EndToEndResult, error) {
 }
 
 // deliver runs o.Events webhooks through a fresh jethook to a fresh
-// backend: posted while the forwarder runs, or, with backlog, all posted
-// while it is stopped, then delivered once it starts again.
+// backend: posted while the forwarder delivers, or, with backlog, all
+// posted while the destination is paused, then delivered once it resumes.
 func deliver(ctx context.Context, o Options, backlog bool) (Delivery, error) {
 	var d Delivery
 	be := newBackend(o.Events)
@@ -107,9 +107,11 @@ func deliver(ctx context.Context, o Options, backlog bool) (Delivery, error) {
 	}
 	defer st.close()
 	if backlog {
-		// As after a restart: the destination's consumer exists, and
-		// nothing delivers until the forwarder starts again.
-		st.stopForwarder()
+		// The destination's consumer exists, and nothing is delivered
+		// until it resumes.
+		if err := st.pause(); err != nil {
+			return d, err
+		}
 	}
 
 	start, cpu0 := time.Now(), cpuTime()
@@ -119,7 +121,7 @@ func deliver(ctx context.Context, o Options, backlog bool) (Delivery, error) {
 	}
 	if backlog {
 		start, cpu0 = time.Now(), cpuTime()
-		if err := st.startForwarder(ctx, cfg); err != nil {
+		if err := st.resume(); err != nil {
 			return d, err
 		}
 	}

@@ -27,7 +27,7 @@ func Ingest(ctx context.Context, o Options, concurrency int) (IngestResult, erro
 	r.Bare = run(ctx, s.URL+hookPath, concurrency, o.Requests, o.Duration, o.BodySize)
 	s.close()
 
-	// The destination is never called: the forwarder does not run.
+	// The destination is never called: it stays paused.
 	cfg, err := config("http://127.0.0.1:9/unused", o.DestConcurrency)
 	if err != nil {
 		return r, err

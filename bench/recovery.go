@@ -216,7 +216,7 @@ func Recovery(ctx context.Context, o RecoveryOptions) (RecoveryResult, error) {
 	}
 	stopFeed()
 	r.Lost = be.settle(ctx, 30*time.Second)
-	stats, err := st.store.Stats(ctx)
+	stats, err := st.app.Store.Stats(ctx)
 	if err != nil {
 		return r, err
 	}

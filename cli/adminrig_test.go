@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,11 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/admin"
-	"github.com/jethook/jethook/alert"
-	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -40,9 +36,10 @@ routes:
       - {name: audit, url: "BACKEND/audit", slow_start: 0s}
 `
 
-// opsRig is jethook wired as Serve wires it, minus the listeners: store,
-// forwarder, ingress, reloader and admin API over HTTP, and a backend that
-// answers each path with the status in the X-Status-<path> header.
+// opsRig is jethook assembled as Serve assembles it (app.New), with its
+// ingress and admin API on test servers, reloading from a policies file,
+// and a backend that answers each path with the status in the
+// X-Status-<path> header.
 type opsRig struct {
 	t       *testing.T
 	config  string // path of the policies file
@@ -71,29 +68,24 @@ func newOpsRig(t *testing.T) *opsRig {
 	t.Cleanup(r.backend.Close)
 	r.config = filepath.Join(t.TempDir(), "policies.yaml")
 	r.write(opsConfig)
-	cfg, err := policy.Load(r.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := storetest.Open(t, store.Options{})
-	log := slog.New(slog.DiscardHandler)
-	alerts := alert.New(cfg.Alerts, log)
-	alerts.Start()
-	t.Cleanup(alerts.Stop)
-	fwd := &forward.Forwarder{Store: st, Logger: log, FetchWait: 100 * time.Millisecond, Alerts: alerts}
-	if err := fwd.Start(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fwd.Stop(time.Second) })
-	h, err := proxy.New(cfg, st, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.ingress = httptest.NewServer(h)
-	t.Cleanup(r.ingress.Close)
 	s := Settings{Config: r.config, Retention: 72 * time.Hour}
-	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, alerts: alerts, log: log}
-	r.admin = httptest.NewServer(&admin.Handler{Store: st, Forwarder: fwd, Token: adminToken, Reload: rl.reload, Logger: log})
+	cfg, err := loadConfig(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(context.Background(), cfg, app.Options{
+		Store:      storetest.Open(t, store.Options{}),
+		Load:       func() (*policy.Config, error) { return loadConfig(s) },
+		AdminToken: adminToken,
+		FetchWait:  100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(time.Second) })
+	r.ingress = httptest.NewServer(a.Ingress)
+	t.Cleanup(r.ingress.Close)
+	r.admin = httptest.NewServer(a.Admin)
 	t.Cleanup(r.admin.Close)
 	r.client = adminFromEnv(func(k string) string {
 		return map[string]string{"JETHOOK_ADMIN_URL": r.admin.URL, "JETHOOK_ADMIN_TOKEN": adminToken}[k]

@@ -140,7 +140,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func benchIngest(ctx context.Context, out io.Writer, o bench.Options, duration time.Duration, conc []int) error {
-	fmt.Fprintf(out, "\nIngest: %s per case; jethook answers 200 once the store acked (forwarder off)\n", duration)
+	fmt.Fprintf(out, "\nIngest: %s per case; jethook answers 200 once the store acked (delivery paused)\n", duration)
 	fmt.Fprintf(out, "%-20s %7s %9s %9s %9s %7s %8s %6s\n", "CASE", "CLIENTS", "REQ/S", "P50", "P99", "÷ BARE", "CPU/REQ", "FAILED")
 	for _, c := range conc {
 		r, err := bench.Ingest(ctx, o, c)
@@ -178,7 +178,7 @@ func benchEndToEnd(ctx context.Context, out io.Writer, o bench.Options) error {
 	}
 	fmt.Fprintf(out, "(sustained: first post to last delivery, posts and deliveries at once; ingress took the posts at %.0f req/s, p99 %s.\n",
 		r.Sustained.Ingest.PerSecond(), millis(r.Sustained.Ingest.P99))
-	fmt.Fprintf(out, " drain: forwarder start to last delivery of %d webhooks stored before it started.\n",
+	fmt.Fprintf(out, " drain: resume to last delivery of %d webhooks stored while the destination was paused.\n",
 		r.Drain.Ingest.Requests)
 	fmt.Fprintf(out, " repeated deliveries: %d sustained, %d drain)\n", r.Sustained.Repeats, r.Drain.Repeats)
 	return nil

@@ -28,7 +28,7 @@ func runCheck(_ context.Context, args []string, out io.Writer) error {
 	if err := applyMemoryLimit(s, slog.New(slog.DiscardHandler)); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(s.resolved(), 0)
+	cfg, err := loadConfig(s.resolved())
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 // Package cli holds jethook's subcommands, one per file. It reads process
-// settings from the environment, wires the store, proxy and forwarder
-// together, and prints; the logic it runs lives in the other packages.
+// settings from the environment, checks the configuration, runs the
+// listeners around the application internal/app assembles, and prints;
+// the logic it runs lives in the other packages.
 package cli
 
 import (

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/policy"
 )
 
@@ -189,7 +190,7 @@ func TestTheComposeReplicasStartAgainstTheComposeNATSCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		// What serve checks once connected, with the servers' max_payload.
-		if err := checkConfig(s, cfg, int64(opts.MaxPayload)); err != nil {
+		if err := errors.Join(checkConfig(s, cfg), app.CheckPayload(cfg, int64(opts.MaxPayload))); err != nil {
 			t.Errorf("compose: %s: %v", name, err)
 		}
 		grace, err := time.ParseDuration(fmt.Sprint(svc["stop_grace_period"]))
@@ -252,7 +253,7 @@ func TestTheKubernetesSidecarIsConsistent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkConfig(s, cfg, 8<<20); err != nil { // max_payload in nats-values.yaml
+	if err := errors.Join(checkConfig(s, cfg), app.CheckPayload(cfg, 8<<20)); err != nil { // max_payload in nats-values.yaml
 		t.Error(err)
 	}
 

@@ -6,73 +6,24 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 
-	"github.com/jethook/jethook/alert"
-	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
-	"github.com/jethook/jethook/store"
 )
 
-// reloader re-reads policies.yaml on SIGHUP or POST /v1/reload and applies
-// it to the running forwarder and ingress. An invalid file changes nothing.
-type reloader struct {
-	settings Settings
-	store    *store.Store
-	fwd      *forward.Forwarder
-	ingress  *proxy.Handler
-	alerts   *alert.Notifier
-	log      *slog.Logger
-
-	mu sync.Mutex // one reload at a time
-}
-
-// reload loads and checks the file, then starts, stops and restarts
-// destination loops and swaps the ingress routes. Consumers for new routes
-// exist before the ingress accepts them, so no message is stored that no
-// consumer will read.
-func (r *reloader) reload(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	cfg, err := r.load()
-	if err != nil {
-		r.log.Error("reload rejected; the running configuration stays", "config", r.settings.Config, "err", err)
-		return err
-	}
-	if err := r.fwd.Reload(ctx, cfg); err != nil {
-		r.log.Error("reload failed; the running configuration stays", "config", r.settings.Config, "err", err)
-		return err
-	}
-	if err := r.ingress.Reload(cfg); err != nil {
-		// Checked in load: only a bug gets here.
-		r.log.Error("ingress reload failed after the forwarder took the new configuration", "err", err)
-		return err
-	}
-	r.alerts.Reload(cfg.Alerts)
-	for _, w := range cfg.Warnings() {
-		r.log.Warn(w)
-	}
-	r.log.Info("configuration reloaded", "config", r.settings.Config, "routes", len(cfg.Routes))
-	return nil
-}
-
-// load reads the file and runs every check Serve runs at start.
-func (r *reloader) load() (*policy.Config, error) {
-	return loadConfig(r.settings, r.store.MaxPayload())
-}
-
-// loadConfig reads s.Config and runs every check serve applies to it:
-// those of policy.Load, checkConfig, and the provider settings (a
-// throwaway ingress, not served). jethook check runs it with maxPayload 0,
-// before any store is known.
-func loadConfig(s Settings, maxPayload int64) (*policy.Config, error) {
+// loadConfig reads s.Config and runs every check serve applies to it
+// before it knows its store: those of policy.Load, checkConfig, and the
+// provider settings (a throwaway ingress, not served). jethook check runs
+// it as it is; serve and a reload add the store's rule
+// (app.CheckPayload).
+func loadConfig(s Settings) (*policy.Config, error) {
 	cfg, err := policy.Load(s.Config)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkConfig(s, cfg, maxPayload); err != nil {
+	if err := checkConfig(s, cfg); err != nil {
 		return nil, err
 	}
 	if _, err := proxy.New(cfg, nil, nil); err != nil {
@@ -81,16 +32,12 @@ func loadConfig(s Settings, maxPayload int64) (*policy.Config, error) {
 	return cfg, nil
 }
 
-// checkConfig checks cfg against the process settings and, if maxPayload
-// is known (not 0), the largest message the store accepts.
-func checkConfig(s Settings, cfg *policy.Config, maxPayload int64) error {
+// checkConfig checks cfg against the process settings.
+func checkConfig(s Settings, cfg *policy.Config) error {
 	if maxAge := cfg.MaxAge(); maxAge >= s.Retention {
 		return fmt.Errorf("%s: a route's retry max_age (%s) must be shorter than JETHOOK_RETENTION (%s), or messages would expire while still being retried", s.Config, maxAge, s.Retention)
 	}
 	for _, r := range cfg.Routes {
-		if maxPayload > 0 && r.MaxBody+headerRoom > maxPayload {
-			return fmt.Errorf("%s:%d: route %q: max_body %d is more than the NATS server's max_payload (%d) allows", cfg.File, r.Line, r.Name, r.MaxBody, maxPayload)
-		}
 		if s.MaxInFlightBytes > 0 && r.MaxBody > s.MaxInFlightBytes {
 			return fmt.Errorf("%s:%d: route %q: max_body %d is more than JETHOOK_MAX_INFLIGHT_BYTES (%d): a body that large would never find room and always get 503", cfg.File, r.Line, r.Name, r.MaxBody, s.MaxInFlightBytes)
 		}
@@ -98,16 +45,16 @@ func checkConfig(s Settings, cfg *policy.Config, maxPayload int64) error {
 	return nil
 }
 
-// onHangup reloads on each SIGHUP until ctx ends.
-func (r *reloader) onHangup(ctx context.Context) {
+// reloadOnHangup reloads a's configuration on each SIGHUP until ctx ends.
+func reloadOnHangup(ctx context.Context, a *app.App, config string, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	for {
 		select {
 		case <-hup:
-			r.log.Info("SIGHUP: reloading", "config", r.settings.Config)
-			_ = r.reload(ctx) // reload logs what went wrong
+			log.Info("SIGHUP: reloading", "config", config)
+			_ = a.Reload(ctx) // Reload logs what went wrong
 		case <-ctx.Done():
 			return
 		}

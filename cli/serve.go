@@ -13,16 +13,10 @@ import (
 
 	"golang.org/x/net/netutil"
 
-	"github.com/jethook/jethook/admin"
-	"github.com/jethook/jethook/alert"
-	"github.com/jethook/jethook/forward"
-	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 )
-
-// headerRoom is what a stored message may need beyond its body for the
-// original headers and jethook's own.
-const headerRoom = 256 << 10
 
 func runServe(ctx context.Context, args []string, out io.Writer) error {
 	fs := flags("serve", out)
@@ -61,7 +55,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		return err
 	}
 	s = s.resolved()
-	cfg, err := loadConfig(s, 0)
+	cfg, err := loadConfig(s)
 	if err != nil {
 		return err
 	}
@@ -72,56 +66,43 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, store.Options{
-		DataDir:       s.DataDir,
-		URL:           s.NATSURL,
-		ClientListen:  s.NATSListen,
-		Retention:     s.Retention,
-		DedupWindow:   s.DedupWindow,
-		SyncAlways:    s.StoreSync == "always",
-		Replicas:      s.Replicas,
-		AttemptLogAge: s.AttemptLogAge,
-		MaxBytes:      maxBytes,
-		Logger:        log,
+	trusted, err := s.trustedProxies()
+	if err != nil {
+		return err
+	}
+	a, err := app.New(ctx, cfg, app.Options{
+		StoreOptions: store.Options{
+			DataDir:       s.DataDir,
+			URL:           s.NATSURL,
+			ClientListen:  s.NATSListen,
+			Retention:     s.Retention,
+			DedupWindow:   s.DedupWindow,
+			SyncAlways:    s.StoreSync == "always",
+			Replicas:      s.Replicas,
+			AttemptLogAge: s.AttemptLogAge,
+			MaxBytes:      maxBytes,
+		},
+		Logger:     log,
+		Load:       func() (*policy.Config, error) { return loadConfig(s) },
+		AdminToken: s.AdminToken,
+		// Not ready once shutdown begins: the admin listener outlives the
+		// public one, and a load balancer must stop sending before the
+		// listener closes.
+		Ready: func(context.Context) error {
+			if ctx.Err() != nil {
+				return errors.New("shutting down")
+			}
+			return nil
+		},
+		MaxInFlightBytes: s.MaxInFlightBytes,
+		TrustedProxies:   trusted,
 	})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	if err := checkConfig(s, cfg, st.MaxPayload()); err != nil {
-		return err
-	}
+	defer a.Close(s.ShutdownGrace) // after the listeners: attempts finish, the last dead letters are told
 
-	// prom.Handler() serves /metrics (admin.Handler's Metrics field).
-	prom := newMetrics(st)
-	alerts := alert.New(cfg.Alerts, log)
-	alerts.Start()
-	defer alerts.Stop() // after fwd.Stop, so the last dead letters are told
-	go tellStore(ctx, st, alerts)
-	fwd := &forward.Forwarder{Store: st, Logger: log, Metrics: prom, Alerts: alerts}
-	if err := fwd.Start(ctx, cfg); err != nil {
-		return err
-	}
-	defer fwd.Stop(s.ShutdownGrace)
-
-	h, err := proxy.New(cfg, st, log)
-	if err != nil {
-		return err
-	}
-	h.Metrics = prom
-	h.MaxInFlightBytes = s.MaxInFlightBytes
-	h.TrustedProxies, _ = s.trustedProxies() // checked in loadSettings
-	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, alerts: alerts, log: log}
-	// Not ready once shutdown begins: the admin listener outlives the public
-	// one, and a load balancer must stop sending before the listener closes.
-	shuttingDown := func(context.Context) error {
-		if ctx.Err() != nil {
-			return errors.New("shutting down")
-		}
-		return nil
-	}
-	adminAddr, stopAdmin, err := startAdmin(s, &admin.Handler{Store: st, Forwarder: fwd, Token: s.AdminToken,
-		Reload: rl.reload, Metrics: prom.Handler(), Logger: log, Ready: shuttingDown}, log)
+	adminAddr, stopAdmin, err := startAdmin(s, a.Admin, log)
 	if err != nil {
 		return err
 	}
@@ -130,10 +111,10 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		defer cancel()
 		stopAdmin(actx)
 	}()
-	go rl.onHangup(ctx)
+	go reloadOnHangup(ctx, a, s.Config, log)
 	go releaseWhenIdle(ctx, log)
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           a.Ingress,
 		ReadHeaderTimeout: s.HeaderTimeout,
 		ReadTimeout:       s.ReadTimeout,
 		WriteTimeout:      30 * time.Second,

@@ -106,7 +106,7 @@ func TestARouteWhoseMaxBodyCouldNeverFitInTheBudgetIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkConfig(s, cfg, 0); err == nil || !strings.Contains(err.Error(), "JETHOOK_MAX_INFLIGHT_BYTES") {
+	if err := checkConfig(s, cfg); err == nil || !strings.Contains(err.Error(), "JETHOOK_MAX_INFLIGHT_BYTES") {
 		t.Fatalf("err = %v, want one naming JETHOOK_MAX_INFLIGHT_BYTES", err)
 	}
 }

@@ -198,7 +198,7 @@ func TestMessagesInBackoffSurviveAStoreRestart(t *testing.T) {
 		}
 	}
 	eventually(t, "every event tried once", func() bool { return b.count() >= n })
-	r.fwd.Stop(time.Second)
+	r.stop()
 	r.store.Close()
 
 	mu.Lock()

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
@@ -130,10 +131,10 @@ func newCrafted(t *testing.T, addr string) *crafted {
 
 // newCraftedRig is a rig whose store also takes NATS clients on a free
 // loopback port, and a crafted publisher connected there.
-func newCraftedRig(t *testing.T, yaml, backendURL string) (*rig, *crafted) {
+func newCraftedRig(t *testing.T, yaml, backendURL string, tune ...func(*app.Options)) (*rig, *crafted) {
 	t.Helper()
 	addr := storetest.FreeAddr(t)
-	r := newRig(t, parseConfig(t, yaml, backendURL), store.Options{ClientListen: addr})
+	r := newRig(t, parseConfig(t, yaml, backendURL), store.Options{ClientListen: addr}, tune...)
 	return r, newCrafted(t, addr)
 }
 
@@ -390,9 +391,8 @@ func TestAnOpeningBreakerEndsTheFetchInProgress(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, unavailableFirst(1))
 	const cooldown = 2 * time.Second
-	r, c := newCraftedRig(t, slowRetry(t, "slow_start: 0s, breaker: {failures: 1, cooldown: 2s}"), b.URL)
-	r.fwd.Stop(time.Second)
-	r.startForwarder(time.Minute) // a fetch may wait a minute
+	r, c := newCraftedRig(t, slowRetry(t, "slow_start: 0s, breaker: {failures: 1, cooldown: 2s}"), b.URL,
+		fetchWait(time.Minute)) // a fetch may wait a minute
 	cons, err := c.js.Consumer(context.Background(), store.StreamName, store.ConsumerName("shop", "app"))
 	if err != nil {
 		t.Fatal(err)

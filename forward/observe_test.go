@@ -9,16 +9,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jethook/jethook/alert"
-	"github.com/jethook/jethook/forward"
-	"github.com/jethook/jethook/metrics"
-	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // watched is jethook in one test with everything an operator watches:
@@ -32,34 +26,10 @@ type watched struct {
 
 func newWatched(t *testing.T, cfg string, backendURL string) *watched {
 	t.Helper()
-	w := &watched{reg: prometheus.NewRegistry(), alerts: newAlertSink(t)}
-	m := metrics.New(w.reg)
-	r := &rig{t: t, cfg: parseConfig(t, cfg, backendURL), store: storetest.Open(t, store.Options{})}
-	st := r.store
-	m.SetBacklog(func(ctx context.Context) ([]metrics.BacklogRow, error) {
-		bs, err := st.Backlogs(ctx)
-		rows := make([]metrics.BacklogRow, len(bs))
-		for i, b := range bs {
-			rows[i] = metrics.BacklogRow{Route: b.Route, Destination: b.Destination, Pending: b.Pending, AckPending: b.AckPending, Parked: b.Parked}
-		}
-		return rows, err
-	})
-	h, err := proxy.New(r.cfg, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Metrics = m
-	r.ingress = httptest.NewServer(h)
-	t.Cleanup(r.ingress.Close)
-	n := &alert.Notifier{URL: w.alerts.URL, Batch: 100 * time.Millisecond}
-	n.Start()
-	t.Cleanup(n.Stop)
-	r.fwd = &forward.Forwarder{Store: st, FetchWait: 200 * time.Millisecond, Metrics: m, Alerts: n}
-	if err := r.fwd.Start(context.Background(), r.cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.fwd.Stop(time.Second) })
-	w.rig = r
+	w := &watched{alerts: newAlertSink(t)}
+	cfg += "alerts: {url: \"" + w.alerts.URL + "\", batch: 100ms}\n"
+	w.rig = newRig(t, parseConfig(t, cfg, backendURL), store.Options{})
+	w.reg = w.app.Registry
 	return w
 }
 

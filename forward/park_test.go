@@ -3,12 +3,10 @@ package forward_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/forward"
-	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -20,8 +18,8 @@ func parkingRetry(t *testing.T) string {
 		"backoff: fixed, delay: 400ms, jitter: none")
 }
 
-func parkAfter(d time.Duration) func(*forward.Forwarder) {
-	return func(f *forward.Forwarder) { f.ParkAfter = d }
+func parkAfter(d time.Duration) func(*app.Options) {
+	return func(o *app.Options) { o.ParkAfter = d }
 }
 
 // A webhook waiting for its next attempt leaves its consumer for the
@@ -30,9 +28,7 @@ func parkAfter(d time.Duration) func(*forward.Forwarder) {
 func TestAParkedWebhookComesBackOnScheduleWithItsAttemptCount(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, unavailableFirst(2))
-	r := newRig(t, parseConfig(t, parkingRetry(t), b.URL), store.Options{})
-	r.fwd.Stop(time.Second)
-	r.startForwarder(200*time.Millisecond, parkAfter(100*time.Millisecond))
+	r := newRig(t, parseConfig(t, parkingRetry(t), b.URL), store.Options{}, parkAfter(100*time.Millisecond))
 
 	if code, body := r.post("/hooks/shop", http.Header{"X-Webhook-Id": {"parked-1"}}, []byte(`{"n":1}`)); code != http.StatusOK {
 		t.Fatalf("ingress %d %s", code, body)
@@ -81,15 +77,8 @@ func TestAParkedWebhookOutlivesARestart(t *testing.T) {
 	b := newBackend(t, unavailableFirst(1))
 	cfg := parseConfig(t, edit(t, parkingRetry(t), "delay: 400ms", "delay: 2s"), b.URL)
 	dir := t.TempDir()
-	st := storetest.Open(t, store.Options{DataDir: dir})
-	h, err := proxy.New(cfg, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, cfg: cfg, store: st}
-	r.ingress = httptest.NewServer(h)
-	t.Cleanup(r.ingress.Close)
-	r.startForwarder(200*time.Millisecond, parkAfter(time.Second))
+	r := newRig(t, cfg, store.Options{DataDir: dir}, parkAfter(time.Second))
+	st := r.store
 	if code, body := r.post("/hooks/shop", http.Header{"X-Webhook-Id": {"parked-2"}}, []byte(`{"n":2}`)); code != http.StatusOK {
 		t.Fatalf("ingress %d %s", code, body)
 	}
@@ -106,11 +95,11 @@ func TestAParkedWebhookOutlivesARestart(t *testing.T) {
 	if oldest, err := st.OldestUnsettled(context.Background(), "shop", "app"); err != nil || oldest.Before(e.ReceivedAt.Add(-time.Second)) || oldest.After(time.Now()) {
 		t.Errorf("oldest pending %v, %v; want when the parked webhook was stored", oldest, err)
 	}
-	r.fwd.Stop(time.Second)
+	r.stop()
 	st.Close()
 
 	r.store = storetest.Open(t, store.Options{DataDir: dir})
-	r.startForwarder(200*time.Millisecond, parkAfter(time.Second))
+	r.start(parkAfter(time.Second))
 	eventually(t, "the parked webhook delivered after the restart", func() bool { return b.count() == 2 })
 	if got := b.all()[1].header.Get("X-Webhook-Attempt"); got != "2" {
 		t.Errorf("X-Webhook-Attempt %q after the restart, want 2", got)

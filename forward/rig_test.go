@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
@@ -104,15 +106,18 @@ func unavailableFirst(k int) func(int, http.ResponseWriter) {
 	}
 }
 
-// rig is jethook in one test: a real embedded store, the ingress handler
-// behind a real HTTP server, and a forwarder that records metrics.
+// rig is jethook in one test, assembled as serve assembles it (app.New):
+// a real embedded store, the ingress behind a real HTTP server, the
+// forwarder, metrics and alerts.
 type rig struct {
 	t       *testing.T
 	cfg     *policy.Config
 	store   *store.Store
-	ingress *httptest.Server
-	fwd     *forward.Forwarder
-	metrics *metrics.Metrics
+	app     *app.App
+	fwd     *forward.Forwarder // app.Forwarder
+	metrics *metrics.Metrics   // app.Metrics
+	ingress *httptest.Server   // serves the ingress of the app running now
+	handler atomic.Pointer[proxy.Handler]
 }
 
 func parseConfig(t *testing.T, yaml, backendURL string) *policy.Config {
@@ -129,31 +134,41 @@ func parseConfig(t *testing.T, yaml, backendURL string) *policy.Config {
 	return cfg
 }
 
-func newRig(t *testing.T, cfg *policy.Config, opts store.Options) *rig {
+// newRig starts jethook on cfg over a new store opened with opts. Fetches
+// wait up to 200 ms unless tune says otherwise.
+func newRig(t *testing.T, cfg *policy.Config, opts store.Options, tune ...func(*app.Options)) *rig {
 	t.Helper()
-	r := &rig{t: t, cfg: cfg, store: storetest.Open(t, opts), metrics: metrics.New(nil)}
-	h, err := proxy.New(cfg, r.store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.ingress = httptest.NewServer(h)
+	r := &rig{t: t, cfg: cfg, store: storetest.Open(t, opts)}
+	r.ingress = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.handler.Load().ServeHTTP(w, req)
+	}))
 	t.Cleanup(r.ingress.Close)
-	r.startForwarder(200 * time.Millisecond)
+	r.start(tune...)
 	return r
 }
 
-// startForwarder starts a forwarder whose fetches wait up to fetchWait,
-// with tune's settings.
-func (r *rig) startForwarder(fetchWait time.Duration, tune ...func(*forward.Forwarder)) {
-	r.fwd = &forward.Forwarder{Store: r.store, FetchWait: fetchWait, Metrics: r.metrics}
+// start assembles jethook on the rig's store, with tune's options.
+func (r *rig) start(tune ...func(*app.Options)) {
+	r.t.Helper()
+	o := app.Options{Store: r.store, FetchWait: 200 * time.Millisecond}
 	for _, f := range tune {
-		f(r.fwd)
+		f(&o)
 	}
-	if err := r.fwd.Start(context.Background(), r.cfg); err != nil {
+	a, err := app.New(context.Background(), r.cfg, o)
+	if err != nil {
 		r.t.Fatal(err)
 	}
-	fwd := r.fwd
-	r.t.Cleanup(func() { fwd.Stop(time.Second) })
+	r.t.Cleanup(func() { a.Close(time.Second) })
+	r.app, r.fwd, r.metrics = a, a.Forwarder, a.Metrics
+	r.handler.Store(a.Ingress)
+}
+
+// stop stops delivering and the alerts; the store stays open.
+func (r *rig) stop() { r.app.Close(time.Second) }
+
+// fetchWait makes each fetch wait up to d for messages.
+func fetchWait(d time.Duration) func(*app.Options) {
+	return func(o *app.Options) { o.FetchWait = d }
 }
 
 // post sends a webhook to the ingress and returns the status and body.

@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"context"
@@ -24,7 +24,8 @@ func TestMetricsServeTheBacklogAndHealthReadFromTheStoreAndTheRuntime(t *testing
 			t.Fatal(err)
 		}
 	}
-	srv := httptest.NewServer(newMetrics(st).Handler())
+	m, _ := newMetrics(st)
+	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
 	if err != nil {

@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // Go runtime and process collectors, the backlog gauges read from st's
 // consumers and the store's health read from its monitor, at scrape time.
 // Serve m.Handler() at /metrics.
-func newMetrics(st *store.Store) *metrics.Metrics {
+func newMetrics(st *store.Store) (*metrics.Metrics, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
@@ -37,14 +37,14 @@ func newMetrics(st *store.Store) *metrics.Metrics {
 		return metrics.StoreHealth{Reason: h.Reason, Reasons: store.Reasons, Used: h.Used, Limit: h.Limit,
 			DiskFree: h.DiskFree, DiskSize: h.DiskSize, Headroom: room, HeadroomKnown: known, Purged: h.Purged}
 	})
-	return m
+	return m, reg
 }
 
-// tellStore hands the store's health to the alerts every second until ctx
+// watchStore hands the store's health to the alerts every second until ctx
 // ends: the Notifier turns a store that starts or stops refusing writes,
 // or runs short of room, into notice lines. Capacity is the store's limit,
 // else its disk.
-func tellStore(ctx context.Context, st *store.Store, alerts *alert.Notifier) {
+func watchStore(ctx context.Context, st *store.Store, alerts *alert.Notifier) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

@@ -1,0 +1,216 @@
+// Package app assembles jethook from its parts: the store, the metrics, the
+// alerts, the forwarder, the ingress and the admin API, wired as `jethook
+// serve` runs them. Serve, `jethook bench` and the test rigs all build it
+// with New, so each runs the stack that ships. Listeners, signals and the
+// process settings stay with the caller.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/alert"
+	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/metrics"
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/store"
+)
+
+// Options configure New. The zero value plus a Store, or plus
+// StoreOptions.DataDir, runs jethook on its defaults.
+type Options struct {
+	// Store is an open store to run on; its opener closes it. Nil opens
+	// one with StoreOptions, and Close closes that one.
+	Store        *store.Store
+	StoreOptions store.Options
+	// Logger gets what every part logs; nil discards it.
+	Logger *slog.Logger
+	// Load reads and checks a new configuration for Reload (the file and
+	// the rules of the process settings); nil makes Reload refuse, and the
+	// admin API answer 501.
+	Load func() (*policy.Config, error)
+	// AdminToken is the bearer token the admin API's /v1/ requires.
+	AdminToken string
+	// Ready adds the caller's own readiness to the admin API's /readyz.
+	Ready func(context.Context) error
+	// MaxInFlightBytes and TrustedProxies are the ingress's
+	// (proxy.Handler).
+	MaxInFlightBytes int64
+	TrustedProxies   []netip.Prefix
+	// FetchWait and ParkAfter are the forwarder's (forward.Forwarder);
+	// zero takes its defaults.
+	FetchWait time.Duration
+	ParkAfter time.Duration
+}
+
+// App is jethook assembled: each part, ready to serve. Ingress serves
+// the public listener, Admin the admin listener. A new part is a field
+// here, built in New and stopped in Close.
+type App struct {
+	Store   *store.Store
+	Metrics *metrics.Metrics
+	// Registry holds the metrics, with the Go runtime's and the
+	// process's; Metrics.Handler serves it.
+	Registry  *prometheus.Registry
+	Alerts    *alert.Notifier
+	Forwarder *forward.Forwarder
+	Ingress   *proxy.Handler
+	Admin     *admin.Handler
+
+	log       *slog.Logger
+	load      func() (*policy.Config, error)
+	ownStore  bool
+	stopWatch context.CancelFunc // ends watchStore
+	reload    sync.Mutex         // one reload at a time
+}
+
+// New opens the store (unless o.Store is given), checks cfg against it,
+// and starts the alerts and the forwarder. The forwarder's consumers exist
+// before New returns, so nothing the ingress stores goes unread. On an
+// error everything started is stopped again.
+func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error) {
+	a := &App{Store: o.Store, log: o.Logger, load: o.Load}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	defer func() {
+		if err != nil {
+			a.Close(time.Second)
+		}
+	}()
+	if a.Store == nil {
+		so := o.StoreOptions
+		if so.Logger == nil {
+			so.Logger = a.log
+		}
+		if a.Store, err = store.Open(ctx, so); err != nil {
+			return nil, err
+		}
+		a.ownStore = true
+	}
+	if err := CheckPayload(cfg, a.Store.MaxPayload()); err != nil {
+		return nil, err
+	}
+
+	a.Metrics, a.Registry = newMetrics(a.Store)
+	a.Alerts = alert.New(cfg.Alerts, a.log)
+	a.Alerts.Start()
+	watchCtx, stop := context.WithCancel(context.Background())
+	a.stopWatch = stop
+	go watchStore(watchCtx, a.Store, a.Alerts)
+
+	fwd := &forward.Forwarder{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Alerts: a.Alerts,
+		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter}
+	if err := fwd.Start(ctx, cfg); err != nil {
+		return nil, err
+	}
+	a.Forwarder = fwd
+
+	if a.Ingress, err = proxy.New(cfg, a.Store, a.log); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	a.Ingress.Metrics = a.Metrics
+	a.Ingress.MaxInFlightBytes = o.MaxInFlightBytes
+	a.Ingress.TrustedProxies = o.TrustedProxies
+
+	a.Admin = &admin.Handler{Store: a.Store, Forwarder: a.Forwarder, Token: o.AdminToken,
+		Metrics: a.Metrics.Handler(), Logger: a.log, Ready: o.Ready}
+	if a.load != nil {
+		a.Admin.Reload = a.Reload
+	}
+	return a, nil
+}
+
+// Reload loads a new configuration with Options.Load, checks it, and
+// applies it to the running parts: the forwarder starts, stops and
+// restarts destination loops, then the ingress swaps its routes, then the
+// alerts take their block. Consumers for new routes exist before the
+// ingress accepts them, so nothing is stored that no consumer will read.
+// A configuration that fails a check changes nothing.
+func (a *App) Reload(ctx context.Context) error {
+	if a.load == nil {
+		return errors.New("reload: no configuration to load")
+	}
+	a.reload.Lock()
+	defer a.reload.Unlock()
+	cfg, err := a.checked()
+	if err != nil {
+		a.log.Error("reload rejected; the running configuration stays", "err", err)
+		return err
+	}
+	if err := a.Forwarder.Reload(ctx, cfg); err != nil {
+		a.log.Error("reload failed; the running configuration stays", "config", cfg.File, "err", err)
+		return err
+	}
+	if err := a.Ingress.Reload(cfg); err != nil {
+		// Checked in checked: only a bug gets here.
+		a.log.Error("ingress reload failed after the forwarder took the new configuration", "err", err)
+		return err
+	}
+	a.Alerts.Reload(cfg.Alerts)
+	for _, w := range cfg.Warnings() {
+		a.log.Warn(w)
+	}
+	a.log.Info("configuration reloaded", "config", cfg.File, "routes", len(cfg.Routes))
+	return nil
+}
+
+// checked loads the new configuration and runs every check New runs.
+func (a *App) checked() (*policy.Config, error) {
+	cfg, err := a.load()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckPayload(cfg, a.Store.MaxPayload()); err != nil {
+		return nil, err
+	}
+	// A throwaway ingress checks the provider settings without a swap.
+	if _, err := proxy.New(cfg, a.Store, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	return cfg, nil
+}
+
+// Close stops delivering (attempts in flight get up to grace), then the
+// alerts, so the last dead letters are told, and closes the store if New
+// opened it. The caller stops its listeners first.
+func (a *App) Close(grace time.Duration) {
+	if a.Forwarder != nil {
+		a.Forwarder.Stop(grace)
+	}
+	if a.stopWatch != nil {
+		a.stopWatch()
+	}
+	a.Alerts.Stop() // a nil Notifier ignores it
+	if a.ownStore && a.Store != nil {
+		a.Store.Close()
+	}
+}
+
+// headerRoom is what a stored message may need beyond its body for the
+// original headers and jethook's own.
+const headerRoom = 256 << 10
+
+// CheckPayload refuses a route whose largest body, with room for its
+// headers, the store would not take: maxPayload is the NATS server's
+// max_payload (store.Store.MaxPayload); 0 checks nothing.
+func CheckPayload(cfg *policy.Config, maxPayload int64) error {
+	if maxPayload <= 0 {
+		return nil
+	}
+	for _, r := range cfg.Routes {
+		if r.MaxBody+headerRoom > maxPayload {
+			return fmt.Errorf("%s:%d: route %q: max_body %d is more than the NATS server's max_payload (%d) allows", cfg.File, r.Line, r.Name, r.MaxBody, maxPayload)
+		}
+	}
+	return nil
+}

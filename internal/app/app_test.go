@@ -1,0 +1,112 @@
+package app
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
+)
+
+const oneRoute = `
+routes:
+  - name: shop
+    path: /hooks/shop
+    destinations:
+      - {name: app, url: "${BACKEND}/shop", slow_start: 0s}
+`
+
+func parse(t *testing.T, yaml, backend string) *policy.Config {
+	t.Helper()
+	cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) { return backend, k == "BACKEND" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// The assembled application delivers what its ingress takes, counts it in
+// its metrics, and takes a new route on Reload; a file Reload rejects
+// changes nothing.
+func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
+	t.Parallel()
+	var delivered atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		delivered.Add(1)
+	}))
+	t.Cleanup(backend.Close)
+	next := parse(t, oneRoute+`  - name: orders
+    path: /hooks/orders
+    destinations:
+      - {name: app, url: "${BACKEND}/orders", slow_start: 0s}
+`, backend.URL)
+	var load atomic.Pointer[func() (*policy.Config, error)]
+	a, err := New(context.Background(), parse(t, oneRoute, backend.URL), Options{
+		Store:     storetest.Open(t, store.Options{}),
+		Load:      func() (*policy.Config, error) { return (*load.Load())() },
+		FetchWait: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(time.Second) })
+	ingress := httptest.NewServer(a.Ingress)
+	t.Cleanup(ingress.Close)
+	post := func(path string) int {
+		resp, err := http.Post(ingress.URL+path, "application/json", strings.NewReader(`{"n":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	if code := post("/hooks/shop"); code != http.StatusOK {
+		t.Fatalf("post: %d", code)
+	}
+	storetest.Eventually(t, 10*time.Second, "the delivery", func() bool { return delivered.Load() == 1 })
+	metrics := httptest.NewRecorder()
+	a.Metrics.Handler().ServeHTTP(metrics, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(metrics.Body.String(), `jethook_delivered_total{destination="app",route="shop"} 1`) {
+		t.Errorf("metrics do not count the delivery:\n%s", metrics.Body.String())
+	}
+
+	tooBig := func() (*policy.Config, error) {
+		return parse(t, oneRoute+"    max_body: 16MiB\n", backend.URL), nil
+	}
+	load.Store(&tooBig)
+	if err := a.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), "max_payload") {
+		t.Fatalf("reload of a route the store could not take: %v", err)
+	}
+	if code := post("/hooks/orders"); code != http.StatusNotFound {
+		t.Fatalf("a rejected reload added a route: %d", code)
+	}
+	good := func() (*policy.Config, error) { return next, nil }
+	load.Store(&good)
+	if err := a.Reload(context.Background()); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if code := post("/hooks/orders"); code != http.StatusOK {
+		t.Fatalf("post to the reloaded route: %d", code)
+	}
+	storetest.Eventually(t, 10*time.Second, "the reloaded route's delivery", func() bool { return delivered.Load() == 2 })
+}
+
+func TestARouteTheStoreCouldNotTakeIsRefused(t *testing.T) {
+	t.Parallel()
+	cfg := parse(t, oneRoute, "http://127.0.0.1:9")
+	if err := CheckPayload(cfg, 1<<20); err == nil || !strings.Contains(err.Error(), `test.yaml:3: route "shop": max_body`) {
+		t.Errorf("err = %v, want the route's file, line and max_body", err)
+	}
+	if err := CheckPayload(cfg, 8<<20); err != nil {
+		t.Errorf("8 MiB max_payload: %v", err)
+	}
+}
