@@ -215,20 +215,28 @@ func (h *Handler) trusted(remote string) bool {
 	return false
 }
 
-// forwarded returns the scheme and host a trusted proxy in front says the
-// provider called: the first X-Forwarded-Proto and X-Forwarded-Host
-// values, each its first comma-separated entry (the proxy nearest the
-// provider). A missing or malformed value keeps proto or host.
+// forwarded returns the scheme and host the trusted proxy in front says
+// the provider called: the last entry of X-Forwarded-Proto and of
+// X-Forwarded-Host, the one that proxy wrote (a proxy that appends puts its
+// own after what the client sent). A missing or malformed value keeps proto
+// or host.
 func forwarded(hdr http.Header, proto, host string) (string, string) {
-	first := func(name string) string {
-		v, _, _ := strings.Cut(hdr.Get(name), ",")
+	last := func(name string) string {
+		vs := hdr.Values(name)
+		if len(vs) == 0 {
+			return ""
+		}
+		v := vs[len(vs)-1]
+		if i := strings.LastIndexByte(v, ','); i >= 0 {
+			v = v[i+1:]
+		}
 		return strings.TrimSpace(v)
 	}
-	switch p := strings.ToLower(first("X-Forwarded-Proto")); p {
+	switch p := strings.ToLower(last("X-Forwarded-Proto")); p {
 	case "http", "https":
 		proto = p
 	}
-	if fh := first("X-Forwarded-Host"); fh != "" && !strings.ContainsFunc(fh, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+	if fh := last("X-Forwarded-Host"); fh != "" && !strings.ContainsFunc(fh, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
 		host = fh
 	}
 	return proto, host
