@@ -216,7 +216,7 @@ func (s *Store) indexWebhook(b *pebble.Batch, m jetstream.Msg, md *jetstream.Msg
 	id := eventHash(eventID)
 	switch {
 	case p[0] == "webhooks":
-		putEntry(b, key(g, id, kindEvent, p[1], "", nil), md.Sequence.Stream, md.Timestamp, 0)
+		s.idx.putEvent(b, g, id, p[1], md.Sequence.Stream, md.Timestamp)
 	case p[0] == "replay" && len(p) == 4:
 		of, _ := strconv.ParseUint(h.Get(hdrReplayOf), 10, 64)
 		putEntry(b, key(g, id, kindReplay, p[1], p[2], nil), md.Sequence.Stream, md.Timestamp, of)
