@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -239,8 +238,8 @@ func (s *Store) indexDeadLetter(b *pebble.Batch, m jetstream.Msg, md *jetstream.
 
 // indexAttempt keeps an attempt record in the index, under its event.
 func (s *Store) indexAttempt(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata) {
-	var r attemptRecord
-	if err := json.Unmarshal(m.Data(), &r); err != nil || r.EventID == "" {
+	r, ok := attemptKey(m.Data())
+	if !ok {
 		return
 	}
 	extra := binary.BigEndian.AppendUint64(nil, uint64(r.Time.UnixNano()))
