@@ -15,6 +15,7 @@ import (
 
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/alert"
+	"github.com/jethook/jethook/dashboard"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
@@ -112,8 +113,9 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		}
 		return nil
 	}
+	dash := &dashboard.Handler{Store: st, Forwarder: fwd, Metrics: prom, Token: s.AdminToken, Logger: log}
 	adminAddr, stopAdmin, err := startAdmin(s, &admin.Handler{Store: st, Forwarder: fwd, Token: s.AdminToken,
-		Reload: rl.reload, Metrics: prom.Handler(), Logger: log, Ready: shuttingDown}, log)
+		Reload: rl.reload, Metrics: prom.Handler(), Logger: log, Ready: shuttingDown, Dashboard: dash}, log)
 	if err != nil {
 		return err
 	}
