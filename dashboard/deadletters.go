@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jethook/jethook/admin"
 )
@@ -50,10 +51,16 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 		h.failure(w, r, err)
 		return
 	}
+	// Which of them were replayed, and when: one index lookup each.
+	replayed := map[uint64]*time.Time{}
+	for _, d := range p.DeadLetters {
+		if rp, err := h.Store.LastReplay(r.Context(), d.Route, d.Destination, d.EventID); err == nil && rp.Exists && rp.Of == d.Seq {
+			replayed[d.Seq] = &rp.At
+		}
+	}
 	names, dests := h.routes()
-	filters := filterQuery(sel)
 	data := map[string]any{"Page": p, "Filter": sel, "Count": count, "Routes": names, "Destinations": dests,
-		"Query": filters.Encode(), "ReplayPage": replayPage}
+		"Query": filterQuery(sel).Encode(), "Replayed": replayed}
 	if p.NextCursor != "" {
 		next := filterQuery(sel)
 		next.Set("cursor", p.NextCursor)
