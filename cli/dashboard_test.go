@@ -173,7 +173,11 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		}
 		return v
 	}
-	shots := map[string]string{} // name: path, taken at both sizes at the end
+	// Pages to photograph at both sizes at the end: name and how to get there.
+	shots := map[string][]chromedp.Action[chromedp.Void]{}
+	visit := func(path string) []chromedp.Action[chromedp.Void] {
+		return []chromedp.Action[chromedp.Void]{chromedp.Navigate(admin + path), chromedp.WaitVisible(chromedp.CSS("main"))}
+	}
 
 	do("log in",
 		chromedp.Navigate(admin+"/"),
@@ -190,7 +194,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	// It refreshes by itself: the live part is replaced with a new one.
 	eval(`document.querySelector(".live").dataset.seen = "1"`)
 	do("refresh", chromedp.WaitVisible(chromedp.CSS(`.live:not([data-seen])`)))
-	shots["overview"] = "/"
+	shots["overview"] = visit("/")
 
 	do("open the dead letter",
 		chromedp.Navigate(admin+"/deadletters?route=shop"),
@@ -209,8 +213,10 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		t.Error("the header is not shown as text")
 	}
 	deadLetterURL := eval(`location.pathname`).(string)
-	shots["deadletter"] = deadLetterURL
-	shots["deadletters"] = "/deadletters"
+	shots["deadletter"] = visit(deadLetterURL)
+	shots["deadletters"] = visit("/deadletters")
+	shots["purge"] = append(visit("/deadletters?route=billing"),
+		chromedp.Click(chromedp.CSS(`form[action="/deadletters/purge"] button`)), chromedp.WaitVisible(chromedp.CSS("#confirm-purge")))
 
 	appStatus.Store(http.StatusOK)
 	do("replay it",
@@ -242,9 +248,9 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		return strings.HasPrefix(eval(`document.querySelector(".progress-text").textContent`).(string), "Done: queued 2")
 	})
 
-	shots["events"] = "/events?route=shop"
-	shots["login"] = "/login"
-	shots["event"] = "/events/" + url.PathEscape(order) + "?route=shop"
+	shots["events"] = visit("/events?route=shop")
+	shots["login"] = visit("/login")
+	shots["event"] = visit("/events/" + url.PathEscape(order) + "?route=shop")
 	if dir := os.Getenv("JETHOOK_SCREENSHOTS"); dir != "" {
 		for _, size := range []struct {
 			name string
@@ -254,8 +260,8 @@ func TestTheDashboardInABrowser(t *testing.T) {
 			{"phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))},
 		} {
 			do("resize", size.set)
-			for name, path := range shots {
-				do("open "+path, chromedp.Navigate(admin+path), chromedp.WaitVisible(chromedp.CSS("main")))
+			for name, steps := range shots {
+				do("open "+name, steps...)
 				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 				if err != nil {
 					t.Fatal(err)

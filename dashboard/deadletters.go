@@ -210,8 +210,15 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		filters := filterQuery(sel)
+		var described []string
+		for _, k := range []string{"route", "destination", "status", "reason", "since", "until"} {
+			if v := filters.Get(k); v != "" {
+				described = append(described, k+" "+v)
+			}
+		}
 		h.render(w, r, http.StatusOK, "purge", "Purge dead letters", map[string]any{
-			"Count": n, "Seqs": picked, "Filter": sel, "Filtered": len(filterQuery(sel)) > 0})
+			"Count": n, "Seqs": picked, "Filter": sel, "Described": strings.Join(described, ", "), "Query": filters.Encode()})
 		return
 	}
 	n, err := h.api.Purge(r.Context(), sel)

@@ -2,8 +2,10 @@ package dashboard_test
 
 import (
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ const evil = `<script>alert(1)</script><img src=x onerror=alert(2)>`
 func TestPayloadsHeadersAndIdsAreShownAsText(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, token)
-	id := `"><img/src/onerror=alert(3)>`
+	id := `"><img/src/onerror=alert(3)>?a=1#b`
 	seq := r.deadLetter(&store.Envelope{EventID: id, Host: "h", RemoteAddr: "192.0.2.1:1",
 		Header: map[string][]string{"X-Evil": {evil}, "Content-Type": {"text/html"}}, Body: []byte(evil)})
 	c := r.client()
@@ -38,7 +40,7 @@ func TestPayloadsHeadersAndIdsAreShownAsText(t *testing.T) {
 				t.Errorf("GET %s: the page holds %q unescaped", path, raw)
 			}
 		}
-		if !strings.Contains(got.body, "&lt;img/src/onerror=alert(3)&gt;") {
+		if !strings.Contains(got.body, "&lt;img/src/onerror=alert(3)&gt;?a=1#b") {
 			t.Errorf("GET %s: the event id is not shown as text", path)
 		}
 		if csp := got.header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") {
@@ -47,6 +49,14 @@ func TestPayloadsHeadersAndIdsAreShownAsText(t *testing.T) {
 		if got.header.Get("X-Frame-Options") != "DENY" || got.header.Get("X-Content-Type-Options") != "nosniff" {
 			t.Errorf("GET %s: headers %v", path, got.header)
 		}
+	}
+	// The list links to the event's page, whatever its id holds.
+	link := regexp.MustCompile(`href="(/events/[^"]+)"`).FindStringSubmatch(r.do(c, http.MethodGet, "/events?route=shop", nil, nil).body)
+	if link == nil {
+		t.Fatal("no link to the event")
+	}
+	if got := r.do(c, http.MethodGet, html.UnescapeString(link[1]), nil, nil); got.code != http.StatusOK || !strings.Contains(got.body, "Event <span") {
+		t.Fatalf("the event's link %s: %d", link[1], got.code)
 	}
 	page := r.do(c, http.MethodGet, fmt.Sprintf("/deadletters/%d", seq), nil, nil).body
 	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "X-Evil", "<dt>Last status</dt><dd>400</dd>"} {

@@ -24,11 +24,12 @@ type page struct {
 }
 
 var funcs = template.FuncMap{
-	"when":  when,
-	"ago":   ago,
-	"dur":   duration,
-	"bytes": size,
-	"query": func(kv ...string) template.URL { return template.URL(query(kv...)) },
+	"when":       when,
+	"ago":        ago,
+	"dur":        duration,
+	"bytes":      size,
+	"pathEscape": url.PathEscape,
+	"query":      func(kv ...string) template.URL { return template.URL(query(kv...)) },
 	"filterFields": func(s admin.Selection) map[string]string {
 		out := map[string]string{}
 		for k, v := range filterQuery(s) {
@@ -115,8 +116,11 @@ func ago(now time.Time, t any) string {
 		return "never"
 	}
 	d := now.Sub(v)
-	if d < 0 {
+	switch {
+	case d < -time.Second:
 		return "in " + duration(-d)
+	case d < time.Second:
+		return "just now"
 	}
 	return duration(d) + " ago"
 }
