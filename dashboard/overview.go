@@ -64,6 +64,9 @@ func target(raw string) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
+// refresh is how often the overview reloads itself while it is visible.
+const refresh = 5 * time.Second
+
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	st, err := h.api.Status(r.Context())
 	if err != nil {
@@ -84,7 +87,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, row)
 	}
 	h.render(w, r, http.StatusOK, "overview", "Overview", map[string]any{
-		"Rows": rows, "Totals": totals, "Refresh": 5 * time.Second / time.Millisecond})
+		"Rows": rows, "Totals": totals, "RefreshMillis": refresh.Milliseconds(), "Refresh": refresh})
 }
 
 // hold pauses or resumes a destination, then goes back to the overview.

@@ -142,3 +142,21 @@ func TestReplayingAllMatchingGoesPageByPageForTheScript(t *testing.T) {
 		t.Fatalf("recent events: %d, want the 3 events listed: %s", ev.code, ev.body)
 	}
 }
+
+func TestTheOverviewRefreshesEveryFiveSecondsAndSaysWhenTheStoreIsDown(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, token)
+	c := r.client()
+	r.login(c)
+	if got := r.do(c, http.MethodGet, "/", nil, nil); !strings.Contains(got.body, `data-refresh="5000"`) {
+		t.Fatalf("the overview does not ask the script to refresh every 5000 ms")
+	}
+	r.fwd.Stop(time.Second)
+	r.store.Close()
+	for _, path := range []string{"/", "/deadletters", "/events?route=shop"} {
+		got := r.do(c, http.MethodGet, path, nil, nil)
+		if got.code != http.StatusServiceUnavailable || !strings.Contains(got.body, "store is unavailable") {
+			t.Errorf("GET %s with the store closed: %d, want 503 saying so", path, got.code)
+		}
+	}
+}

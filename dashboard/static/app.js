@@ -19,7 +19,7 @@ function checkSession(res) {
 }
 
 function startRefresh(live) {
-  const every = parseInt(live.dataset.refresh, 10) || 5000;
+  const every = Math.max(1000, parseInt(live.dataset.refresh, 10) || 5000);
   let busy = false;
   setInterval(async () => {
     if (busy || document.visibilityState !== "visible") return;
