@@ -2,7 +2,9 @@
 // listener (never the public port) with open probes (/healthz, /readyz),
 // Prometheus /metrics, and under /v1/ the bearer-token API to inspect
 // status, find events, list, replay and purge dead letters, pause and
-// resume destinations, and reload the configuration.
+// resume destinations, and reload the configuration. The same questions
+// and actions are Go methods of Handler (Status, Event, DeadLetters,
+// ReplaySeqs, ...) for the dashboard it mounts at /.
 package admin
 
 import (
@@ -42,13 +44,15 @@ type Handler struct {
 	Logger *slog.Logger
 	// Now is the clock for ages and relative times; nil is time.Now.
 	Now func() time.Time
+	// Dashboard serves / and every path the API does not; nil answers 404.
+	Dashboard http.Handler
 
 	once sync.Once
 	mux  *http.ServeMux
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.once.Do(h.routes)
+	h.setup()
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -84,8 +88,14 @@ func (h *Handler) routes() {
 	v1("POST /v1/destinations/{route}/{destination}/resume", h.resume)
 	v1("POST /v1/reload", h.reload)
 	v1("/v1/", h.noEndpoint)
+	if h.Dashboard != nil {
+		m.Handle("/", h.Dashboard)
+	}
 	h.mux = m
 }
+
+// setup fills in the defaults once, for ServeHTTP and the Go methods alike.
+func (h *Handler) setup() { h.once.Do(h.routes) }
 
 // apiMethods are the methods the /v1/ endpoints take.
 var apiMethods = []string{http.MethodGet, http.MethodPost, http.MethodDelete}
@@ -187,11 +197,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) hold(w http.ResponseWriter, r *http.Request, on bool) {
 	route, dest := r.PathValue("route"), r.PathValue("destination")
-	act, err := h.Forwarder.Resume, error(nil)
-	if on {
-		act = h.Forwarder.Pause
-	}
-	if err = act(route, dest); err != nil {
+	if err := h.Hold(route, dest, on); err != nil {
 		if errors.Is(err, forward.ErrUnknownDestination) {
 			writeError(w, http.StatusNotFound, "not_found", err.Error())
 			return
@@ -199,8 +205,21 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, on bool) {
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 		return
 	}
-	h.Logger.Info("destination paused by operator", "route", route, "destination", dest, "paused", on)
 	writeJSON(w, http.StatusOK, map[string]any{"route": route, "destination": dest, "paused": on})
+}
+
+// Hold pauses (on) or resumes a destination, and logs the operator's act.
+func (h *Handler) Hold(route, destination string, on bool) error {
+	h.setup()
+	act := h.Forwarder.Resume
+	if on {
+		act = h.Forwarder.Pause
+	}
+	if err := act(route, destination); err != nil {
+		return err
+	}
+	h.Logger.Info("destination paused by operator", "route", route, "destination", destination, "paused", on)
+	return nil
 }
 
 func (h *Handler) reload(w http.ResponseWriter, r *http.Request) {
@@ -229,10 +248,23 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, apiError{Error: code, Message: msg})
 }
 
-// storeError answers err from the store: 404 for ErrNotFound, 503 when the
-// store is unavailable, else 500.
+// RequestError is a request the admin API cannot take as given (a bad
+// filter, cursor or selection); its message says why.
+type RequestError struct{ Reason string }
+
+func (e *RequestError) Error() string { return e.Reason }
+
+func badRequest(format string, args ...any) error {
+	return &RequestError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// storeError answers err from the Go methods: 400 for a RequestError, 404
+// for ErrNotFound, 503 when the store is unavailable, else 500.
 func storeError(w http.ResponseWriter, err error) {
+	var re *RequestError
 	switch {
+	case errors.As(err, &re):
+		writeError(w, http.StatusBadRequest, "bad_request", re.Reason)
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, store.ErrUnavailable):

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -160,26 +161,34 @@ func parseLimit(v string, def int) (int, error) {
 // WEBHOOKS_DLQ sequence).
 func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	sel := selection(q)
-	f, err := sel.filter(h.Now())
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
-	}
-	cursor, err := parseCursor(sel.Cursor)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
-	}
 	limit, err := parseLimit(q.Get("limit"), defaultLimit)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	p, err := h.Store.QueryDeadLetters(r.Context(), f, cursor, limit)
+	out, err := h.DeadLetters(r.Context(), selection(q), limit)
 	if err != nil {
 		storeError(w, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// DeadLetters returns one page of up to limit dead letters matching sel's
+// filters, from sel.Cursor on, oldest first (by WEBHOOKS_DLQ sequence).
+func (h *Handler) DeadLetters(ctx context.Context, sel Selection, limit int) (DeadLetterPage, error) {
+	h.setup()
+	f, err := sel.filter(h.Now())
+	if err != nil {
+		return DeadLetterPage{}, &RequestError{Reason: err.Error()}
+	}
+	cursor, err := parseCursor(sel.Cursor)
+	if err != nil {
+		return DeadLetterPage{}, &RequestError{Reason: err.Error()}
+	}
+	p, err := h.Store.QueryDeadLetters(ctx, f, cursor, limit)
+	if err != nil {
+		return DeadLetterPage{}, err
 	}
 	out := DeadLetterPage{DeadLetters: make([]DeadLetter, 0, len(p.DeadLetters))}
 	for _, d := range p.DeadLetters {
@@ -188,21 +197,26 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	if p.Next > 0 {
 		out.NextCursor = strconv.FormatUint(p.Next, 10)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 func (h *Handler) countDeadLetters(w http.ResponseWriter, r *http.Request) {
-	f, err := selection(r.URL.Query()).filter(h.Now())
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
-	}
-	n, err := h.Store.DeadLetterCount(r.Context(), f)
+	n, err := h.DeadLetterCount(r.Context(), selection(r.URL.Query()))
 	if err != nil {
 		storeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]uint64{"count": n})
+}
+
+// DeadLetterCount counts the dead letters sel's filters select.
+func (h *Handler) DeadLetterCount(ctx context.Context, sel Selection) (uint64, error) {
+	h.setup()
+	f, err := sel.filter(h.Now())
+	if err != nil {
+		return 0, &RequestError{Reason: err.Error()}
+	}
+	return h.Store.DeadLetterCount(ctx, f)
 }
 
 func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
@@ -211,10 +225,21 @@ func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "a dead letter is named by its sequence number")
 		return
 	}
-	d, err := h.Store.DeadLetter(r.Context(), seq)
+	out, err := h.DeadLetter(r.Context(), seq)
 	if err != nil {
 		storeError(w, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// DeadLetter returns the dead letter at WEBHOOKS_DLQ sequence seq with the
+// original request, and its replay if any.
+func (h *Handler) DeadLetter(ctx context.Context, seq uint64) (DeadLetterDetail, error) {
+	h.setup()
+	d, err := h.Store.DeadLetter(ctx, seq)
+	if err != nil {
+		return DeadLetterDetail{}, err
 	}
 	e := d.Envelope
 	out := DeadLetterDetail{DeadLetter: summary(d), Method: e.Method, Host: e.Host, Proto: e.Proto,
@@ -222,10 +247,10 @@ func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
 	if !utf8.Valid(e.Body) {
 		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(e.Body), "base64"
 	}
-	if rp, err := h.Store.LastReplay(r.Context(), e.Route, d.Destination, e.EventID); err == nil && rp.Exists && rp.Of == seq {
+	if rp, err := h.Store.LastReplay(ctx, e.Route, d.Destination, e.EventID); err == nil && rp.Exists && rp.Of == seq {
 		out.Replay = &Replay{Seq: rp.Seq, DeadLetter: rp.Of, At: at(rp.At)}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // ReplayResult is the answer of POST /v1/deadletters/replay.
@@ -238,9 +263,8 @@ type ReplayResult struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// replay republishes the selected dead letters to their destination only.
-// By seqs it replays those; by filter it replays one page (limit, default
-// 100, at most 1000) and returns the cursor of the next.
+// replay republishes the selected dead letters to their destination only:
+// by seqs, or one page by filter.
 func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	var sel Selection
 	if err := readJSON(w, r, &sel); err != nil {
@@ -248,95 +272,126 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var (
-		dls []store.DeadLetter
 		out ReplayResult
+		err error
 	)
-	switch {
-	case len(sel.Seqs) > 0:
+	if len(sel.Seqs) > 0 {
 		if sel.filtered() || sel.Cursor != "" {
 			writeError(w, http.StatusBadRequest, "bad_request", "give seqs or filters, not both")
 			return
 		}
-		if len(sel.Seqs) > maxLimit {
-			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("at most %d seqs at once", maxLimit))
-			return
-		}
-		for _, seq := range sel.Seqs {
-			d, err := h.Store.DeadLetter(r.Context(), seq)
-			if err != nil {
-				if errors.Is(err, store.ErrNotFound) {
-					out.NotFound++
-					continue
-				}
-				storeError(w, err)
-				return
-			}
-			dls = append(dls, d)
-		}
-	default:
-		f, err := sel.filter(h.Now())
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-			return
-		}
-		// A replay cursor is "<next>-<last>": last is the newest dead letter
-		// when the first page was asked for, so the pages never reach the
-		// dead letters these replays may add.
-		next, last, _ := strings.Cut(sel.Cursor, "-")
-		cursor, err := parseCursor(next)
-		if err == nil && sel.Cursor != "" {
-			f.MaxSeq, err = parseCursor(last)
-		}
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-			return
-		}
-		if sel.Cursor == "" {
-			if f.MaxSeq, err = h.Store.LastDeadLetterSeq(r.Context()); err != nil {
-				storeError(w, err)
-				return
-			}
-			if f.MaxSeq == 0 {
-				writeJSON(w, http.StatusOK, out)
-				return
-			}
-		}
-		limit := sel.Limit
-		if limit == 0 {
-			limit = defaultLimit
-		}
-		if limit < 1 || limit > maxLimit {
-			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit %d: want 1 to %d", limit, maxLimit))
-			return
-		}
-		p, err := h.Store.QueryDeadLetters(r.Context(), f, cursor, limit)
-		if err != nil {
-			storeError(w, err)
-			return
-		}
-		dls = p.DeadLetters
-		if p.Next > 0 {
-			out.NextCursor = fmt.Sprintf("%d-%d", p.Next, f.MaxSeq)
-		}
+		out, err = h.ReplaySeqs(r.Context(), sel.Seqs)
+	} else {
+		out, err = h.ReplayMatching(r.Context(), sel)
 	}
-	res, err := h.Store.Replay(r.Context(), dls)
-	out.Queued, out.SkippedDuplicates = res.Queued, res.Duplicates
 	if err != nil {
 		storeError(w, err)
 		return
 	}
-	h.Logger.Info("dead letters replayed", "queued", out.Queued, "skipped_duplicates", out.SkippedDuplicates)
 	writeJSON(w, http.StatusOK, out)
 }
 
-// purge deletes the selected dead letters: by seqs, by filter (all that
-// match, no paging), or every one with {"all": true}.
+// ReplaySeqs republishes the dead letters at the given WEBHOOKS_DLQ
+// sequences (at most 1000) to their destination only.
+func (h *Handler) ReplaySeqs(ctx context.Context, seqs []uint64) (ReplayResult, error) {
+	h.setup()
+	var out ReplayResult
+	if len(seqs) > maxLimit {
+		return out, badRequest("at most %d seqs at once", maxLimit)
+	}
+	var dls []store.DeadLetter
+	for _, seq := range seqs {
+		d, err := h.Store.DeadLetter(ctx, seq)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				out.NotFound++
+				continue
+			}
+			return out, err
+		}
+		dls = append(dls, d)
+	}
+	return h.republish(ctx, dls, out)
+}
+
+// ReplayMatching republishes one page (sel.Limit, default 100, at most
+// 1000) of the dead letters sel's filters select, from sel.Cursor on, and
+// returns the cursor of the next page. The pages cover the dead letters
+// that existed when the first page was asked for.
+func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResult, error) {
+	h.setup()
+	var out ReplayResult
+	f, err := sel.filter(h.Now())
+	if err != nil {
+		return out, &RequestError{Reason: err.Error()}
+	}
+	// A replay cursor is "<next>-<last>": last is the newest dead letter
+	// when the first page was asked for, so the pages never reach the
+	// dead letters these replays may add.
+	next, last, _ := strings.Cut(sel.Cursor, "-")
+	cursor, err := parseCursor(next)
+	if err == nil && sel.Cursor != "" {
+		f.MaxSeq, err = parseCursor(last)
+	}
+	if err != nil {
+		return out, &RequestError{Reason: err.Error()}
+	}
+	if sel.Cursor == "" {
+		if f.MaxSeq, err = h.Store.LastDeadLetterSeq(ctx); err != nil {
+			return out, err
+		}
+		if f.MaxSeq == 0 {
+			return out, nil
+		}
+	}
+	limit := sel.Limit
+	if limit == 0 {
+		limit = defaultLimit
+	}
+	if limit < 1 || limit > maxLimit {
+		return out, badRequest("limit %d: want 1 to %d", limit, maxLimit)
+	}
+	p, err := h.Store.QueryDeadLetters(ctx, f, cursor, limit)
+	if err != nil {
+		return out, err
+	}
+	if p.Next > 0 {
+		out.NextCursor = fmt.Sprintf("%d-%d", p.Next, f.MaxSeq)
+	}
+	return h.republish(ctx, p.DeadLetters, out)
+}
+
+// republish replays dls and adds the counts to out.
+func (h *Handler) republish(ctx context.Context, dls []store.DeadLetter, out ReplayResult) (ReplayResult, error) {
+	res, err := h.Store.Replay(ctx, dls)
+	out.Queued, out.SkippedDuplicates = res.Queued, res.Duplicates
+	if err != nil {
+		return out, err
+	}
+	h.Logger.Info("dead letters replayed", "queued", out.Queued, "skipped_duplicates", out.SkippedDuplicates)
+	return out, nil
+}
+
+// purge deletes the selected dead letters.
 func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 	var sel Selection
 	if err := readJSON(w, r, &sel); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	n, err := h.Purge(r.Context(), sel)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
+}
+
+// Purge deletes the selected dead letters: by seqs, by filter (all that
+// match, no paging), or every one with All; a selection that names
+// nothing is refused. It returns how many it deleted.
+func (h *Handler) Purge(ctx context.Context, sel Selection) (int, error) {
+	h.setup()
 	var (
 		n   int
 		err error
@@ -344,25 +399,21 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case len(sel.Seqs) > 0:
 		if sel.filtered() || sel.All {
-			writeError(w, http.StatusBadRequest, "bad_request", "give seqs or filters, not both")
-			return
+			return 0, badRequest("give seqs or filters, not both")
 		}
-		n, err = h.Store.DeleteDeadLetters(r.Context(), sel.Seqs)
+		n, err = h.Store.DeleteDeadLetters(ctx, sel.Seqs)
 	case sel.filtered() || sel.All:
 		f, ferr := sel.filter(h.Now())
 		if ferr != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", ferr.Error())
-			return
+			return 0, &RequestError{Reason: ferr.Error()}
 		}
-		n, err = h.Store.PurgeDeadLetters(r.Context(), f)
+		n, err = h.Store.PurgeDeadLetters(ctx, f)
 	default:
-		writeError(w, http.StatusBadRequest, "bad_request", `name dead letters by seqs or filters, or send {"all": true} to purge every one`)
-		return
+		return 0, badRequest(`name dead letters by seqs or filters, or send {"all": true} to purge every one`)
 	}
 	if err != nil {
-		storeError(w, err)
-		return
+		return n, err
 	}
 	h.Logger.Info("dead letters purged", "purged", n)
-	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
+	return n, nil
 }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -52,11 +53,22 @@ type Replay struct {
 }
 
 func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	e, seq, err := h.Store.Event(r.Context(), id, r.URL.Query().Get("route"))
+	out, err := h.Event(r.Context(), r.PathValue("id"), r.URL.Query().Get("route"))
 	if err != nil {
 		storeError(w, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// Event finds an event by its id (on route, or the latest on any route when
+// route is empty) and tells where it stands at each destination of its
+// route, with every logged attempt.
+func (h *Handler) Event(ctx context.Context, id, route string) (Event, error) {
+	h.setup()
+	e, seq, err := h.Store.Event(ctx, id, route)
+	if err != nil {
+		return Event{}, err
 	}
 	out := Event{
 		EventID:      e.EventID,
@@ -68,7 +80,7 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		Size:         len(e.Body),
 		Destinations: []EventDestination{},
 	}
-	attempts, aerr := h.Store.Attempts(r.Context(), e.EventID)
+	attempts, aerr := h.Store.Attempts(ctx, e.EventID)
 	for _, f := range h.Forwarder.Status() {
 		if f.Route != e.Route {
 			continue
@@ -83,7 +95,7 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		if aerr != nil {
 			ed.Error = "attempt log: " + aerr.Error()
 		}
-		d, err := h.Store.Delivery(r.Context(), e, seq, f.Destination)
+		d, err := h.Store.Delivery(ctx, e, seq, f.Destination)
 		if err != nil {
 			ed.State, ed.Error = store.StateUnknown, err.Error()
 		} else {
@@ -98,5 +110,5 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Destinations = append(out.Destinations, ed)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }

@@ -48,12 +48,23 @@ type Status struct {
 }
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
-	now := h.Now()
-	out := Status{Destinations: []DestinationStatus{}}
-	backlogs, err := h.Store.Backlogs(r.Context())
+	out, err := h.Status(r.Context())
 	if err != nil {
 		storeError(w, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// Status reports every route × destination: what the forwarder knows of it
+// now and what the store holds for it.
+func (h *Handler) Status(ctx context.Context) (Status, error) {
+	h.setup()
+	now := h.Now()
+	out := Status{Destinations: []DestinationStatus{}}
+	backlogs, err := h.Store.Backlogs(ctx)
+	if err != nil {
+		return out, err
 	}
 	for _, f := range h.Forwarder.Status() {
 		s := DestinationStatus{
@@ -72,12 +83,12 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 			LastStatus:       f.LastStatus,
 			LastError:        f.LastError,
 		}
-		if err := h.backlog(r.Context(), &s, backlogs, now); err != nil {
+		if err := h.backlog(ctx, &s, backlogs, now); err != nil {
 			s.Error = err.Error()
 		}
 		out.Destinations = append(out.Destinations, s)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // backlog fills in what the store knows of s's destination.

@@ -1,6 +1,8 @@
 // Package metrics holds jethook's Prometheus metrics: what ingress received,
 // rejected and stored, what each attempt to each destination did, dead
-// letters, breaker state, the backlog, and the store's health and room.
+// letters, breaker state, the backlog, and the store's health and room;
+// and, for the dashboard, each destination's attempts per minute over the
+// last hour (LastHour).
 // Route and destination are labels; event ids never are. A nil *Metrics
 // records nothing, so callers and tests need no setup.
 package metrics
@@ -35,6 +37,7 @@ type Metrics struct {
 
 	backlog *backlogCollector
 	store   *storeCollector
+	minutes *minutes
 }
 
 // New creates the metrics and registers them with reg. A nil reg gets a new
@@ -83,6 +86,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	m.backlog = newBacklogCollector()
 	m.store = newStoreCollector()
+	m.minutes = newMinutes()
 	reg.MustRegister(m.received, m.rejected, m.stored, m.duplicates, m.publishSeconds, m.attempts,
 		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.inFlight, m.backlog, m.store)
 	return m
@@ -158,6 +162,7 @@ func (m *Metrics) Attempt(route, destination, outcome string, status int, took t
 	}
 	m.attempts.WithLabelValues(route, destination, outcome, Class(status)).Inc()
 	m.attemptSeconds.WithLabelValues(route, destination).Observe(took.Seconds())
+	m.minutes.add(route, destination, outcome == "delivered", time.Now())
 }
 
 // Delivered counts a delivery that succeeded; age is how long ago the event

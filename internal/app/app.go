@@ -1,6 +1,6 @@
 // Package app assembles jethook from its parts: the store, the metrics, the
-// alerts, the forwarder, the ingress and the admin API, wired as `jethook
-// serve` runs them. Serve, `jethook bench` and the test rigs all build it
+// alerts, the forwarder, the ingress, the admin API and its dashboard,
+// wired as `jethook serve` runs them. Serve, `jethook bench` and the test rigs all build it
 // with New, so each runs the stack that ships. Listeners, signals and the
 // process settings stay with the caller.
 package app
@@ -18,6 +18,7 @@ import (
 
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/alert"
+	"github.com/jethook/jethook/dashboard"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
@@ -38,7 +39,8 @@ type Options struct {
 	// the rules of the process settings); nil makes Reload refuse, and the
 	// admin API answer 501.
 	Load func() (*policy.Config, error)
-	// AdminToken is the bearer token the admin API's /v1/ requires.
+	// AdminToken is the bearer token the admin API's /v1/ requires, and
+	// what an operator logs in to the dashboard with.
 	AdminToken string
 	// Ready adds the caller's own readiness to the admin API's /readyz.
 	Ready func(context.Context) error
@@ -65,6 +67,8 @@ type App struct {
 	Forwarder *forward.Forwarder
 	Ingress   *proxy.Handler
 	Admin     *admin.Handler
+	// Dashboard is the web UI the admin listener serves at /.
+	Dashboard *dashboard.Handler
 
 	log       *slog.Logger
 	load      func() (*policy.Config, error)
@@ -122,8 +126,10 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Ingress.MaxInFlightBytes = o.MaxInFlightBytes
 	a.Ingress.TrustedProxies = o.TrustedProxies
 
+	a.Dashboard = &dashboard.Handler{Store: a.Store, Forwarder: a.Forwarder, Metrics: a.Metrics,
+		Token: o.AdminToken, Logger: a.log}
 	a.Admin = &admin.Handler{Store: a.Store, Forwarder: a.Forwarder, Token: o.AdminToken,
-		Metrics: a.Metrics.Handler(), Logger: a.log, Ready: o.Ready}
+		Metrics: a.Metrics.Handler(), Logger: a.log, Ready: o.Ready, Dashboard: a.Dashboard}
 	if a.load != nil {
 		a.Admin.Reload = a.Reload
 	}

@@ -1,0 +1,286 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/jethook/jethook/store/storetest"
+)
+
+// dashboardConfig has a route with two destinations and one whose backend
+// is down; %s is the backend's URL.
+const dashboardConfig = `
+defaults:
+  retry: {backoff: fixed, delay: 300ms, jitter: none, max_attempts: 3, max_age: 1h}
+  timeout: 2s
+routes:
+  - name: shop
+    path: /hooks/shop
+    destinations:
+      - {name: app, url: "%[1]s/app", slow_start: 0s}
+      - {name: audit, url: "%[1]s/audit", slow_start: 0s}
+  - name: billing
+    path: /hooks/billing
+    retry: {max_attempts: 2}
+    destinations:
+      - {name: ledger, url: "%[1]s/ledger", slow_start: 0s}
+`
+
+// evilBody would run script in the page if the dashboard rendered it as
+// HTML; it sets window.__pwned instead of opening a dialog, so the test
+// can read whether it ran.
+const evilBody = `<script>window.__pwned = "body"</script><img src=x onerror="window.__pwned = 'img'">`
+
+// chromium finds the browser, or skips the test; JETHOOK_REQUIRE_BROWSER=1
+// (set by CI) makes a missing browser a failure.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("JETHOOK_REQUIRE_BROWSER") == "1" {
+		t.Fatal("no chromium on PATH, and JETHOOK_REQUIRE_BROWSER=1: install it (apt-get install chromium)")
+	}
+	t.Skip("no chromium on PATH: install it (apt-get install chromium) to run the dashboard's browser test")
+	return ""
+}
+
+// The dashboard as jethook serves it, in a real headless Chromium: log in,
+// see the overview, open a dead letter whose body and headers hold markup
+// and check none of it ran, replay it and see it delivered, and replay
+// everything matching a filter with the script's progress. With
+// JETHOOK_SCREENSHOTS=dir it saves each page at desktop and phone size.
+func TestTheDashboardInABrowser(t *testing.T) {
+	t.Parallel()
+	browser := chromium(t)
+
+	var appStatus atomic.Int32
+	appStatus.Store(http.StatusOK)
+	var mu sync.Mutex
+	appBodies := map[string]int{}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/app":
+			code := int(appStatus.Load())
+			if code == http.StatusOK {
+				mu.Lock()
+				appBodies[string(b)]++
+				mu.Unlock()
+			}
+			w.WriteHeader(code)
+		case "/ledger":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(backend.Close)
+	config := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, dashboardConfig, backend.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminAddr := storetest.FreeAddr(t)
+	addr := serveForTest(t, func(s *Settings) {
+		s.Config, s.AdminListen, s.AdminToken = config, adminAddr, adminToken
+	})
+	ingress, admin := "http://"+addr, "http://"+adminAddr
+
+	post := func(path, body string, hdr map[string]string) string {
+		req, _ := http.NewRequest(http.MethodPost, ingress+path, strings.NewReader(body))
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ack struct{ ID string }
+		if err := json.NewDecoder(resp.Body).Decode(&ack); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s: %d %v", path, resp.StatusCode, err)
+		}
+		return ack.ID
+	}
+	deadLetters := func(query string) int {
+		req, _ := http.NewRequest(http.MethodGet, admin+"/v1/deadletters/count?"+query, nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		var c struct{ Count int }
+		_ = json.NewDecoder(resp.Body).Decode(&c)
+		return c.Count
+	}
+
+	var order string
+	for i := range 5 {
+		order = post("/hooks/shop", fmt.Sprintf(`{"type":"order.created","order":{"id":%d,"total":"%d.90","items":["sku-1","sku-2"]}}`, 1000+i, 10+i), nil)
+	}
+	storetest.Eventually(t, 10*time.Second, "app has the 5 orders", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(appBodies) == 5
+	})
+	appStatus.Store(http.StatusBadRequest)
+	post("/hooks/shop", evilBody, map[string]string{"Content-Type": "text/html", "X-Evil": `"><img src=x onerror="window.__pwned='header'">`})
+	post("/hooks/billing", `{"invoice":"in_1"}`, nil)
+	post("/hooks/billing", `{"invoice":"in_2"}`, nil)
+	storetest.Eventually(t, 15*time.Second, "one dead letter on shop/app and two on billing", func() bool {
+		return deadLetters("route=shop&destination=app") == 1 && deadLetters("route=billing") == 2
+	})
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-background-networking", true))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	tab, cancelTab := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelTab)
+	if err := chromedp.Do(tab, chromedp.EmulateViewport(1280, 900)); err != nil { // starts the browser
+		t.Fatalf("start chromium: %v", err)
+	}
+	console := chromedp.Console(tab)
+	ctx, cancel := context.WithTimeout(tab, 45*time.Second)
+	t.Cleanup(cancel)
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	eval := func(expr string) any {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	// Pages to photograph at both sizes at the end: name and how to get there.
+	shots := map[string][]chromedp.Action[chromedp.Void]{}
+	visit := func(path string) []chromedp.Action[chromedp.Void] {
+		return []chromedp.Action[chromedp.Void]{chromedp.Navigate(admin + path), chromedp.WaitVisible(chromedp.CSS("main"))}
+	}
+
+	do("log in",
+		chromedp.Navigate(admin+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), adminToken),
+		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.overview`)))
+	if text := eval(`document.querySelector("table.overview").innerText`).(string); !strings.Contains(text, "shop → app") || !strings.Contains(text, "billing → ledger") {
+		t.Fatalf("the overview does not list the destinations: %s", text)
+	}
+	if eval(`document.cookie`) != "" {
+		t.Error("the session cookie is readable by script")
+	}
+	// It refreshes by itself: the live part is replaced with a new one.
+	eval(`document.querySelector(".live").dataset.seen = "1"`)
+	do("refresh", chromedp.WaitVisible(chromedp.CSS(`.live:not([data-seen])`)))
+	shots["overview"] = visit("/")
+
+	do("open the dead letter",
+		chromedp.Navigate(admin+"/deadletters?route=shop"),
+		chromedp.Click(chromedp.CSS(`tbody a[href^="/deadletters/"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`pre.body`)))
+	if got := eval(`typeof window.__pwned`); got != "undefined" {
+		t.Fatalf("markup from the webhook ran: window.__pwned is %v", eval(`window.__pwned`))
+	}
+	if got := eval(`document.querySelector("pre.body").textContent`); got != evilBody {
+		t.Fatalf("the body is not shown as text: %q", got)
+	}
+	if n := eval(`document.querySelectorAll("main script, main img, main [onerror]").length`); n != float64(0) {
+		t.Fatalf("%v elements from the webhook are in the page", n)
+	}
+	if !strings.Contains(eval(`document.querySelector("table.headers").innerText`).(string), `onerror="window.__pwned='header'"`) {
+		t.Error("the header is not shown as text")
+	}
+	deadLetterURL := eval(`location.pathname`).(string)
+	shots["deadletter"] = visit(deadLetterURL)
+	shots["deadletters"] = visit("/deadletters")
+	shots["purge"] = append(visit("/deadletters?route=billing"),
+		chromedp.Click(chromedp.CSS(`form[action="/deadletters/purge"] button`)), chromedp.WaitVisible(chromedp.CSS("#confirm-purge")))
+
+	appStatus.Store(http.StatusOK)
+	do("replay it",
+		chromedp.Click(chromedp.CSS(`#replay`)),
+		chromedp.WaitVisible(chromedp.CSS(`.notice`)))
+	if text := eval(`document.querySelector(".notice").innerText`).(string); !strings.Contains(text, "Queued 1 for replay") {
+		t.Fatalf("after replay: %q", text)
+	}
+	do("open its event", chromedp.Click(chromedp.CSS(`dl.facts a[href^="/events/"]`)), chromedp.WaitVisible(chromedp.CSS(`section.panel`)))
+	eventURL := eval(`location.pathname + location.search`).(string)
+	delivered := `[...document.querySelectorAll("section.panel h3")].some(h => h.innerText.startsWith("app") && h.innerText.includes("delivered"))`
+	storetest.Eventually(t, 10*time.Second, "the event page shows the replay delivered to app", func() bool {
+		do("reload the event", chromedp.Navigate(admin+eventURL), chromedp.WaitVisible(chromedp.CSS(`section.panel`)))
+		return eval(delivered) == true
+	})
+	mu.Lock()
+	got := appBodies[evilBody]
+	mu.Unlock()
+	if got != 1 {
+		t.Fatalf("the backend got the replayed body %d times, want 1", got)
+	}
+
+	// Everything matching a filter, by the script, with progress.
+	do("replay all matching",
+		chromedp.Navigate(admin+"/deadletters?route=billing"),
+		chromedp.Click(chromedp.CSS(`form[data-replay-all] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`progress:not([hidden])`)))
+	storetest.Eventually(t, 10*time.Second, "the progress says done", func() bool {
+		return strings.HasPrefix(eval(`document.querySelector(".progress-text").textContent`).(string), "Done: queued 2")
+	})
+
+	shots["events"] = visit("/events?route=shop")
+	shots["login"] = visit("/login")
+	shots["event"] = visit("/events/" + url.PathEscape(order) + "?route=shop")
+	if dir := os.Getenv("JETHOOK_SCREENSHOTS"); dir != "" {
+		for _, size := range []struct {
+			name string
+			set  chromedp.Action[chromedp.Void]
+		}{
+			{"desktop", chromedp.EmulateViewport(1280, 900)},
+			{"phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))},
+		} {
+			do("resize", size.set)
+			for name, steps := range shots {
+				do("open "+name, steps...)
+				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "dashboard-"+name+"-"+size.name+".png"), png, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+
+	// Nothing on any page tripped the Content-Security-Policy or threw.
+	cancelTab()
+	for m, err := range console {
+		if err != nil {
+			break
+		}
+		if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
+			t.Errorf("browser console: %s", m.Text)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package dashboard
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A browser logs in with the admin token once and then carries a session
+// cookie: "<expiry>.<nonce>.<mac>", the mac an HMAC-SHA256 keyed with the
+// token. The cookie never holds the token, the server keeps no session
+// state (nothing grows with logins), and changing the token ends every
+// session. Each state change also carries a CSRF token, an HMAC of the
+// session, in a form field or the X-CSRF-Token header.
+const (
+	sessionCookie = "jethook_session"
+	sessionTTL    = 12 * time.Hour
+	csrfField     = "csrf"
+	csrfHeader    = "X-CSRF-Token"
+	// maxForm bounds a form's body: a thousand sequence numbers fit.
+	maxForm = 64 << 10
+)
+
+func (h *Handler) mac(parts ...string) []byte {
+	m := hmac.New(sha256.New, []byte(h.Token))
+	m.Write([]byte(strings.Join(parts, "\x00")))
+	return m.Sum(nil)
+}
+
+// newSession returns a cookie value valid until expires.
+func (h *Handler) newSession(expires time.Time) string {
+	nonce := make([]byte, 16)
+	_, _ = rand.Read(nonce)
+	exp := strconv.FormatInt(expires.Unix(), 10)
+	n := base64.RawURLEncoding.EncodeToString(nonce)
+	return exp + "." + n + "." + base64.RawURLEncoding.EncodeToString(h.mac("session", exp, n))
+}
+
+// validSession reports whether v is a session this token signed that has
+// not expired.
+func (h *Handler) validSession(v string) bool {
+	exp, rest, ok := strings.Cut(v, ".")
+	nonce, sig, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, h.mac("session", exp, nonce)) {
+		return false
+	}
+	t, err := strconv.ParseInt(exp, 10, 64)
+	return err == nil && h.Now().Before(time.Unix(t, 0))
+}
+
+// session returns the request's valid session cookie value, or "".
+func (h *Handler) session(r *http.Request) string {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || !h.validSession(c.Value) {
+		return ""
+	}
+	return c.Value
+}
+
+// csrf is the CSRF token of a session.
+func (h *Handler) csrf(session string) string {
+	if session == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(h.mac("csrf", session))
+}
+
+// bearer reports whether r carries the admin token as a bearer token.
+func (h *Handler) bearer(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.Token)) == 1
+}
+
+// auth lets through requests with the bearer token, and browsers with a
+// valid session; those must also send the session's CSRF token with every
+// method but GET and HEAD. A browser without a session is sent to the login
+// page.
+func (h *Handler) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.Token == "" {
+			h.fail(w, r, http.StatusForbidden, "The dashboard needs an admin token: start jethook with JETHOOK_ADMIN_TOKEN set.")
+			return
+		}
+		if h.bearer(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s := h.session(r)
+		if s == "" {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			h.fail(w, r, http.StatusUnauthorized, "Your session has ended: log in again.")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+			got := r.Header.Get(csrfHeader)
+			if got == "" {
+				got = r.PostFormValue(csrfField)
+			}
+			if subtle.ConstantTimeCompare([]byte(got), []byte(h.csrf(s))) != 1 {
+				h.fail(w, r, http.StatusForbidden, "This form is stale or did not come from the dashboard (CSRF token missing or wrong): reload the page and try again.")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// localPath is next if it is a path on this site, else "/": the login form
+// must not send a browser elsewhere.
+func localPath(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+		return "/"
+	}
+	return next
+}
+
+func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
+	if h.Token == "" {
+		h.fail(w, r, http.StatusForbidden, "The dashboard needs an admin token: start jethook with JETHOOK_ADMIN_TOKEN set.")
+		return
+	}
+	h.render(w, r, http.StatusOK, "login", "Log in", map[string]any{"Next": localPath(r.URL.Query().Get("next"))})
+}
+
+func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	if h.Token == "" {
+		h.fail(w, r, http.StatusForbidden, "The dashboard needs an admin token: start jethook with JETHOOK_ADMIN_TOKEN set.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	next := localPath(r.PostFormValue("next"))
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	if subtle.ConstantTimeCompare([]byte(token), []byte(h.Token)) != 1 {
+		h.Logger.Warn("dashboard login failed", "remote", r.RemoteAddr)
+		h.render(w, r, http.StatusUnauthorized, "login", "Log in", map[string]any{"Next": next, "Wrong": true})
+		return
+	}
+	expires := h.Now().Add(sessionTTL)
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: h.newSession(expires), Path: "/", Expires: expires,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	h.Logger.Info("dashboard login", "remote", r.RemoteAddr)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}

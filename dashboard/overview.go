@@ -1,0 +1,105 @@
+package dashboard
+
+import (
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jethook/jethook/admin"
+)
+
+// destinationRow is one route × destination on the overview.
+type destinationRow struct {
+	admin.DestinationStatus
+	Target  string // the URL without credentials, query or fragment
+	States  []state
+	Backlog uint64
+	Chart   chart
+}
+
+// state is one badge: what a destination is doing, and how worried to be.
+type state struct {
+	Text  string
+	Class string // ok, info, warn or bad
+}
+
+// states describes s as badges, the most pressing first.
+func states(s admin.DestinationStatus) []state {
+	var out []state
+	if s.Error != "" {
+		out = append(out, state{"store: " + s.Error, "bad"})
+	}
+	if s.Paused {
+		out = append(out, state{"paused by an operator", "warn"})
+	}
+	switch s.Breaker {
+	case "open":
+		text := "breaker open"
+		if s.BreakerOpenUntil != nil {
+			text += " until " + s.BreakerOpenUntil.UTC().Format("15:04:05Z")
+		}
+		out = append(out, state{text, "bad"})
+	case "half-open":
+		out = append(out, state{"breaker half-open: probing", "warn"})
+	}
+	if s.RetryAfterUntil != nil {
+		out = append(out, state{"Retry-After pause until " + s.RetryAfterUntil.UTC().Format("15:04:05Z"), "warn"})
+	}
+	if s.SlowStart {
+		out = append(out, state{"slow start: ramping up", "info"})
+	}
+	if len(out) == 0 {
+		out = append(out, state{"delivering", "ok"})
+	}
+	return out
+}
+
+// target is a destination URL safe to show: scheme, host and path, without
+// user info, query or fragment, where a credential may hide.
+func target(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// refresh is how often the overview reloads itself while it is visible.
+const refresh = 5 * time.Second
+
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
+	st, err := h.api.Status(r.Context())
+	if err != nil {
+		h.failure(w, r, err)
+		return
+	}
+	now := h.Now()
+	rows := make([]destinationRow, 0, len(st.Destinations))
+	var totals struct{ Backlog, InBackoff, DeadLetters uint64 }
+	for _, s := range st.Destinations {
+		row := destinationRow{DestinationStatus: s, Target: target(s.URL), States: states(s),
+			Backlog: s.Pending + uint64(s.InFlight) + uint64(s.InBackoff),
+			Chart:   newChart(h.Metrics.LastHour(s.Route, s.Destination, now))}
+		row.URL = "" // never rendered: it may hold a credential
+		totals.Backlog += row.Backlog
+		totals.InBackoff += uint64(s.InBackoff)
+		totals.DeadLetters += s.DeadLetters
+		rows = append(rows, row)
+	}
+	h.render(w, r, http.StatusOK, "overview", "Overview", map[string]any{
+		"Rows": rows, "Totals": totals, "RefreshMillis": refresh.Milliseconds(), "Refresh": refresh})
+}
+
+// hold pauses or resumes a destination, then goes back to the overview.
+func (h *Handler) hold(w http.ResponseWriter, r *http.Request) {
+	route, dest, act := r.PathValue("route"), r.PathValue("destination"), r.PathValue("act")
+	if act != "pause" && act != "resume" {
+		h.notFound(w, r)
+		return
+	}
+	if err := h.api.Hold(route, dest, act == "pause"); err != nil {
+		h.failure(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}

@@ -1,0 +1,102 @@
+package dashboard
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/metrics"
+)
+
+func TestBodiesAreShownAsJSONTextOrHex(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body, kind, text string
+	}{
+		{"JSON is indented", `{"a":[1,2]}`, "JSON", "{\n  \"a\": [\n    1,\n    2\n  ]\n}"},
+		{"text stays as it is", "<b>hi</b>\n\tthere", "text", "<b>hi</b>\n\tthere"},
+		{"control characters make it binary", "a\x00b", "binary", "00000000  61 00 62"},
+		{"invalid UTF-8 is binary", "\xff\xfe", "binary", "00000000  ff fe"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBody([]byte(tc.body))
+			if b.Kind != tc.kind || !strings.HasPrefix(b.Text, tc.text) || b.Size != len(tc.body) || b.Shown != b.Size {
+				t.Fatalf("got %+v, want %s starting %q", b, tc.kind, tc.text)
+			}
+		})
+	}
+	t.Run("a large body shows its start", func(t *testing.T) {
+		t.Parallel()
+		b := newBody([]byte(strings.Repeat("é", maxShown)))
+		if b.Kind != "text" || b.Shown != maxShown || b.Size != 2*maxShown {
+			t.Fatalf("got %s, shown %d of %d", b.Kind, b.Shown, b.Size)
+		}
+	})
+}
+
+func TestTheChartScalesToTheBusiestMinute(t *testing.T) {
+	t.Parallel()
+	ms := make([]metrics.Minute, metrics.HistoryMinutes)
+	ms[10] = metrics.Minute{Start: time.Unix(600, 0), Delivered: 30, Failed: 10}
+	ms[59] = metrics.Minute{Start: time.Unix(3540, 0), Failed: 1}
+	c := newChart(ms)
+	if c.Max != 40 || c.Delivered != 30 || c.Failed != 11 || len(c.Bars) != 2 {
+		t.Fatalf("chart %+v", c)
+	}
+	busiest := c.Bars[0]
+	if busiest.X != 10*barWidth || busiest.DeliveredH+busiest.FailedH != chartH || busiest.FailedY != 0 {
+		t.Errorf("the busiest minute fills the height: %+v", busiest)
+	}
+	if c.Bars[1].FailedH != 1 {
+		t.Errorf("a minute with one failure still shows a pixel: %+v", c.Bars[1])
+	}
+	if empty := newChart(make([]metrics.Minute, 60)); len(empty.Bars) != 0 || empty.Max != 0 {
+		t.Errorf("an idle hour: %+v", empty)
+	}
+}
+
+func TestADestinationURLIsShownWithoutWhereCredentialsHide(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"https://user:pass@api.example.com/hooks/in?token=abc#frag": "https://api.example.com/hooks/in",
+		"http://127.0.0.1:3000/webhooks":                            "http://127.0.0.1:3000/webhooks",
+	} {
+		if got := target(raw); got != want {
+			t.Errorf("target(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestTheLoginFormOnlySendsBackToThisSite(t *testing.T) {
+	t.Parallel()
+	for next, want := range map[string]string{
+		"/deadletters?route=a": "/deadletters?route=a",
+		"":                     "/",
+		"//evil.example":       "/",
+		`/\evil.example`:       "/",
+		"https://evil.example": "/",
+		"/a\r\nSet-Cookie: x":  "/",
+	} {
+		if got := localPath(next); got != want {
+			t.Errorf("localPath(%q) = %q, want %q", next, got, want)
+		}
+	}
+}
+
+func TestStatesPutTheMostPressingFirst(t *testing.T) {
+	t.Parallel()
+	until := time.Date(2026, 5, 2, 9, 30, 0, 0, time.UTC)
+	got := states(admin.DestinationStatus{Paused: true, Breaker: "open", BreakerOpenUntil: &until, SlowStart: true})
+	var texts []string
+	for _, s := range got {
+		texts = append(texts, s.Text)
+	}
+	if want := "paused by an operator|breaker open until 09:30:00Z|slow start: ramping up"; strings.Join(texts, "|") != want {
+		t.Errorf("states: %q, want %q", strings.Join(texts, "|"), want)
+	}
+	if got := states(admin.DestinationStatus{Breaker: "closed"}); len(got) != 1 || got[0].Text != "delivering" {
+		t.Errorf("a healthy destination: %+v", got)
+	}
+}
