@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/store"
 )
@@ -42,6 +43,8 @@ type Handler struct {
 	Logger *slog.Logger
 	// Now is the clock for ages and relative times; nil is time.Now.
 	Now func() time.Time
+	// CatchUp reports each route's catch-up in /v1/status; nil reports none.
+	CatchUp *catchup.Runner
 
 	once sync.Once
 	mux  *http.ServeMux

@@ -17,6 +17,7 @@ type Event struct {
 	Method       string             `json:"method"`
 	RemoteAddr   string             `json:"remote_addr"`
 	Size         int                `json:"size"`
+	CaughtUp     string             `json:"caught_up,omitempty"` // the provider catch-up fetched it from; empty if received
 	Destinations []EventDestination `json:"destinations"`
 }
 
@@ -66,6 +67,7 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		Method:       e.Method,
 		RemoteAddr:   e.RemoteAddr,
 		Size:         len(e.Body),
+		CaughtUp:     e.CaughtUp,
 		Destinations: []EventDestination{},
 	}
 	attempts, aerr := h.Store.Attempts(r.Context(), e.EventID)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/store"
 )
 
@@ -45,11 +46,13 @@ type DestinationStatus struct {
 // Status is the answer of GET /v1/status.
 type Status struct {
 	Destinations []DestinationStatus `json:"destinations"`
+	// CatchUp lists the routes with a catch_up block (docs/catch-up.md).
+	CatchUp []catchup.Status `json:"catch_up,omitempty"`
 }
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	now := h.Now()
-	out := Status{Destinations: []DestinationStatus{}}
+	out := Status{Destinations: []DestinationStatus{}, CatchUp: h.CatchUp.Status()}
 	backlogs, err := h.Store.Backlogs(r.Context())
 	if err != nil {
 		storeError(w, err)

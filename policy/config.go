@@ -58,6 +58,9 @@ type Route struct {
 	// Destinations are the backends each event is delivered to; at least
 	// one, names unique within the route.
 	Destinations []Destination
+	// CatchUp asks the provider for the events jethook missed; nil when
+	// the route has no `catch_up:` block (docs/catch-up.md).
+	CatchUp *CatchUp
 	// Line is the line of the route in the file.
 	Line int
 }

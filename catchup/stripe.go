@@ -1,0 +1,163 @@
+package catchup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	stripeapi "github.com/stripe/stripe-go/v82"
+
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/store"
+)
+
+// HeaderCaughtUp tells the backend that catch-up stored the event rather
+// than ingress: its value names the provider whose API it came from. It is
+// informational, since a sender may set any header; the store's own mark
+// is Envelope.CaughtUp.
+const HeaderCaughtUp = "Jethook-Caught-Up"
+
+// maxEventID is the longest event id catch-up stores, as ingress.
+const maxEventID = 200
+
+// stripe lists a Stripe account's events created since the newest one
+// the route has stored and stores those the store lacks. They are
+// authentic: they come from Stripe's API over TLS, fetched with the key.
+// Each is stored with the body the API gives for it, a Jethook-Caught-Up
+// header and, when the route has a secret, a Stripe-Signature made with
+// it, so the backend verifies it as it verifies a live one.
+type stripe struct {
+	route   policy.Route
+	window  time.Duration
+	client  *stripeapi.Client
+	store   *store.Store
+	signer  provider.Provider // nil without a secret
+	started time.Time         // when the runner started
+	log     *slog.Logger
+
+	// cursor is the creation time (Unix seconds) of the newest event the
+	// last successful pass saw; 0 before the first.
+	cursor int64
+}
+
+func newStripe(rt policy.Route, client *http.Client, st *store.Store, started time.Time, log *slog.Logger) *stripe {
+	c := rt.CatchUp.Stripe
+	backend := stripeapi.GetBackendWithConfig(stripeapi.APIBackend, &stripeapi.BackendConfig{
+		HTTPClient: client,
+		URL:        stripeapi.String(c.APIURL),
+		// transport obeys Retry-After; stripe-go's own retries would not.
+		MaxNetworkRetries: stripeapi.Int64(0),
+		LeveledLogger:     &stripeapi.LeveledLogger{Level: stripeapi.LevelNull},
+	})
+	s := &stripe{route: rt, window: rt.CatchUp.Window, store: st, started: started, log: log,
+		client: stripeapi.NewClient(c.APIKey, stripeapi.WithBackends(&stripeapi.Backends{
+			API: backend, Connect: backend, Uploads: backend, MeterEvents: backend}))}
+	if len(rt.Secrets) > 0 {
+		s.signer, _ = provider.New(provider.Config{Name: provider.NameStripe, Secrets: rt.Secrets})
+	}
+	return s
+}
+
+func (s *stripe) run(ctx context.Context) (recovered, requested int, err error) {
+	now := time.Now()
+	since := s.cursor
+	if since == 0 {
+		if since, err = s.newestStored(ctx); err != nil {
+			return 0, 0, err
+		}
+	}
+	from := max(now.Add(-min(s.window, s.store.DedupWindow())).Unix(), since-int64(overlap/time.Second))
+	params := &stripeapi.EventListParams{CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: from}}
+	params.Limit = stripeapi.Int64(perPage)
+	// Missing ids, newest first as the API lists them; stored oldest
+	// first. The window bounds how many there can be.
+	var missing []string
+	newest := since
+	for ev, err := range s.client.V1Events.List(ctx, params) {
+		if err != nil {
+			return 0, 0, fmt.Errorf("list events: %w", err)
+		}
+		newest = max(newest, ev.Created)
+		if ev.ID == "" || len(ev.ID) > maxEventID {
+			continue
+		}
+		has, err := s.store.Has(ctx, s.route.Name, ev.ID)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !has {
+			missing = append(missing, ev.ID)
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		stored, err := s.fetch(ctx, missing[i])
+		if err != nil {
+			return recovered, 0, err
+		}
+		if stored {
+			recovered++
+		}
+	}
+	s.cursor = newest
+	return recovered, 0, nil
+}
+
+// newestStored is the creation time of the newest event the route stored
+// before the runner started, or the start if it has none: a pass after a
+// restart begins where the store's events end.
+func (s *stripe) newestStored(ctx context.Context) (int64, error) {
+	e, err := s.store.Newest(ctx, s.route.Name, s.started)
+	if err != nil || e == nil {
+		return s.started.Unix(), err
+	}
+	var ev struct {
+		Created int64 `json:"created"`
+	}
+	if json.Unmarshal(e.Body, &ev) == nil && ev.Created > 0 {
+		return ev.Created, nil
+	}
+	return e.ReceivedAt.Unix(), nil
+}
+
+// fetch retrieves event id, for its body byte for byte as the API gives
+// it, and stores it; stored is false when the store already had it (from
+// another replica, or ingress a moment ago).
+func (s *stripe) fetch(ctx context.Context, id string) (stored bool, err error) {
+	ev, err := s.client.V1Events.Retrieve(ctx, id, nil)
+	if err != nil {
+		return false, fmt.Errorf("retrieve event %s: %w", id, err)
+	}
+	if ev.LastResponse == nil || len(ev.LastResponse.RawJSON) == 0 {
+		return false, fmt.Errorf("retrieve event %s: empty answer", id)
+	}
+	body := ev.LastResponse.RawJSON
+	if int64(len(body)) > s.route.MaxBody {
+		s.log.Warn("missed event is larger than the route's max_body; not stored", "event_id", id, "size", len(body))
+		return false, nil
+	}
+	now := time.Now()
+	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}, HeaderCaughtUp: {"stripe"}}
+	if s.signer != nil {
+		if err := s.signer.Sign(h, body, s.route.Secrets[0], now); err != nil {
+			return false, fmt.Errorf("sign event %s: %w", id, err)
+		}
+	}
+	res, err := s.store.Publish(ctx, &store.Envelope{
+		Route:      s.route.Name,
+		EventID:    id,
+		Method:     http.MethodPost,
+		Proto:      "https",
+		ReceivedAt: now,
+		Header:     h,
+		Body:       body,
+		CaughtUp:   "stripe",
+	})
+	if err != nil {
+		return false, err
+	}
+	return !res.Duplicate, nil
+}
