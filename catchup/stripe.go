@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	stripeapi "github.com/stripe/stripe-go/v82"
@@ -40,7 +41,8 @@ type stripe struct {
 	log     *slog.Logger
 
 	// cursor is the creation time (Unix seconds) of the newest event the
-	// last successful pass saw; 0 before the first.
+	// last complete pass saw; 0 before the first. It is saved in the
+	// store's checkpoints, so a restart resumes there.
 	cursor int64
 }
 
@@ -66,7 +68,7 @@ func (s *stripe) run(ctx context.Context) (recovered, requested int, err error) 
 	now := time.Now()
 	since := s.cursor
 	if since == 0 {
-		if since, err = s.newestStored(ctx); err != nil {
+		if since, err = s.resume(ctx); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -103,7 +105,27 @@ func (s *stripe) run(ctx context.Context) (recovered, requested int, err error) 
 		}
 	}
 	s.cursor = newest
+	if err := s.store.SetCheckpoint(ctx, s.checkpoint(), strconv.FormatInt(newest, 10)); err != nil {
+		return recovered, 0, err
+	}
 	return recovered, 0, nil
+}
+
+// checkpoint is the key of the route's cursor in the store's checkpoints.
+func (s *stripe) checkpoint() string { return "catch-up.stripe." + s.route.Name }
+
+// resume is where the first pass of this process begins: the cursor the
+// last complete pass saved (by this process before a restart, or by
+// another replica), else the newest event the route stored.
+func (s *stripe) resume(ctx context.Context) (int64, error) {
+	v, ok, err := s.store.Checkpoint(ctx, s.checkpoint())
+	if err != nil {
+		return 0, err
+	}
+	if c, perr := strconv.ParseInt(v, 10, 64); ok && perr == nil && c > 0 {
+		return c, nil
+	}
+	return s.newestStored(ctx)
 }
 
 // newestStored is the creation time of the newest event the route stored

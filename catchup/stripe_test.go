@@ -1,0 +1,218 @@
+package catchup_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/catchup"
+	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/store/storetest"
+)
+
+// stripeRig is a stripe route on account f.
+func stripeRig(t *testing.T, dir string, f *fakeStripe) (r *rig, hook string) {
+	r = newRig(t, dir, "routes:\n  - name: st\n    path: /st\n    provider: stripe\n    secret: "+stripeSecret+"\n"+
+		"    destinations: [{name: app, url: 'http://127.0.0.1:1/'}]\n"+f.catchUp("50ms"))
+	return r, r.ingress.URL + "/st"
+}
+
+func TestStripeStoresMissedEventsOnce(t *testing.T) {
+	t.Parallel()
+	f := newFakeStripe(t)
+	r, hook := stripeRig(t, t.TempDir(), f)
+	now := time.Now().Unix()
+	for i, id := range []string{"evt_stored_1", "evt_stored_2"} {
+		if code := f.send(hook, id, now-600+int64(i)*100); code != http.StatusOK {
+			t.Fatalf("ingress answered %d", code)
+		}
+	}
+	for i := range 150 { // missed while jethook was down: two pages
+		f.add(fmt.Sprintf("evt_missed_%03d", i), now-400+int64(i))
+	}
+	if code := f.send(hook, "evt_stored_3", now-100); code != http.StatusOK {
+		t.Fatalf("ingress answered %d", code)
+	}
+	f.set(func(f *fakeStripe) { f.limitNext = 1 })
+
+	cu, _ := r.start()
+	storetest.Eventually(t, 10*time.Second, "the missed events stored", func() bool {
+		return r.has("st", "evt_missed_000") && r.has("st", "evt_missed_149")
+	})
+	passes(t, cu, "st", 2)
+
+	if n := r.messages(); n != 153 {
+		t.Errorf("store holds %d webhooks, want 153", n)
+	}
+	for _, id := range []string{"evt_stored_1", "evt_stored_2", "evt_stored_3"} {
+		if n := f.retrieves.get(id); n != 0 {
+			t.Errorf("%s, already stored, was fetched %d times", id, n)
+		}
+	}
+	for i := range 150 {
+		if id := fmt.Sprintf("evt_missed_%03d", i); f.retrieves.get(id) != 1 {
+			t.Errorf("%s was fetched %d times, want 1", id, f.retrieves.get(id))
+		}
+	}
+	if s, _ := status(cu, "st"); s.Recovered != 150 || s.LastError != "" || s.Requested != 0 {
+		t.Errorf("status = %+v, want 150 recovered and no error", s)
+	}
+	f.set(func(f *fakeStripe) {
+		if f.limited != 1 {
+			t.Errorf("the API rate-limited %d requests, want 1", f.limited)
+		}
+	})
+
+	// Stored as Stripe's API gave it, marked, oldest first, and signed
+	// with the route's secret so the backend verifies it like a live one.
+	ctx := context.Background()
+	first, firstSeq, err := r.store.Event(ctx, "evt_missed_000", "st")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lastSeq, err := r.store.Event(ctx, "evt_missed_149", "st")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if firstSeq > lastSeq {
+		t.Errorf("the oldest missed event was stored after the newest (seq %d > %d)", firstSeq, lastSeq)
+	}
+	f.set(func(f *fakeStripe) {
+		if !bytes.Equal(first.Body, f.bodies["evt_missed_000"]) {
+			t.Errorf("stored body %s, want the API's %s", first.Body, f.bodies["evt_missed_000"])
+		}
+	})
+	if first.CaughtUp != "stripe" || http.Header(first.Header).Get(catchup.HeaderCaughtUp) != "stripe" {
+		t.Errorf("caught-up event marked %q, header %v", first.CaughtUp, first.Header)
+	}
+	p, _ := provider.New(provider.Config{Name: provider.NameStripe, Secrets: []string{stripeSecret}})
+	if err := p.Verify(http.Header(first.Header), first.Body); err != nil {
+		t.Errorf("the caught-up event's signature does not verify: %v", err)
+	}
+	if got := r.metric(`jethook_catch_up_recovered_total{provider="stripe",route="st"}`); got == "" || got[len(got)-4:] != " 150" {
+		t.Errorf("recovered metric = %q, want 150", got)
+	}
+	r.noSecretsLogged()
+}
+
+func TestStripeRestartMidPassStoresOnceAndResumes(t *testing.T) {
+	t.Parallel()
+	f := newFakeStripe(t)
+	dir := t.TempDir()
+	r, hook := stripeRig(t, dir, f)
+	now := time.Now().Unix()
+	if code := f.send(hook, "evt_before", now-500); code != http.StatusOK {
+		t.Fatalf("ingress answered %d", code)
+	}
+	for i := range 5 {
+		f.add(fmt.Sprintf("evt_missed_%d", i), now-400+int64(i))
+	}
+	holding := make(chan string, 1)
+	f.set(func(f *fakeStripe) { f.holdID, f.holding = "evt_missed_2", holding })
+
+	// The first pass stores evt_missed_0 and 1, oldest first; jethook
+	// stops while it fetches evt_missed_2.
+	_, stop := r.start()
+	select {
+	case <-holding:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first pass never fetched evt_missed_2")
+	}
+	stop()
+	if !r.has("st", "evt_missed_1") || r.has("st", "evt_missed_2") {
+		t.Fatal("the first pass did not stop between evt_missed_1 and evt_missed_2")
+	}
+	f.set(func(f *fakeStripe) { f.holdID = "" })
+
+	cu, stop := r.start()
+	storetest.Eventually(t, 10*time.Second, "the rest stored", func() bool { return r.has("st", "evt_missed_4") })
+	passes(t, cu, "st", 2)
+	if s, _ := status(cu, "st"); s.Recovered != 3 {
+		t.Errorf("status after the restart = %+v, want 3 recovered", s)
+	}
+	stop()
+	if n := r.messages(); n != 6 {
+		t.Errorf("store holds %d webhooks, want 6", n)
+	}
+	for id, want := range map[string]int{"evt_before": 0, "evt_missed_0": 1, "evt_missed_1": 1, "evt_missed_2": 2, "evt_missed_3": 1, "evt_missed_4": 1} {
+		if got := f.retrieves.get(id); got != want {
+			t.Errorf("%s fetched %d times, want %d", id, got, want)
+		}
+	}
+
+	// A complete pass saved its cursor: the next start lists from there.
+	var before int
+	f.set(func(f *fakeStripe) { before = len(f.gte) })
+	cu, _ = r.start()
+	passes(t, cu, "st", 1)
+	f.set(func(f *fakeStripe) {
+		if want := now - 396 - 300; len(f.gte) <= before || f.gte[before] != want {
+			t.Errorf("after a restart the first list asks created[gte]=%v, want %d", f.gte[before:], want)
+		}
+	})
+	if n := r.messages(); n != 6 {
+		t.Errorf("store holds %d webhooks after another restart, want 6", n)
+	}
+}
+
+func TestStripeTwoReplicasStoreOnce(t *testing.T) {
+	t.Parallel()
+	f := newFakeStripe(t)
+	r, hook := stripeRig(t, t.TempDir(), f)
+	now := time.Now().Unix()
+	if code := f.send(hook, "evt_before", now-500); code != http.StatusOK {
+		t.Fatalf("ingress answered %d", code)
+	}
+	for i := range 40 {
+		f.add(fmt.Sprintf("evt_missed_%02d", i), now-400+int64(i))
+	}
+	a, _ := r.start()
+	b, _ := r.start()
+	storetest.Eventually(t, 10*time.Second, "the missed events stored", func() bool {
+		return r.has("st", "evt_missed_00") && r.has("st", "evt_missed_39")
+	})
+	passes(t, a, "st", 2)
+	passes(t, b, "st", 2)
+	if n := r.messages(); n != 41 {
+		t.Errorf("store holds %d webhooks, want 41", n)
+	}
+	sa, _ := status(a, "st")
+	sb, _ := status(b, "st")
+	if sa.Recovered+sb.Recovered != 40 {
+		t.Errorf("the replicas recovered %d and %d, want 40 in all", sa.Recovered, sb.Recovered)
+	}
+}
+
+func TestStripeOutageLeavesJethookRunning(t *testing.T) {
+	t.Parallel()
+	f := newFakeStripe(t)
+	r, hook := stripeRig(t, t.TempDir(), f)
+	now := time.Now().Unix()
+	if code := f.send(hook, "evt_before", now-500); code != http.StatusOK {
+		t.Fatalf("ingress answered %d", code)
+	}
+	f.add("evt_missed", now-400)
+	f.set(func(f *fakeStripe) { f.down = true })
+
+	cu, _ := r.start()
+	passes(t, cu, "st", 2)
+	if s, _ := status(cu, "st"); s.LastError == "" || s.LastSuccessAt != nil {
+		t.Errorf("status during the outage = %+v, want an error", s)
+	}
+	if code := f.send(hook, "evt_live", now-10); code != http.StatusOK {
+		t.Errorf("ingress answered %d during Stripe's outage", code)
+	}
+	f.set(func(f *fakeStripe) { f.down = false })
+	storetest.Eventually(t, 10*time.Second, "the missed event stored", func() bool { return r.has("st", "evt_missed") })
+	passes(t, cu, "st", 1)
+	if s, _ := status(cu, "st"); s.LastError != "" || s.Recovered != 1 {
+		t.Errorf("status after the outage = %+v, want 1 recovered and no error", s)
+	}
+	if n := r.messages(); n != 3 {
+		t.Errorf("store holds %d webhooks, want 3", n)
+	}
+	r.noSecretsLogged()
+}
