@@ -89,6 +89,9 @@ func (r *Runner) Start(ctx context.Context, cfg *policy.Config) {
 // catch_up block, provider and secrets are unchanged keeps its loop and
 // what it knows. A loop that is stopped finishes its request in flight.
 func (r *Runner) Reload(cfg *policy.Config) {
+	if r == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.jobs == nil {

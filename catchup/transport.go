@@ -21,7 +21,6 @@ const (
 type transport struct {
 	base    http.RoundTripper
 	counted func()
-	now     func() time.Time // nil is time.Now
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -35,7 +34,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		wait, limited := rateLimited(resp, t.clock())
+		wait, limited := rateLimited(resp, time.Now())
 		if !limited || try == maxRateTries || wait > maxRateWait {
 			return resp, nil
 		}
@@ -57,13 +56,6 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Body = body
 		}
 	}
-}
-
-func (t *transport) clock() time.Time {
-	if t.now != nil {
-		return t.now()
-	}
-	return time.Now()
 }
 
 // rateLimited reports whether resp asks the client to slow down, and for
