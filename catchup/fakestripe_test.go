@@ -23,6 +23,8 @@ type fakeStripe struct {
 	t   *testing.T
 	srv *httptest.Server
 
+	types string // the catch_up block's events key, if set
+
 	mu        sync.Mutex
 	events    []stripeEvent // by created, then as added
 	down      bool
@@ -52,13 +54,18 @@ func newFakeStripe(t *testing.T) *fakeStripe {
 }
 
 func (f *fakeStripe) catchUp(interval string) string {
-	return fmt.Sprintf("    catch_up:\n      stripe: {api_key: %s, api_url: '%s'}\n      interval: %s\n", stripeKey, f.srv.URL, interval)
+	return fmt.Sprintf("    catch_up:\n      stripe: {api_key: %s, api_url: '%s'%s}\n      interval: %s\n", stripeKey, f.srv.URL, f.types, interval)
 }
 
-// add makes an event Stripe has, created at created; it returns its body.
+// add makes an invoice.paid event Stripe has, created at created; it
+// returns its body.
 func (f *fakeStripe) add(id string, created int64) []byte {
-	body := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-06-30.basil","created":%d,"data":{"object":{"id":"in_%s","object":"invoice","amount_paid":1200}},"livemode":false,"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},"type":"invoice.paid"}`,
-		id, created, id)
+	return f.addType(id, "invoice.paid", created)
+}
+
+func (f *fakeStripe) addType(id, typ string, created int64) []byte {
+	body := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-06-30.basil","created":%d,"data":{"object":{"id":"in_%s","object":"invoice","amount_paid":1200}},"livemode":false,"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},"type":%q}`,
+		id, created, id, typ)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, stripeEvent{id, created})

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	stripeapi "github.com/stripe/stripe-go/v82"
@@ -24,6 +25,16 @@ const HeaderCaughtUp = "Jethook-Caught-Up"
 
 // maxEventID is the longest event id catch-up stores, as ingress.
 const maxEventID = 200
+
+// maxPerPass bounds the events a Stripe pass stores (and holds the ids
+// of); more wait for the next pass.
+const maxPerPass = 10_000
+
+// listed is an event the list showed.
+type listed struct {
+	id      string
+	created int64
+}
 
 // stripe lists a Stripe account's events created since the newest one
 // the route has stored and stores those the store lacks. They are
@@ -75,16 +86,18 @@ func (s *stripe) run(ctx context.Context) (recovered, requested int, err error) 
 	from := max(now.Add(-min(s.window, s.store.DedupWindow())).Unix(), since-int64(overlap/time.Second))
 	params := &stripeapi.EventListParams{CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: from}}
 	params.Limit = stripeapi.Int64(perPage)
-	// Missing ids, newest first as the API lists them; stored oldest
-	// first. The window bounds how many there can be.
-	var missing []string
+	// The missing events, newest first as the API lists them, at most
+	// maxPerPass: the oldest are kept, and the next pass goes on from the
+	// newest of them.
+	var missing []listed
+	truncated := false
 	newest := since
 	for ev, err := range s.client.V1Events.List(ctx, params) {
 		if err != nil {
 			return 0, 0, fmt.Errorf("list events: %w", err)
 		}
 		newest = max(newest, ev.Created)
-		if ev.ID == "" || len(ev.ID) > maxEventID {
+		if ev.ID == "" || len(ev.ID) > maxEventID || !s.wanted(string(ev.Type)) {
 			continue
 		}
 		has, err := s.store.Has(ctx, s.route.Name, ev.ID)
@@ -92,11 +105,16 @@ func (s *stripe) run(ctx context.Context) (recovered, requested int, err error) 
 			return 0, 0, err
 		}
 		if !has {
-			missing = append(missing, ev.ID)
+			if missing = append(missing, listed{ev.ID, ev.Created}); len(missing) > maxPerPass {
+				missing, truncated = missing[1:], true
+			}
 		}
 	}
+	if truncated {
+		newest = missing[0].created
+	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		stored, err := s.fetch(ctx, missing[i])
+		stored, err := s.fetch(ctx, missing[i].id)
 		if err != nil {
 			return recovered, 0, err
 		}
@@ -109,6 +127,20 @@ func (s *stripe) run(ctx context.Context) (recovered, requested int, err error) 
 		return recovered, 0, err
 	}
 	return recovered, 0, nil
+}
+
+// wanted reports whether the endpoint is subscribed to events of type t.
+func (s *stripe) wanted(t string) bool {
+	types := s.route.CatchUp.Stripe.Events
+	if len(types) == 0 {
+		return true
+	}
+	for _, w := range types {
+		if w == "*" || w == t || strings.HasSuffix(w, ".*") && strings.HasPrefix(t, w[:len(w)-1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkpoint is the key of the route's cursor in the store's checkpoints.

@@ -216,3 +216,30 @@ func TestStripeOutageLeavesJethookRunning(t *testing.T) {
 	}
 	r.noSecretsLogged()
 }
+
+func TestStripeStoresOnlyTheEventTypesTheEndpointWants(t *testing.T) {
+	t.Parallel()
+	f := newFakeStripe(t)
+	f.types = ", events: ['invoice.*', customer.created]"
+	r, hook := stripeRig(t, t.TempDir(), f)
+	now := time.Now().Unix()
+	if code := f.send(hook, "evt_before", now-500); code != http.StatusOK {
+		t.Fatalf("ingress answered %d", code)
+	}
+	f.addType("evt_invoice", "invoice.payment_failed", now-400)
+	f.addType("evt_customer", "customer.created", now-399)
+	f.addType("evt_charge", "charge.succeeded", now-398)
+	f.addType("evt_customer_updated", "customer.updated", now-397)
+
+	cu, _ := r.start()
+	storetest.Eventually(t, 10*time.Second, "the wanted events stored", func() bool {
+		return r.has("st", "evt_invoice") && r.has("st", "evt_customer")
+	})
+	passes(t, cu, "st", 2)
+	if r.has("st", "evt_charge") || r.has("st", "evt_customer_updated") || r.messages() != 3 {
+		t.Errorf("stored events the endpoint does not want (%d webhooks)", r.messages())
+	}
+	if n := f.retrieves.get("evt_charge"); n != 0 {
+		t.Errorf("an unwanted event was fetched %d times", n)
+	}
+}

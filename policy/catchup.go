@@ -57,6 +57,9 @@ type GitHubCatchUp struct {
 type StripeCatchUp struct {
 	APIKey string // a secret or restricted key that may read events
 	APIURL string // default https://api.stripe.com
+	// Events are the event types the endpoint is subscribed to: names
+	// such as "invoice.paid", "invoice.*" or "*". Empty means every type.
+	Events []string
 }
 
 // catchUp decodes a route's `catch_up:` block; provider is the route's.
@@ -132,14 +135,46 @@ func (d *decoder) githubCatchUp(e entry) *GitHubCatchUp {
 }
 
 func (d *decoder) stripeCatchUp(e entry) *StripeCatchUp {
-	m, ok := d.mapping(e.val, e.path, "api_key", "api_url")
+	m, ok := d.mapping(e.val, e.path, "api_key", "api_url", "events")
 	if !ok {
 		return nil
 	}
-	return &StripeCatchUp{
+	c := &StripeCatchUp{
 		APIKey: d.secretValue(e, m, "api_key"),
 		APIURL: strings.TrimSuffix(d.apiURL(m, "https://api.stripe.com"), "/"),
 	}
+	if ev, ok := m["events"]; ok {
+		items, _ := d.list(ev)
+		for _, it := range items {
+			if s, ok := d.str(it); ok {
+				if !validEventType(s) {
+					d.failf(it.node(), it.path, "invalid event type %q: want a name such as invoice.paid, a group such as invoice.*, or *", s)
+					continue
+				}
+				c.Events = append(c.Events, s)
+			}
+		}
+	}
+	return c
+}
+
+// validEventType reports whether s names Stripe event types: a name of
+// lower-case letters, digits, "_" and ".", optionally ending in ".*", or
+// "*" alone.
+func validEventType(s string) bool {
+	name := strings.TrimSuffix(s, ".*")
+	if s == "*" {
+		return true
+	}
+	if name == "" || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // secretValue decodes a required credential; messages never quote it.
