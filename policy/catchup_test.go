@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -119,5 +120,29 @@ func TestParseCatchUpErrors(t *testing.T) {
 				t.Errorf("error quotes a key: %v", err)
 			}
 		})
+	}
+}
+
+// The example in docs/catch-up.md is a valid policies file.
+func TestTheCatchUpDocExampleParses(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/catch-up.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/catch-up.md has no yaml block")
+	}
+	cfg, err := Parse("docs/catch-up.md", []byte(block), env(map[string]string{
+		"GITHUB_WEBHOOK_SECRET": "s", "GITHUB_TOKEN": "t", "STRIPE_WEBHOOK_SECRET": "whsec_x", "STRIPE_API_KEY": "k"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh, _ := cfg.Route("github")
+	st, _ := cfg.Route("stripe")
+	if gh.CatchUp == nil || gh.CatchUp.GitHub.HookID != 123456789 || st.CatchUp == nil || len(st.CatchUp.Stripe.Events) != 2 {
+		t.Errorf("catch-up blocks: %+v, %+v", gh.CatchUp, st.CatchUp)
 	}
 }
