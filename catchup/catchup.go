@@ -29,13 +29,14 @@ type Runner struct {
 	// never a payload or a credential.
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
-	// Transport makes the API requests; nil is http.DefaultTransport.
+	// Transport makes the API requests; nil is http.DefaultTransport's
+	// settings with a 30 s limit on the wait for each answer.
 	Transport http.RoundTripper
 
 	mu      sync.Mutex
 	ctx     context.Context
 	started time.Time
-	jobs    map[string]*job // by route name
+	jobs    map[string]*job // by route name; nil before Start and after Stop
 	wg      sync.WaitGroup
 }
 
@@ -51,7 +52,6 @@ type job struct {
 	route  policy.Route
 	pass   pass
 	cancel context.CancelFunc
-	done   chan struct{}
 
 	mu     sync.Mutex
 	status Status
@@ -100,13 +100,13 @@ func (r *Runner) Reload(cfg *policy.Config) {
 	r.apply(cfg)
 }
 
-// Stop stops every loop and waits for them.
+// Stop stops every loop and waits for them; a later Reload does nothing.
 func (r *Runner) Stop() {
 	r.mu.Lock()
-	for name, j := range r.jobs {
+	for _, j := range r.jobs {
 		j.cancel()
-		delete(r.jobs, name)
 	}
+	r.jobs = nil
 	r.mu.Unlock()
 	r.wg.Wait()
 }
@@ -145,7 +145,6 @@ func (r *Runner) apply(cfg *policy.Config) {
 	}
 	for name, j := range r.jobs {
 		if rt, ok := want[name]; ok && same(j.route, rt) {
-			j.route = rt // other route settings may have changed
 			delete(want, name)
 			continue
 		}
@@ -169,12 +168,21 @@ func same(a, b policy.Route) bool {
 func (r *Runner) start(rt policy.Route) *job {
 	ctx, cancel := context.WithCancel(r.ctx)
 	provider := rt.CatchUp.Provider()
-	client := &http.Client{Timeout: requestTimeout, Transport: &transport{
-		base:    r.Transport,
-		counted: func() { r.Metrics.CatchUpCall(rt.Name, provider) },
-	}}
-	j := &job{route: rt, cancel: cancel, done: make(chan struct{}),
-		status: Status{Route: rt.Name, Provider: provider}}
+	base := r.Transport
+	if base == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.ResponseHeaderTimeout = requestTimeout
+		base = t
+	}
+	client := &http.Client{
+		// Room for the waits rate limits ask for.
+		Timeout: requestTimeout + maxRateTries*maxRateWait,
+		Transport: &transport{
+			base:    base,
+			counted: func() { r.Metrics.CatchUpCall(rt.Name, provider) },
+		},
+	}
+	j := &job{route: rt, cancel: cancel, status: Status{Route: rt.Name, Provider: provider}}
 	log := r.Logger.With("route", rt.Name, "provider", provider)
 	if rt.CatchUp.GitHub != nil {
 		j.pass = newGitHub(rt, client, r.Store, log)
@@ -184,13 +192,12 @@ func (r *Runner) start(rt policy.Route) *job {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		defer close(j.done)
 		j.loop(ctx, r.Store, r.Metrics, log)
 	}()
 	return j
 }
 
-// requestTimeout bounds one API request.
+// requestTimeout bounds the wait for an API answer's headers.
 const requestTimeout = 30 * time.Second
 
 // loop runs a pass at once and then every interval until ctx ends.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,8 @@ func newFakeGitHub(t *testing.T) *fakeGitHub {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /repos/{owner}/{repo}/hooks/{hook}/deliveries", f.list)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/hooks/{hook}/deliveries/{id}/attempts", f.redeliver)
+	mux.HandleFunc("GET /orgs/{org}/hooks/{hook}/deliveries", f.list)
+	mux.HandleFunc("POST /orgs/{org}/hooks/{hook}/deliveries/{id}/attempts", f.redeliver)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(func() {
 		f.srv.Close()
@@ -66,8 +69,17 @@ func newFakeGitHub(t *testing.T) *fakeGitHub {
 
 // catchUp is the catch_up block of a route on this hook.
 func (f *fakeGitHub) catchUp(interval string) string {
-	return fmt.Sprintf("    catch_up:\n      github: {token: %s, hook: repos/acme/shop/hooks/42, api_url: '%s'}\n      interval: %s\n",
-		ghToken, f.srv.URL, interval)
+	return fmt.Sprintf("    catch_up:\n      github: {token: %s, hook: %s, api_url: '%s'}\n      interval: %s\n",
+		ghToken, strings.TrimPrefix(f.base, "/"), f.srv.URL, interval)
+}
+
+// hookOf is the hook a request names: /repos/OWNER/REPO/hooks/ID or
+// /orgs/ORG/hooks/ID.
+func hookOf(r *http.Request) string {
+	if org := r.PathValue("org"); org != "" {
+		return "/orgs/" + org + "/hooks/" + r.PathValue("hook")
+	}
+	return "/repos/" + r.PathValue("owner") + "/" + r.PathValue("repo") + "/hooks/" + r.PathValue("hook")
 }
 
 // missed records a delivery GitHub tried while jethook could not take it.
@@ -130,7 +142,7 @@ func (f *fakeGitHub) authorized(w http.ResponseWriter, r *http.Request, list boo
 	switch {
 	case r.Header.Get("Authorization") != "Bearer "+ghToken:
 		ghError(w, http.StatusUnauthorized, "Bad credentials")
-	case "/repos/"+r.PathValue("owner")+"/"+r.PathValue("repo")+"/hooks/"+r.PathValue("hook") != f.base:
+	case hookOf(r) != f.base:
 		ghError(w, http.StatusNotFound, "Not Found")
 	case f.down:
 		ghError(w, http.StatusServiceUnavailable, "Service Unavailable")

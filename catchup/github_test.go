@@ -126,3 +126,20 @@ func TestGitHubOutageLeavesJethookRunning(t *testing.T) {
 	}
 	r.noSecretsLogged()
 }
+
+func TestGitHubOrganizationHook(t *testing.T) {
+	t.Parallel()
+	f := newFakeGitHub(t)
+	f.base = "/orgs/acme/hooks/7"
+	r := githubRig(t, t.TempDir(), f)
+	f.missed("org-missed", http.StatusServiceUnavailable)
+	cu, _ := r.start()
+	storetest.Eventually(t, 10*time.Second, "the missed delivery stored", func() bool { return r.has("gh", "org-missed") })
+	passes(t, cu, "gh", 2)
+	if got := f.asks.get("org-missed"); got != 1 {
+		t.Errorf("redeliveries asked = %d, want 1", got)
+	}
+	if s, _ := status(cu, "gh"); s.Recovered != 1 || s.LastError != "" {
+		t.Errorf("status = %+v, want 1 recovered", s)
+	}
+}

@@ -35,6 +35,7 @@ type rig struct {
 	t       *testing.T
 	store   *store.Store
 	ingress *httptest.Server
+	yaml    string
 	cfg     *policy.Config
 	metrics *metrics.Metrics
 	logs    *syncBuffer
@@ -55,7 +56,7 @@ func newRig(t *testing.T, dir, yaml string) *rig {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &rig{t: t, store: st, ingress: srv, cfg: cfg, metrics: metrics.New(nil), logs: &syncBuffer{}}
+	return &rig{t: t, store: st, ingress: srv, yaml: yaml, cfg: cfg, metrics: metrics.New(nil), logs: &syncBuffer{}}
 }
 
 // start starts a runner until the test ends or stop is called.

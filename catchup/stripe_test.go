@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jethook/jethook/catchup"
+	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -241,5 +243,42 @@ func TestStripeStoresOnlyTheEventTypesTheEndpointWants(t *testing.T) {
 	}
 	if n := f.retrieves.get("evt_charge"); n != 0 {
 		t.Errorf("an unwanted event was fetched %d times", n)
+	}
+}
+
+func TestReloadKeepsAnUnchangedCatchUpAndRestartsAChangedOne(t *testing.T) {
+	t.Parallel()
+	f := newFakeStripe(t)
+	r, hook := stripeRig(t, t.TempDir(), f)
+	now := time.Now().Unix()
+	if code := f.send(hook, "evt_before", now-500); code != http.StatusOK {
+		t.Fatalf("ingress answered %d", code)
+	}
+	f.add("evt_missed", now-400)
+	cu, _ := r.start()
+	storetest.Eventually(t, 10*time.Second, "the missed event stored", func() bool { return r.has("st", "evt_missed") })
+	passes(t, cu, "st", 1)
+
+	same, err := policy.Parse("policies.yaml", []byte(r.yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cu.Reload(same)
+	passes(t, cu, "st", 1)
+	if s, _ := status(cu, "st"); s.Recovered != 1 {
+		t.Errorf("after a reload of the same block: %+v, want the 1 recovered kept", s)
+	}
+
+	changed, err := policy.Parse("policies.yaml", []byte(strings.Replace(r.yaml, "interval: 50ms", "interval: 40ms", 1)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cu.Reload(changed)
+	passes(t, cu, "st", 1)
+	if s, _ := status(cu, "st"); s.Recovered != 0 || s.LastError != "" {
+		t.Errorf("after a reload that changed the block: %+v, want a new catch-up", s)
+	}
+	if n := r.messages(); n != 2 {
+		t.Errorf("store holds %d webhooks, want 2", n)
 	}
 }

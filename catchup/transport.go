@@ -19,18 +19,14 @@ const (
 // limits: a 429 (or GitHub's 403 with X-RateLimit-Remaining: 0) is tried
 // again after Retry-After (RFC 9110 §10.2.3) or X-RateLimit-Reset.
 type transport struct {
-	base    http.RoundTripper
+	base    http.RoundTripper // not nil
 	counted func()
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.base
-	if base == nil {
-		base = http.DefaultTransport
-	}
 	for try := 1; ; try++ {
 		t.counted()
-		resp, err := base.RoundTrip(req)
+		resp, err := t.base.RoundTrip(req)
 		if err != nil {
 			return nil, err
 		}
