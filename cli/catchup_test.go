@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,6 +36,7 @@ func TestServeRunsCatchUpAndStatusShowsIt(t *testing.T) {
 	t.Parallel()
 	var down atomic.Bool
 	down.Store(true)
+	caught := fmt.Appendf(nil, `{"id":"evt_caught","object":"event","created":%d,"type":"invoice.paid","data":{"object":{}}}`, time.Now().Unix())
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if down.Load() {
@@ -42,7 +44,11 @@ func TestServeRunsCatchUpAndStatusShowsIt(t *testing.T) {
 			_, _ = w.Write([]byte(`{"error":{"type":"api_error","message":"Something went wrong on Stripe's end."}}`))
 			return
 		}
-		_, _ = w.Write([]byte(`{"object":"list","url":"/v1/events","has_more":false,"data":[]}`))
+		if r.URL.Path == "/v1/events/evt_caught" {
+			_, _ = w.Write(caught)
+			return
+		}
+		_, _ = w.Write([]byte(`{"object":"list","url":"/v1/events","has_more":false,"data":[` + string(caught) + `]}`))
 	}))
 	t.Cleanup(api.Close)
 	config := filepath.Join(t.TempDir(), "policies.yaml")
@@ -97,8 +103,15 @@ func TestServeRunsCatchUpAndStatusShowsIt(t *testing.T) {
 	down.Store(false)
 	eventually(t, "status shows the catch-up recovered", func() bool {
 		f := row()
-		return f != nil && f[len(f)-1] == "-"
+		return f != nil && f[len(f)-1] == "-" && f[2] == "1"
 	})
+	var show strings.Builder
+	if err := events(context.Background(), client, []string{"show", "evt_caught"}, &show); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(show.String(), "caught up: fetched from the stripe API") {
+		t.Errorf("events show of a caught-up event:\n%s", show.String())
+	}
 
 	write("")
 	if err := client.call(context.Background(), http.MethodPost, "/v1/reload", nil, nil, nil); err != nil {
