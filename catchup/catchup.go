@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,7 +88,8 @@ func (r *Runner) Start(ctx context.Context, cfg *policy.Config) {
 
 // Reload starts, stops and restarts loops to match cfg. A route whose
 // catch_up block, provider and secrets are unchanged keeps its loop and
-// what it knows. A loop that is stopped finishes its request in flight.
+// what it knows. A stopped loop abandons its pass; what the pass stored
+// stays stored, and a new loop finds it there.
 func (r *Runner) Reload(cfg *policy.Config) {
 	if r == nil {
 		return
@@ -124,15 +126,7 @@ func (r *Runner) Status() []Status {
 		out = append(out, j.status)
 		j.mu.Unlock()
 	}
-	slices.SortFunc(out, func(a, b Status) int {
-		if a.Route < b.Route {
-			return -1
-		}
-		if a.Route > b.Route {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Route, b.Route) })
 	return out
 }
 
@@ -150,7 +144,7 @@ func (r *Runner) apply(cfg *policy.Config) {
 		}
 		j.cancel()
 		delete(r.jobs, name)
-		if _, kept := want[name]; !kept {
+		if rt, kept := want[name]; !kept || rt.CatchUp.Provider() != j.status.Provider {
 			r.Metrics.CatchUpRemoved(name, j.status.Provider)
 		}
 	}
@@ -192,6 +186,7 @@ func (r *Runner) start(rt policy.Route) *job {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer client.CloseIdleConnections()
 		j.loop(ctx, r.Store, r.Metrics, log)
 	}()
 	return j

@@ -36,8 +36,9 @@ type listed struct {
 	created int64
 }
 
-// stripe lists a Stripe account's events created since the newest one
-// the route has stored and stores those the store lacks. They are
+// stripe lists a Stripe account's events created since the last pass
+// (at first, since the newest one the route has stored) and stores those
+// the store lacks. They are
 // authentic: they come from Stripe's API over TLS, fetched with the key.
 // Each is stored with the body the API gives for it, a Jethook-Caught-Up
 // header and, when the route has a secret, a Stripe-Signature made with
