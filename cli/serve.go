@@ -66,16 +66,17 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		return err
 	}
 	st, err := store.Open(ctx, store.Options{
-		DataDir:       s.DataDir,
-		URL:           s.NATSURL,
-		ClientListen:  s.NATSListen,
-		Retention:     s.Retention,
-		DedupWindow:   s.DedupWindow,
-		SyncAlways:    s.StoreSync == "always",
-		Replicas:      s.Replicas,
-		AttemptLogAge: s.AttemptLogAge,
-		MaxBytes:      maxBytes,
-		Logger:        log,
+		DataDir:          s.DataDir,
+		URL:              s.NATSURL,
+		ClientListen:     s.NATSListen,
+		Retention:        s.Retention,
+		DedupWindow:      s.DedupWindow,
+		DedupFilterBytes: int(s.DedupFilterBytes),
+		SyncAlways:       s.StoreSync == "always",
+		Replicas:         s.Replicas,
+		AttemptLogAge:    s.AttemptLogAge,
+		MaxBytes:         maxBytes,
+		Logger:           log,
 	})
 	if err != nil {
 		return err

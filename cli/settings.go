@@ -47,6 +47,10 @@ type Settings struct {
 	// headers. 0 derives each when serve starts: see resolved.
 	MaxInFlightBytes int64 `env:"MAX_INFLIGHT_BYTES" envDefault:"0"`
 	MaxConns         int   `env:"MAX_CONNS" envDefault:"0"`
+	// DedupFilterBytes bounds the in-memory filters that spare the
+	// dedup check of a new webhook a disk read
+	// (store.Options.DedupFilterBytes); 0 derives it when serve starts.
+	DedupFilterBytes int64 `env:"DEDUP_FILTER_BYTES" envDefault:"0"`
 }
 
 // connCost is what the derived connection limit allows one public
@@ -55,6 +59,10 @@ type Settings struct {
 // while it parses them, as TestHeaderFloodsAreBoundedByTheConnectionLimit
 // logs.
 const connCost = 128 << 10
+
+// dedupFilterShare is the part of the memory limit the dedup filters
+// take by default: 16 MiB of the default 512 MiB.
+const dedupFilterShare = 32
 
 // resolved returns s with the limits derived from the memory budget set:
 // MaxInFlightBytes from the Go memory limit as it is now (so after
@@ -66,6 +74,9 @@ func (s Settings) resolved() Settings {
 	}
 	if s.MaxConns == 0 {
 		s.MaxConns = int(max(s.MaxInFlightBytes/connCost, 128))
+	}
+	if s.DedupFilterBytes == 0 {
+		s.DedupFilterBytes = debug.SetMemoryLimit(-1) / dedupFilterShare
 	}
 	return s
 }
@@ -105,6 +116,9 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	}
 	if s.MaxInFlightBytes < 0 {
 		return s, fmt.Errorf("environment: JETHOOK_MAX_INFLIGHT_BYTES=%d: want bytes, or 0 to derive it from the memory limit", s.MaxInFlightBytes)
+	}
+	if s.DedupFilterBytes < 0 {
+		return s, fmt.Errorf("environment: JETHOOK_DEDUP_FILTER_BYTES=%d: want bytes, or 0 to derive it from the memory limit", s.DedupFilterBytes)
 	}
 	if s.MaxConns < 0 {
 		return s, fmt.Errorf("environment: JETHOOK_MAX_CONNS=%d: want a number of connections, or 0 to derive it", s.MaxConns)

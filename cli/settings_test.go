@@ -35,6 +35,7 @@ func TestABadSettingIsAClearErrorNamingTheVariable(t *testing.T) {
 		"JETHOOK_ATTEMPT_LOG_AGE":    "0s",
 		"JETHOOK_MAX_INFLIGHT_BYTES": "-1",
 		"JETHOOK_MAX_CONNS":          "lots",
+		"JETHOOK_DEDUP_FILTER_BYTES": "-5",
 		"JETHOOK_STORE_MAX_BYTES":    "20 gigs",
 	}
 	for name, value := range cases {
@@ -80,9 +81,9 @@ func TestTheMemoryLimitsAreDerivedUnlessSet(t *testing.T) {
 		name      string
 		set, want Settings
 	}{
-		{"both set are kept", Settings{MaxInFlightBytes: 1 << 30, MaxConns: 10}, Settings{MaxInFlightBytes: 1 << 30, MaxConns: 10}},
-		{"connections follow the body budget", Settings{MaxInFlightBytes: 256 << 20}, Settings{MaxInFlightBytes: 256 << 20, MaxConns: 2048}},
-		{"never fewer than 128 connections", Settings{MaxInFlightBytes: 1 << 20}, Settings{MaxInFlightBytes: 1 << 20, MaxConns: 128}},
+		{"all set are kept", Settings{MaxInFlightBytes: 1 << 30, MaxConns: 10, DedupFilterBytes: 1 << 20}, Settings{MaxInFlightBytes: 1 << 30, MaxConns: 10, DedupFilterBytes: 1 << 20}},
+		{"connections follow the body budget", Settings{MaxInFlightBytes: 256 << 20, DedupFilterBytes: 1}, Settings{MaxInFlightBytes: 256 << 20, MaxConns: 2048, DedupFilterBytes: 1}},
+		{"never fewer than 128 connections", Settings{MaxInFlightBytes: 1 << 20, DedupFilterBytes: 1}, Settings{MaxInFlightBytes: 1 << 20, MaxConns: 128, DedupFilterBytes: 1}},
 	} {
 		if got := tc.set.resolved(); got != tc.want {
 			t.Errorf("%s: got %d bytes, %d connections; want %d, %d", tc.name, got.MaxInFlightBytes, got.MaxConns, tc.want.MaxInFlightBytes, tc.want.MaxConns)
@@ -91,6 +92,9 @@ func TestTheMemoryLimitsAreDerivedUnlessSet(t *testing.T) {
 	got := Settings{}.resolved()
 	if want := proxy.InFlightBytes(debug.SetMemoryLimit(-1)); got.MaxInFlightBytes != want || got.MaxConns < 128 {
 		t.Errorf("derived %d bytes, %d connections; want %d bytes from the memory limit", got.MaxInFlightBytes, got.MaxConns, want)
+	}
+	if want := debug.SetMemoryLimit(-1) / 32; got.DedupFilterBytes != want {
+		t.Errorf("derived dedup filters of %d bytes; want %d, a 32nd of the memory limit", got.DedupFilterBytes, want)
 	}
 }
 

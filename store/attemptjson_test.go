@@ -40,3 +40,57 @@ func TestAnAttemptIsEncodedAsEncodingJSONWouldEncodeIt(t *testing.T) {
 		})
 	}
 }
+
+// The index reads every record's key fields by hand (attemptKey); it must
+// read what encoding/json reads, and fall back to it for anything else.
+func TestAnAttemptRecordsKeyIsReadAsEncodingJSONReadsIt(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 3, 8, 0, 0, 123456789, time.UTC)
+	records := [][]byte{
+		Attempt{Time: at, Route: "shop", Destination: "app", EventID: "evt_1", Attempt: 1, Status: 200, Outcome: "delivered"}.appendJSON(nil),
+		Attempt{Time: at, Route: "r", Destination: "d", EventID: `a"b\c<d>&e`, Outcome: "transient"}.appendJSON(nil),
+		Attempt{Time: at, Route: "r", Destination: "d", EventID: "é \u2028", Outcome: "permanent"}.appendJSON(nil),
+		[]byte(`{"event_id":"evt_2","route":"r","destination":"d","time":"2026-12-03T08:00:00Z"}`), // another order
+		[]byte(`{"time":"yesterday","route":"r","destination":"d","event_id":"evt_3"}`),
+		[]byte(`{"time":"2026-12-03T08:00:00Z","route":"r","destination":"d","event_id":""}`),
+		[]byte(`{"time":"2026-12-03T08:00:00Z","route":"r","destination":"d","event_id":"evt_4`), // cut short
+		[]byte(`not json`),
+		nil,
+	}
+	for _, data := range records {
+		var want attemptRecord
+		wantOK := json.Unmarshal(data, &want) == nil && want.EventID != ""
+		got, ok := attemptKey(data)
+		if ok != wantOK || ok && (!got.Time.Equal(want.Time) || got.Route != want.Route || got.Destination != want.Destination || got.EventID != want.EventID) {
+			t.Errorf("%s:\n read %+v, %v\n want %+v, %v", data, got, ok, want, wantOK)
+		}
+	}
+}
+
+// BenchmarkReadingAnAttemptRecordsKey times attemptKey against
+// encoding/json reading the same record.
+func BenchmarkReadingAnAttemptRecordsKey(b *testing.B) {
+	data := Attempt{Time: time.Now(), Route: "github", Destination: "app", EventID: "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+		Attempt: 1, Status: 200, Latency: 3 * time.Millisecond, Outcome: "delivered"}.appendJSON(nil)
+	var byHand, reflection float64
+	b.Run("encoding/json", func(b *testing.B) {
+		for b.Loop() {
+			var r attemptRecord
+			if json.Unmarshal(data, &r) != nil {
+				b.Fatal("unreadable")
+			}
+		}
+		reflection = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	b.Run("attemptKey", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := attemptKey(data); !ok {
+				b.Fatal("unreadable")
+			}
+		}
+		byHand = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	if reflection > 0 {
+		b.Logf("attemptKey ÷ encoding/json: %.2f", byHand/reflection)
+	}
+}

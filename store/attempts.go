@@ -177,3 +177,50 @@ func (s *Store) Attempts(ctx context.Context, eventID string) ([]Attempt, error)
 	slices.SortStableFunc(out, func(a, b Attempt) int { return a.Time.Compare(b.Time) })
 	return out, nil
 }
+
+// attemptKey reads the fields the index keys an attempt record by (its
+// time, route, destination and event id) from the front of the record,
+// as appendJSON writes it, without reflection: the index reads every
+// record back. Anything else (an escaped string, another field order)
+// goes through encoding/json.
+func attemptKey(data []byte) (attemptRecord, bool) {
+	var r attemptRecord
+	rest, ok := data, true
+	field := func(p string) string { // p: `"name":"`
+		if !ok {
+			return ""
+		}
+		if len(rest) < len(p)+1 || string(rest[1:len(p)+1]) != p {
+			ok = false
+			return ""
+		}
+		rest = rest[len(p)+1:]
+		for i, c := range rest {
+			switch c {
+			case '"':
+				v := string(rest[:i])
+				rest = rest[i+1:]
+				return v
+			case '\\':
+				ok = false
+				return ""
+			}
+		}
+		ok = false
+		return ""
+	}
+	// Each field starts after the byte before it: '{' or ','.
+	at := field(`"time":"`)
+	r.Route, r.Destination, r.EventID = field(`"route":"`), field(`"destination":"`), field(`"event_id":"`)
+	if ok {
+		t, err := time.Parse(time.RFC3339Nano, at)
+		r.Time, ok = t, err == nil
+	}
+	if !ok {
+		r = attemptRecord{}
+		if json.Unmarshal(data, &r) != nil {
+			return r, false
+		}
+	}
+	return r, r.EventID != ""
+}

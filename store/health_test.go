@@ -46,6 +46,7 @@ func TestAFreshStoreIsReadyAndKnowsItsLimitAndDisk(t *testing.T) {
 // take writes again within seconds of the disk having room, with
 // everything acked before still there.
 func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T) {
+	storetest.SkipJetStreamRestartUnderRace(t)
 	dir := storetest.Tmpfs(t, "32m")
 	var log lockedBuffer
 	st := storetest.Open(t, store.Options{DataDir: dir, DiskFloor: 64 << 10, PublishTimeout: time.Second,

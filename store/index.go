@@ -50,6 +50,10 @@ type index struct {
 
 	mu   sync.Mutex
 	gens []int64 // live generations, oldest first
+
+	seen   *seen         // the event ids of each generation, in memory
+	stop   chan struct{} // closed by close: ends fillSeen
+	filled chan struct{} // closed when fillSeen has ended
 }
 
 // Kinds of index entries.
@@ -66,8 +70,9 @@ const indexCache = 8 << 20
 
 // openIndex opens (or creates) the index in dir. keep is how long its
 // entries are needed: the longest of the retention, the dedup window and
-// the attempt log's age.
-func openIndex(dir string, keep time.Duration, log *slog.Logger) (*index, error) {
+// the attempt log's age. filterBytes bounds the memory of its filters of
+// event ids (seen.go).
+func openIndex(dir string, keep time.Duration, filterBytes int, log *slog.Logger) (*index, error) {
 	cache := pebble.NewCache(indexCache)
 	defer cache.Unref()
 	opts := &pebble.Options{
@@ -84,15 +89,77 @@ func openIndex(dir string, keep time.Duration, log *slog.Logger) (*index, error)
 	if err != nil {
 		return nil, fmt.Errorf("index in %s: %w", dir, err)
 	}
-	x := &index{db: db, keep: keep, width: max(int64(keep/time.Second)/4, 60)}
+	x := &index{db: db, keep: keep, width: max(int64(keep/time.Second)/4, 60), stop: make(chan struct{}), filled: make(chan struct{})}
+	// At most keep/width+2 generations are live at once (expire runs
+	// once a minute): the filters share filterBytes between them.
+	x.seen = newSeen(filterBytes / int(int64(keep/time.Second)/x.width+2))
 	if err := x.loadGens(); err != nil {
 		db.Close()
 		return nil, err
 	}
+	go x.fillSeen(log)
 	return x, nil
 }
 
-func (x *index) close() error { return x.db.Close() }
+func (x *index) close() error {
+	close(x.stop)
+	<-x.filled
+	return x.db.Close()
+}
+
+// fillSeen fills the filters of the generations found at start from the
+// index, one generation at a time, and marks each complete; until then,
+// dedup checks in that generation look on disk.
+func (x *index) fillSeen(log *slog.Logger) {
+	defer close(x.filled)
+	x.mu.Lock()
+	gens := slices.Clone(x.gens)
+	x.mu.Unlock()
+	start := time.Now()
+	ids := 0
+	for _, g := range gens {
+		f := x.seen.open(g, false)
+		n, err := x.fillGen(g)
+		if err != nil {
+			if !errors.Is(err, errStopped) {
+				log.Warn("index: dedup filter not filled; dedup checks read the disk", "err", err)
+			}
+			return
+		}
+		ids += n
+		f.complete.Store(true)
+	}
+	log.Debug("index: dedup filters filled", "ids", ids, "took", time.Since(start))
+}
+
+var errStopped = errors.New("stopped")
+
+// fillGen adds the event ids of generation g to its filter.
+func (x *index) fillGen(g int64) (int, error) {
+	it, err := x.db.NewIter(&pebble.IterOptions{
+		LowerBound: binary.BigEndian.AppendUint64([]byte{'g'}, uint64(g)),
+		UpperBound: binary.BigEndian.AppendUint64([]byte{'g'}, uint64(g+1)),
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	n, keys := 0, 0
+	for it.First(); it.Valid(); it.Next() {
+		if k := it.Key(); len(k) > 25 && k[25] == kindEvent {
+			x.seen.add(g, [16]byte(k[9:25]))
+			n++
+		}
+		if keys++; keys%4096 == 0 {
+			select {
+			case <-x.stop:
+				return n, errStopped
+			default:
+			}
+		}
+	}
+	return n, it.Error()
+}
 
 func (x *index) loadGens() error {
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'l'}, UpperBound: []byte{'l' + 1}})
@@ -116,6 +183,7 @@ func (x *index) gen(b *pebble.Batch, t time.Time) int64 {
 	defer x.mu.Unlock()
 	i, found := slices.BinarySearch(x.gens, g)
 	if !found {
+		x.seen.open(g, true) // new: everything in it passes putEvent
 		x.gens = slices.Insert(x.gens, i, g)
 		_ = b.Set(binary.BigEndian.AppendUint64([]byte{'l'}, uint64(g)), nil, nil)
 	}
@@ -174,6 +242,13 @@ type entry struct {
 	Time        time.Time
 	Ref         uint64 // original seq of a dead letter; dead letter seq of a replay
 	Data        []byte // an attempt record
+}
+
+// putEvent writes the entry of webhook id stored at seq on route in
+// generation g, after adding id to g's filter.
+func (x *index) putEvent(b *pebble.Batch, g int64, id [16]byte, route string, seq uint64, t time.Time) {
+	x.seen.add(g, id)
+	putEntry(b, key(g, id, kindEvent, route, "", nil), seq, t, 0)
 }
 
 func putEntry(b *pebble.Batch, k []byte, seq uint64, t time.Time, ref uint64) {
@@ -313,6 +388,7 @@ func (x *index) expire(now time.Time) error {
 		if err := b.Commit(pebble.NoSync); err != nil {
 			return fmt.Errorf("index: expire: %w", err)
 		}
+		x.seen.drop(g)
 	}
 	return nil
 }
@@ -376,7 +452,11 @@ func (w *writer) run(log *slog.Logger) {
 		b := w.x.db.NewBatch()
 		n := uint64(0)
 		for more := true; more; {
-			putEntry(b, key(w.x.gen(b, st.at), eventHash(st.eventID), st.kind, st.route, st.dest, nil), st.seq, st.at, st.ref)
+			if g, id := w.x.gen(b, st.at), eventHash(st.eventID); st.kind == kindEvent {
+				w.x.putEvent(b, g, id, st.route, st.seq, st.at)
+			} else {
+				putEntry(b, key(g, id, st.kind, st.route, st.dest, nil), st.seq, st.at, st.ref)
+			}
 			w.high = max(w.high, st.seq)
 			n++
 			select {
@@ -406,10 +486,14 @@ func (w *writer) close() {
 }
 
 // eventSeq finds route's webhook eventID stored at or after since by exact
-// key, newest generation first: the dedup check of every publish.
+// key, newest generation first: the dedup check of every publish. A
+// generation whose filter lacks the id is not read.
 func (x *index) eventSeq(route, eventID string, since time.Time) (uint64, bool, error) {
 	id := eventHash(eventID)
 	for _, g := range x.liveGens(since) {
+		if !x.seen.mayContain(g, id) {
+			continue
+		}
 		v, closer, err := x.db.Get(key(g, id, kindEvent, route, "", nil))
 		if errors.Is(err, pebble.ErrNotFound) {
 			continue

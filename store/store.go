@@ -63,6 +63,10 @@ type Options struct {
 	// event stored within moments of each other, before the index has
 	// read the first. It costs about 140 B of memory per webhook in it.
 	RaceWindow time.Duration
+	// DedupFilterBytes is the memory the index's in-memory filters of
+	// stored event ids may take (default 16 MiB; seen.go): they spare the
+	// dedup check of a new webhook a disk lookup.
+	DedupFilterBytes int
 	// SyncAlways makes the embedded server fsync every write before it
 	// acks. Off, it fsyncs every two minutes (nats-server's default).
 	SyncAlways bool
@@ -106,6 +110,9 @@ func (o *Options) applyDefaults() {
 		o.RaceWindow = raceWindow
 	}
 	o.RaceWindow = min(o.RaceWindow, o.DedupWindow)
+	if o.DedupFilterBytes <= 0 {
+		o.DedupFilterBytes = 16 << 20
+	}
 	if o.Replicas <= 0 {
 		o.Replicas = 1
 	}
@@ -393,7 +400,7 @@ func (s *Store) startIndex(ctx context.Context, attempts jetstream.Stream) error
 		s.tmpIndex, dir = tmp, tmp
 	}
 	keep := max(s.opts.Retention, s.opts.DedupWindow, s.opts.AttemptLogAge)
-	idx, err := openIndex(dir, keep, s.opts.Logger)
+	idx, err := openIndex(dir, keep, s.opts.DedupFilterBytes, s.opts.Logger)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -216,7 +215,7 @@ func (s *Store) indexWebhook(b *pebble.Batch, m jetstream.Msg, md *jetstream.Msg
 	id := eventHash(eventID)
 	switch {
 	case p[0] == "webhooks":
-		putEntry(b, key(g, id, kindEvent, p[1], "", nil), md.Sequence.Stream, md.Timestamp, 0)
+		s.idx.putEvent(b, g, id, p[1], md.Sequence.Stream, md.Timestamp)
 	case p[0] == "replay" && len(p) == 4:
 		of, _ := strconv.ParseUint(h.Get(hdrReplayOf), 10, 64)
 		putEntry(b, key(g, id, kindReplay, p[1], p[2], nil), md.Sequence.Stream, md.Timestamp, of)
@@ -239,8 +238,8 @@ func (s *Store) indexDeadLetter(b *pebble.Batch, m jetstream.Msg, md *jetstream.
 
 // indexAttempt keeps an attempt record in the index, under its event.
 func (s *Store) indexAttempt(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata) {
-	var r attemptRecord
-	if err := json.Unmarshal(m.Data(), &r); err != nil || r.EventID == "" {
+	r, ok := attemptKey(m.Data())
+	if !ok {
 		return
 	}
 	extra := binary.BigEndian.AppendUint64(nil, uint64(r.Time.UnixNano()))

@@ -47,6 +47,7 @@ func (l *errorLog) lines() string {
 // room; stopping and starting the server's JetStream clears it, keeping
 // every stored message and the consumer's ack floor.
 func TestFactAWriteErrorStaysUntilJetStreamRestarts(t *testing.T) {
+	storetest.SkipJetStreamRestartUnderRace(t)
 	dir := storetest.Tmpfs(t, "16m")
 	srv, err := server.NewServer(&server.Options{ServerName: "jethook-facts", JetStream: true, StoreDir: dir,
 		DontListen: true, NoLog: true, NoSigs: true})
