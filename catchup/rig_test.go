@@ -45,11 +45,18 @@ type rig struct {
 // policies in yaml.
 func newRig(t *testing.T, dir, yaml string) *rig {
 	t.Helper()
+	return newRigWith(t, store.Options{DataDir: dir}, yaml)
+}
+
+// newRigWith is newRig over a store opened with opts: a replica, when
+// opts.URL names a NATS server others use too.
+func newRigWith(t *testing.T, opts store.Options, yaml string) *rig {
+	t.Helper()
 	cfg, err := policy.Parse("policies.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := storetest.Open(t, store.Options{DataDir: dir})
+	st := storetest.Open(t, opts)
 	h, err := proxy.New(cfg, st, nil)
 	if err != nil {
 		t.Fatal(err)

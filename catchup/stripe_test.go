@@ -168,34 +168,6 @@ func TestStripeRestartMidPassStoresOnceAndResumes(t *testing.T) {
 	}
 }
 
-func TestStripeTwoReplicasStoreOnce(t *testing.T) {
-	t.Parallel()
-	f := newFakeStripe(t)
-	r, hook := stripeRig(t, t.TempDir(), f)
-	now := time.Now().Unix()
-	if code := f.send(hook, "evt_before", now-500); code != http.StatusOK {
-		t.Fatalf("ingress answered %d", code)
-	}
-	for i := range 40 {
-		f.add(fmt.Sprintf("evt_missed_%02d", i), now-400+int64(i))
-	}
-	a, _ := r.start()
-	b, _ := r.start()
-	storetest.Eventually(t, 10*time.Second, "the missed events stored", func() bool {
-		return r.has("st", "evt_missed_00") && r.has("st", "evt_missed_39")
-	})
-	passes(t, a, "st", 2)
-	passes(t, b, "st", 2)
-	if n := r.messages(); n != 41 {
-		t.Errorf("store holds %d webhooks, want 41", n)
-	}
-	sa, _ := status(a, "st")
-	sb, _ := status(b, "st")
-	if sa.Recovered+sb.Recovered != 40 {
-		t.Errorf("the replicas recovered %d and %d, want 40 in all", sa.Recovered, sb.Recovered)
-	}
-}
-
 func TestStripeOutageLeavesJethookRunning(t *testing.T) {
 	t.Parallel()
 	f := newFakeStripe(t)
