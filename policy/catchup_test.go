@@ -146,3 +146,23 @@ func TestTheCatchUpDocExampleParses(t *testing.T) {
 		t.Errorf("catch-up blocks: %+v, %+v", gh.CatchUp, st.CatchUp)
 	}
 }
+
+func TestStripeCatchUpWithoutEventsWarns(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		events string
+		warns  bool
+	}{{"", true}, {", events: ['*']", false}, {", events: [invoice.paid]", false}} {
+		cfg, err := Parse("p.yaml", []byte(catchUpRoute("stripe", "      stripe: {api_key: k"+tt.events+"}\n")), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := false
+		for _, w := range cfg.Warnings() {
+			warned = warned || strings.Contains(w, "catch_up.stripe has no events list")
+		}
+		if warned != tt.warns {
+			t.Errorf("events %q: warned = %v, want %v (%q)", tt.events, warned, tt.warns, cfg.Warnings())
+		}
+	}
+}

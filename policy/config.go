@@ -181,6 +181,9 @@ func (c *Config) Warnings() []string {
 		if r.Provider == "none" || r.Provider == "" {
 			w = append(w, at+": provider none: requests are not verified; unsafe on a public URL")
 		}
+		if c := r.CatchUp; c != nil && c.Stripe != nil && len(c.Stripe.Events) == 0 {
+			w = append(w, at+": catch_up.stripe has no events list, so events of every type are caught up; list the endpoint's events, or [\"*\"] if it takes all")
+		}
 		if !slices.Contains(timestamped, r.Provider) || r.Retry.MaxAge <= r.Tolerance {
 			continue
 		}
