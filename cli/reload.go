@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/jethook/jethook/alert"
+	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
@@ -24,6 +25,7 @@ type reloader struct {
 	fwd      *forward.Forwarder
 	ingress  *proxy.Handler
 	alerts   *alert.Notifier
+	catchUp  *catchup.Runner
 	log      *slog.Logger
 
 	mu sync.Mutex // one reload at a time
@@ -51,6 +53,7 @@ func (r *reloader) reload(ctx context.Context) error {
 		return err
 	}
 	r.alerts.Configure(cfg.Alerts)
+	r.catchUp.Reload(cfg)
 	for _, w := range cfg.Warnings() {
 		r.log.Warn(w)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/alert"
+	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/dashboard"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/policy"
@@ -104,7 +105,10 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	}
 	h.Metrics = prom
 	h.MaxInFlightBytes = s.MaxInFlightBytes
-	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, alerts: alerts, log: log}
+	cu := &catchup.Runner{Store: st, Logger: log, Metrics: prom}
+	cu.Start(ctx, cfg)
+	defer cu.Stop()
+	rl := &reloader{settings: s, store: st, fwd: fwd, ingress: h, alerts: alerts, catchUp: cu, log: log}
 	// Not ready once shutdown begins: the admin listener outlives the public
 	// one, and a load balancer must stop sending before the listener closes.
 	shuttingDown := func(context.Context) error {
@@ -115,7 +119,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	}
 	dash := &dashboard.Handler{Store: st, Forwarder: fwd, Metrics: prom, Token: s.AdminToken, Logger: log}
 	adminAddr, stopAdmin, err := startAdmin(s, &admin.Handler{Store: st, Forwarder: fwd, Token: s.AdminToken,
-		Reload: rl.reload, Metrics: prom.Handler(), Logger: log, Ready: shuttingDown, Dashboard: dash}, log)
+		Reload: rl.reload, Metrics: prom.Handler(), Logger: log, Ready: shuttingDown, Dashboard: dash, CatchUp: cu}, log)
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,9 @@ type Route struct {
 	// Destinations are the backends each event is delivered to; at least
 	// one, names unique within the route.
 	Destinations []Destination
+	// CatchUp asks the provider for the events jethook missed; nil when
+	// the route has no `catch_up:` block (docs/catch-up.md).
+	CatchUp *CatchUp
 	// Line is the line of the route in the file.
 	Line int
 }
@@ -177,6 +180,9 @@ func (c *Config) Warnings() []string {
 		at := fmt.Sprintf("%s:%d: route %q", c.File, r.Line, r.Name)
 		if r.Provider == "none" || r.Provider == "" {
 			w = append(w, at+": provider none: requests are not verified; unsafe on a public URL")
+		}
+		if c := r.CatchUp; c != nil && c.Stripe != nil && len(c.Stripe.Events) == 0 {
+			w = append(w, at+": catch_up.stripe has no events list, so events of every type are caught up; list the endpoint's events, or [\"*\"] if it takes all")
 		}
 		if !slices.Contains(timestamped, r.Provider) || r.Retry.MaxAge <= r.Tolerance {
 			continue

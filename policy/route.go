@@ -107,7 +107,7 @@ func (d *decoder) config(cfg *Config, root *yaml.Node) {
 func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, name, path entry, ok bool) {
 	n := d.resolve(it.val, it.path)
 	m, ok := d.mapping(n, it.path, "name", "path", "methods", "max_body", "provider", "secret", "secrets",
-		"tolerance", "hmac", "retry", "timeout", "destinations")
+		"tolerance", "hmac", "retry", "timeout", "destinations", "catch_up")
 	if !ok {
 		return r, name, path, false
 	}
@@ -167,6 +167,9 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 		}
 	}
 	d.provider(&r, n, it.path, m)
+	if e, ok := m["catch_up"]; ok {
+		r.CatchUp = d.catchUp(e, r.Provider)
+	}
 
 	var spec retrySpec
 	if e, ok := m["retry"]; ok {

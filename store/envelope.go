@@ -24,6 +24,9 @@ type Envelope struct {
 	// net/http gives them. http.Header converts to and from it directly.
 	Header map[string][]string
 	Body   []byte
+	// CaughtUp names the provider whose API catch-up fetched the event
+	// from; empty for a webhook ingress received. Senders cannot set it.
+	CaughtUp string
 }
 
 // Header names jethook writes on stored messages. Original request headers
@@ -36,6 +39,7 @@ const (
 	hdrProto      = "Jethook-Proto"
 	hdrRemote     = "Jethook-Remote"
 	hdrReceived   = "Jethook-Received"
+	hdrCaughtUp   = "Jethook-Caught-Up"
 	hdrOrigPrefix = "H-"
 )
 
@@ -77,6 +81,9 @@ func (e *Envelope) msg(subject string) *nats.Msg {
 	for i, k := range [...]string{hdrEventID, hdrMethod, hdrHost, hdrProto, hdrRemote, hdrReceived} {
 		h[k] = vals[i : i+1 : i+1]
 	}
+	if e.CaughtUp != "" {
+		h[hdrCaughtUp] = []string{e.CaughtUp}
+	}
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Body}
 }
 
@@ -94,6 +101,7 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 		Host:       h.Get(hdrHost),
 		Proto:      h.Get(hdrProto),
 		RemoteAddr: h.Get(hdrRemote),
+		CaughtUp:   h.Get(hdrCaughtUp),
 		Header:     make(map[string][]string, len(h)),
 		Body:       data,
 	}
