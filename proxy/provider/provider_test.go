@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -263,3 +264,7 @@ func TestHandshakeIsOnlyForSlack(t *testing.T) {
 		}
 	}
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func errorsAs(err error, e **provider.Error) bool { return errors.As(err, e) }

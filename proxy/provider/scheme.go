@@ -279,7 +279,7 @@ func (p *signed) decode(s string) ([]byte, bool) {
 	var b []byte
 	var err error
 	if p.base64 {
-		b, err = base64.StdEncoding.DecodeString(s)
+		b, err = base64.StdEncoding.Strict().DecodeString(s)
 	} else {
 		b, err = hex.DecodeString(s)
 	}

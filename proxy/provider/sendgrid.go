@@ -67,7 +67,7 @@ func (p sendgrid) Verify(r *Request) error {
 	if ts == "" {
 		return fail(ReasonMissingTimestamp, HeaderSendGridTimestamp+" header is missing")
 	}
-	der, err := base64.StdEncoding.DecodeString(sig)
+	der, err := base64.StdEncoding.Strict().DecodeString(sig)
 	if err != nil {
 		return fail(ReasonMalformedSignature, HeaderSendGridSignature+" is not base64")
 	}

@@ -45,7 +45,7 @@ func (p twilio) Verify(r *Request) error {
 	if sig == "" {
 		return fail(ReasonMissingSignature, HeaderTwilioSignature+" header is missing")
 	}
-	got, err := base64.StdEncoding.DecodeString(sig)
+	got, err := base64.StdEncoding.Strict().DecodeString(sig)
 	if err != nil {
 		return fail(ReasonMalformedSignature, HeaderTwilioSignature+" is not base64")
 	}
