@@ -59,7 +59,9 @@ const swKey = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 func presetCases(t testing.TB) []presetCase {
 	pub, priv := sendgridKeys(t)
 	_, otherPriv := sendgridKeys(t)
-	cfg := func(name string) provider.Config { return provider.Config{Name: name, Secrets: []string{"s3cret-" + name}} }
+	cfg := func(name string) provider.Config {
+		return provider.Config{Name: name, Secrets: []string{"s3cret-" + name}}
+	}
 	withURL := func(name string) provider.Config {
 		c := cfg(name)
 		c.PublicURL = "https://hooks.example.com/" + name

@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -268,3 +269,5 @@ func TestHandshakeIsOnlyForSlack(t *testing.T) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func errorsAs(err error, e **provider.Error) bool { return errors.As(err, e) }
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
