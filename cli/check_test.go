@@ -82,3 +82,17 @@ func TestCheckReportsEveryMistakeOfAFileWithItsLineAndKey(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckProvidersListsEveryPreset(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := runCheck(context.Background(), []string{"-providers", "-config", "/nonexistent.yaml"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"PROVIDER", "svix", "svix-id header", "meta", "secret, verify_token", "twilio", "secret, public_url",
+		"twitch", "10m0s", "okta", "X-Okta-Verification-Challenge", "33 providers"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, &out)
+		}
+	}
+}

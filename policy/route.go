@@ -246,6 +246,7 @@ func (d *decoder) secrets(m map[string]entry) ([]string, []entry) {
 // `hmac:` and `signature:` blocks, and builds the verifier once so that
 // what it refuses is reported here, at the key's line.
 func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]entry, secrets []entry) {
+	before := len(d.errs)
 	switch {
 	case r.Provider == "none" && len(r.Secrets) > 0:
 		d.failf(n, join(path, "provider"), "a secret is set but provider is none, so requests would not be verified; set provider")
@@ -282,7 +283,6 @@ func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]ent
 	case !info.VerifyToken && hasToken:
 		d.failf(tokenEntry.key, tokenEntry.path, "provider %s has no subscription handshake; remove verify_token", r.Provider)
 	}
-	before := len(d.errs)
 	d.hmac(r, n, path, m)
 	d.signature(r, n, path, m)
 	if len(r.Secrets) == 0 || r.Provider == "none" || len(d.errs) > before {

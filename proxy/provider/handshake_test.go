@@ -204,7 +204,7 @@ func TestMailgunSignedString(t *testing.T) {
 	if err := p.Verify(req(http.Header{}, body)); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.EventID(req(http.Header{}, body)); got != "CPgfbmQMTCKtHW6uIWtuVe" {
+	if got := p.EventID(req(http.Header{}, body)); got != "a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0" {
 		t.Fatalf("EventID = %q", got)
 	}
 }
