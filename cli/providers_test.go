@@ -318,6 +318,8 @@ func TestHandshakesAreAnsweredAndNotStored(t *testing.T) {
 		{"zoom answers endpoint.url_validation", signedBody("zoom", `{"event":"endpoint.url_validation","payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"}}`, nil), 200, `"plainToken":"qgg8vlvZRS6UYooatFL8Aw"`},
 		{"twitch answers webhook_callback_verification", twitch, 200, "pogchamp-kappa"},
 		{"slack answers url_verification", signedBody("slack", `{"type":"url_verification","challenge":"3eZbrw1aBm2rZgR"}`, nil), 200, "3eZbrw1aBm2rZgR"},
+		{"woocommerce answers its unsigned creation ping", post(t, target.url+"/hooks/woocommerce", "webhook_id=42"), 200, ""},
+		{"woocommerce refuses any other unsigned form", post(t, target.url+"/hooks/woocommerce", "webhook_id=42&x=1"), 401, "missing_signature"},
 		{"stripe has no GET", getReq(t, target.url+"/hooks/stripe", nil), 405, "method_not_allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -392,4 +394,14 @@ func TestEveryPresetIsDeliveredByteExactThroughServe(t *testing.T) {
 			t.Errorf("%s: delivered %q, sent %q", name, got[name], body)
 		}
 	}
+}
+
+func post(t *testing.T, u, form string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req
 }

@@ -162,8 +162,11 @@ func compile(s Scheme, secrets []string, c Config, clk clock) (*signed, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.token && s.Signed != "" {
-		return nil, errors.New("a token is not signed; leave signed out")
+	if p.token && (s.Signed != "" || sources > 0) {
+		return nil, errors.New("a token signs nothing; leave signed and the timestamp out")
+	}
+	if s.SignatureJSON != "" && tmpl.uses(partBody) {
+		return nil, errors.New("a signature inside the body cannot sign {body}")
 	}
 	if tmpl.uses(partID) && len(s.IDHeaders) == 0 {
 		return nil, errors.New("{id} in signed needs an id header")
