@@ -36,15 +36,20 @@ type presetRoute struct {
 	contentType                          string
 }
 
+// presetSendGridKey returns a fresh SendGrid-style key pair: the base64
+// DER public key and the base64 PKCS #8 private key.
+func presetSendGridKey() (public, private string) {
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	pub, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	priv, _ := x509.MarshalPKCS8PrivateKey(k)
+	return base64.StdEncoding.EncodeToString(pub), base64.StdEncoding.EncodeToString(priv)
+}
+
 // presetRouteList returns every preset's route; %s in the YAML is the
 // backend's URL.
-func presetRouteList(t testing.TB) []presetRoute {
-	k1, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	k2, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	pub, _ := x509.MarshalPKIXPublicKey(&k1.PublicKey)
-	priv, _ := x509.MarshalPKCS8PrivateKey(k1)
-	other, _ := x509.MarshalPKCS8PrivateKey(k2)
-	b64 := base64.StdEncoding.EncodeToString
+func presetRouteList() []presetRoute {
+	pub, priv := presetSendGridKey()
+	_, other := presetSendGridKey()
 	sw := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	url := func(name string) string { return "public_url: https://hooks.example.com/hooks/" + name }
 	return []presetRoute{
@@ -65,7 +70,7 @@ func presetRouteList(t testing.TB) []presetRoute {
 		{name: "paddle", sigHeader: "Paddle-Signature"},
 		{name: "pagerduty", sigHeader: "X-PagerDuty-Signature"},
 		{name: "postmark", sigHeader: "Authorization", secret: "hooks:pa55"},
-		{name: "sendgrid", sigHeader: provider.HeaderSendGridSignature, secret: b64(pub), sign: b64(priv), wrong: b64(other), body: `[{"event":"delivered","sg_event_id":"sg-1"}]`},
+		{name: "sendgrid", sigHeader: provider.HeaderSendGridSignature, secret: pub, sign: priv, wrong: other, body: `[{"event":"delivered","sg_event_id":"sg-1"}]`},
 		{name: "sentry", sigHeader: "Sentry-Hook-Signature"},
 		{name: "shopify", sigHeader: "X-Shopify-Hmac-Sha256"},
 		{name: "signature", sigHeader: "X-Acme-Signature",
@@ -193,7 +198,7 @@ func do(t *testing.T, req *http.Request) (int, string) {
 
 func TestSendSignsForEveryPresetAndTheIngressStoresIt(t *testing.T) {
 	t.Parallel()
-	routes := presetRouteList(t)
+	routes := presetRouteList()
 	target := newPresetTarget(t, routes)
 	for _, pr := range routes {
 		pr := pr.fill()
@@ -245,7 +250,7 @@ func TestSendSetsWhatShopifysSDKRequires(t *testing.T) {
 // ingress and store: each kind of bad request gets 401 and is not stored.
 func TestEveryPresetRefusesTamperingAndStoresNothing(t *testing.T) {
 	t.Parallel()
-	routes := presetRouteList(t)
+	routes := presetRouteList()
 	target := newPresetTarget(t, routes)
 	for _, pr := range routes {
 		pr := pr.fill()
@@ -286,7 +291,7 @@ func TestEveryPresetRefusesTamperingAndStoresNothing(t *testing.T) {
 // request through the real ingress and store.
 func TestHandshakesAreAnsweredAndNotStored(t *testing.T) {
 	t.Parallel()
-	routes := presetRouteList(t)
+	routes := presetRouteList()
 	target := newPresetTarget(t, routes)
 	route := map[string]presetRoute{}
 	for _, pr := range routes {
@@ -361,7 +366,7 @@ func TestEveryPresetIsDeliveredByteExactThroughServe(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(backend.Close)
-	routes := presetRouteList(t)
+	routes := presetRouteList()
 	config := filepath.Join(t.TempDir(), "policies.yaml")
 	if err := os.WriteFile(config, []byte(presetConfig(routes, backend.URL)), 0o600); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -137,6 +136,3 @@ func hmacScheme(h HMAC) Scheme {
 // ErrNoSigning is returned by Sign for presets jethook cannot sign for with
 // the route's secret (SendGrid verifies with a public key).
 var ErrNoSigning = errors.New("cannot sign with this secret")
-
-// itoa is strconv.Itoa, short for the header lists below.
-func itoa(i int) string { return strconv.Itoa(i) }

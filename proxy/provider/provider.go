@@ -10,6 +10,7 @@
 package provider
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"encoding/hex"
@@ -210,21 +211,13 @@ func New(c Config) (Provider, error) {
 		clk.now = time.Now
 	}
 	if clk.tolerance == 0 {
-		clk.tolerance = cmp(p.Tolerance, DefaultTolerance)
+		clk.tolerance = cmp.Or(p.Tolerance, DefaultTolerance)
 	}
 	v, err := p.build(c, clk)
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: %w", name, err)
 	}
 	return v, nil
-}
-
-// cmp returns a, or b when a is zero.
-func cmp(a, b time.Duration) time.Duration {
-	if a == 0 {
-		return b
-	}
-	return a
 }
 
 // checkPublicURL accepts an absolute http(s) URL with a host and no query

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -225,7 +226,7 @@ func (p *signed) Verify(r *Request) error {
 			return fail(ReasonMissingTimestamp, p.timestampWhere()+" is missing")
 		}
 		if at, err = parseTime(p.s.TimestampFormat, ts); err != nil {
-			return fail(ReasonMalformedSignature, p.timestampWhere()+" is not "+cmpS(p.s.TimestampFormat, formatUnix))
+			return fail(ReasonMalformedSignature, p.timestampWhere()+" is not "+cmp.Or(p.s.TimestampFormat, formatUnix))
 		}
 	}
 	parts, err := p.tmpl.render(r, ts, p.publicURL, p.s.IDHeaders)
@@ -343,7 +344,7 @@ func (p *signed) signatures(r *Request) (sigs []string, ts string, err error) {
 			if ts != "" && l.timestamp != "" && ts != l.timestamp {
 				return nil, "", fail(ReasonMalformedSignature, "the signature headers disagree on the timestamp")
 			}
-			ts = cmpS(l.timestamp, ts)
+			ts = cmp.Or(l.timestamp, ts)
 		}
 		for _, s := range l.signatures {
 			s, ok := strings.CutPrefix(s, p.s.Prefix)
@@ -360,14 +361,6 @@ func (p *signed) signatures(r *Request) (sigs []string, ts string, err error) {
 		return nil, "", fail(ReasonMissingSignature, p.s.Headers[0]+" has no "+p.s.SignatureKey+" signature")
 	}
 	return sigs, ts, nil
-}
-
-// cmpS returns a, or b when a is empty.
-func cmpS(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a
 }
 
 // parseTime parses a signed timestamp in format.

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -119,7 +120,7 @@ func standardScheme(prefix string) Scheme {
 func docusignHeaders(n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = "X-DocuSign-Signature-" + itoa(i+1)
+		out[i] = "X-DocuSign-Signature-" + strconv.Itoa(i+1)
 	}
 	return out
 }
