@@ -10,6 +10,7 @@ import (
 	"time"
 
 	paddle "github.com/PaddleHQ/paddle-go-sdk/v4"
+	"github.com/PagerDuty/go-pagerduty/webhookv3"
 	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
 	svix "github.com/svix/svix-webhooks/go"
 	twilioclient "github.com/twilio/twilio-go/client"
@@ -255,4 +256,51 @@ func TestSendGridRotation(t *testing.T) {
 	if _, err := provider.New(provider.Config{Name: "sendgrid", Secrets: []string{"not a key"}}); err == nil {
 		t.Fatal("New accepted a secret that is not a public key")
 	}
+}
+
+// PagerDuty's vector, from go-pagerduty's webhookv3 tests.
+const (
+	pagerdutySecret = "lDQHScfUeXUKaQRNF+8XIiDKZ7XX3itBAYzwU0TARw8lJqRnkKl2iB1anSb0Z+IK"
+	pagerdutyBody   = `{"event":{"id":"01BWDWL3NYY7LUFPZCC28QUCMK","event_type":"incident.priority_updated","resource_type":"incident","occurred_at":"2021-04-26T17:36:27.458Z","agent":{"html_url":"https://acme.pagerduty.com/users/PLH1HKV","id":"PLH1HKV","self":"https://api.pagerduty.com/users/PLH1HKV","summary":"Tenex Engineer","type":"user_reference"},"client":null,"data":{"id":"PGR0VU2","type":"incident","self":"https://api.pagerduty.com/incidents/PGR0VU2","html_url":"https://acme.pagerduty.com/incidents/PGR0VU2","number":2,"status":"triggered","title":"A little bump in the road","service":{"html_url":"https://acme.pagerduty.com/services/PF9KMXH","id":"PF9KMXH","self":"https://api.pagerduty.com/services/PF9KMXH","summary":"API Service","type":"service_reference"},"assignees":[{"html_url":"https://acme.pagerduty.com/users/PTUXL6G","id":"PTUXL6G","self":"https://api.pagerduty.com/users/PTUXL6G","summary":"User 123","type":"user_reference"}],"escalation_policy":{"html_url":"https://acme.pagerduty.com/escalation_policies/PUS0KTE","id":"PUS0KTE","self":"https://api.pagerduty.com/escalation_policies/PUS0KTE","summary":"Default","type":"escalation_policy_reference"},"teams":[{"html_url":"https://acme.pagerduty.com/teams/PFCVPS0","id":"PFCVPS0","self":"https://api.pagerduty.com/teams/PFCVPS0","summary":"Engineering","type":"team_reference"}],"priority":{"html_url":"https://acme.pagerduty.com/account/incident_priorities","id":"PSO75BM","self":"https://api.pagerduty.com/priorities/PSO75BM","summary":"P1","type":"priority_reference"},"urgency":"high","conference_bridge":{"conference_number":1000,"conference_url":"https://example.com"},"resolve_reason":null}}}`
+)
+
+func TestPagerDutyOracle(t *testing.T) {
+	t.Parallel()
+	p := mustNew(t, provider.Config{Name: "pagerduty", Secrets: []string{pagerdutySecret}})
+	t.Run("the published vector verifies, alone or beside another signature, and yields event.id", func(t *testing.T) {
+		t.Parallel()
+		for _, sig := range []string{
+			"v1=0c0b9495b893a39e70d1fea2fe11fbe0a825f88b9f67846f6cc07dd2bc5476cd",
+			"v1=7020c8a7ec668a9b7012bc3dd82e483394b038f4230acc6785efbf2a7d8bcaf5,v1=0c0b9495b893a39e70d1fea2fe11fbe0a825f88b9f67846f6cc07dd2bc5476cd",
+		} {
+			h := http.Header{"X-Pagerduty-Signature": {sig}}
+			if err := p.Verify(req(h, []byte(pagerdutyBody))); err != nil {
+				t.Fatalf("%s: %v", sig, err)
+			}
+			if got := p.EventID(req(h, []byte(pagerdutyBody))); got != "01BWDWL3NYY7LUFPZCC28QUCMK" {
+				t.Fatalf("EventID = %q", got)
+			}
+		}
+		h := http.Header{"X-Pagerduty-Signature": {"v1=7020c8a7ec668a9b7012bc3dd82e483394b038f4230acc6785efbf2a7d8bcaf5"}}
+		if got := reason(t, p.Verify(req(h, []byte(pagerdutyBody)))); got != provider.ReasonBadSignature {
+			t.Fatalf("the vector's wrong signature: reason %q", got)
+		}
+	})
+	t.Run("we sign, go-pagerduty verifies", func(t *testing.T) {
+		t.Parallel()
+		h := http.Header{}
+		if err := p.Sign(req(h, []byte(pagerdutyBody)), pagerdutySecret, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			secret string
+			want   bool
+		}{{pagerdutySecret, true}, {"another secret", false}} {
+			hr := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(pagerdutyBody))
+			hr.Header = h.Clone()
+			if err := webhookv3.VerifySignature(hr, tc.secret); (err == nil) != tc.want {
+				t.Fatalf("go-pagerduty: %v, want ok %v", err, tc.want)
+			}
+		}
+	})
 }
