@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 
 	paddle "github.com/PaddleHQ/paddle-go-sdk/v4"
 	"github.com/PagerDuty/go-pagerduty/webhookv3"
+	"github.com/mailgun/mailgun-go/v4"
 	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
 	svix "github.com/svix/svix-webhooks/go"
 	twilioclient "github.com/twilio/twilio-go/client"
@@ -303,4 +305,31 @@ func TestPagerDutyOracle(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestMailgunOracle(t *testing.T) {
+	t.Parallel()
+	const key = "mailgun-webhook-signing-key"
+	mg := mailgun.NewMailgun("example.com", "api-key")
+	mg.SetWebhookSigningKey(key)
+	p := mustNew(t, provider.Config{Name: "mailgun", Secrets: []string{key}})
+	r := req(http.Header{}, []byte(`{"event-data":{"id":"CPgfbmQMTCKtHW6uIWtuVe","event":"delivered"}}`))
+	if err := p.Sign(r, key, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var payload mailgun.WebhookPayload
+	if err := json.Unmarshal(r.Body, &payload); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := mg.VerifyWebhookSignature(payload.Signature); err != nil || !ok {
+		t.Fatalf("mailgun-go rejected our signature: %v %v", ok, err)
+	}
+	other := mailgun.NewMailgun("example.com", "api-key")
+	other.SetWebhookSigningKey("another key")
+	if ok, _ := other.VerifyWebhookSignature(payload.Signature); ok {
+		t.Fatal("mailgun-go accepted our signature under another key")
+	}
+	if err := p.Verify(req(http.Header{}, r.Body)); err != nil {
+		t.Fatal(err)
+	}
 }
