@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"code.gitea.io/sdk/gitea"
 	paddle "github.com/PaddleHQ/paddle-go-sdk/v4"
 	"github.com/PagerDuty/go-pagerduty/webhookv3"
 	"github.com/mailgun/mailgun-go/v4"
@@ -332,4 +333,41 @@ func TestMailgunOracle(t *testing.T) {
 	if err := p.Verify(req(http.Header{}, r.Body)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestGiteaOracle(t *testing.T) {
+	t.Parallel()
+	const secret = "gitea-hook-secret"
+	body := []byte(`{"ref":"refs/heads/main","repository":{"full_name":"o/r"}}`)
+	for _, name := range []string{"gitea", "forgejo"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := mustNew(t, provider.Config{Name: name, Secrets: []string{secret}})
+			h := http.Header{}
+			if err := p.Sign(req(h, body), secret, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			sig := h.Get("X-" + strings.ToUpper(name[:1]) + name[1:] + "-Signature")
+			if ok, err := gitea.VerifyWebhookSignature(secret, sig, body); err != nil || !ok {
+				t.Fatalf("the Gitea SDK rejected our signature: %v %v", ok, err)
+			}
+			if ok, _ := gitea.VerifyWebhookSignature("other", sig, body); ok {
+				t.Fatal("the Gitea SDK accepted our signature under another secret")
+			}
+		})
+	}
+	t.Run("the Gitea SDK's middleware passes what we sign", func(t *testing.T) {
+		t.Parallel()
+		p := mustNew(t, provider.Config{Name: "gitea", Secrets: []string{secret}})
+		hr := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		if err := p.Sign(req(hr.Header, body), secret, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		reached := false
+		rec := httptest.NewRecorder()
+		gitea.VerifyWebhookSignatureMiddleware(secret)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true })).ServeHTTP(rec, hr)
+		if !reached {
+			t.Fatalf("middleware answered %d %s", rec.Code, rec.Body)
+		}
+	})
 }
