@@ -227,3 +227,22 @@ func TestLinearTimestampIsInTheBody(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestZoomAnswersUnderTheSecretTheRequestIsSignedWith(t *testing.T) {
+	t.Parallel()
+	p := mustNew(t, provider.Config{Name: "zoom", Secrets: []string{"old-token", "new-token"}})
+	r := req(http.Header{}, []byte(`{"event":"endpoint.url_validation","payload":{"plainToken":"abc"}}`))
+	if err := p.Sign(r, "new-token", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Verify(r); err != nil {
+		t.Fatal(err)
+	}
+	_, _, resp, _ := p.Handshake(r)
+	m := hmac.New(sha256.New, []byte("new-token"))
+	m.Write([]byte("abc"))
+	var v map[string]string
+	if json.Unmarshal(resp, &v) != nil || v["encryptedToken"] != hex.EncodeToString(m.Sum(nil)) {
+		t.Fatalf("answer %s, want encryptedToken under new-token", resp)
+	}
+}

@@ -245,6 +245,29 @@ func (p *signed) Verify(r *Request) error {
 // match reports whether any key's MAC of parts (or, for a token, any
 // secret) equals any of sigs, in constant time.
 func (p *signed) match(parts [][]byte, sigs []string) bool {
+	return p.matching(parts, sigs) != nil
+}
+
+// keyOf returns the key r is signed with, for a handshake answered under
+// it (Zoom's encryptedToken); the first key when none matches.
+func (p *signed) keyOf(r *Request) []byte {
+	sigs, ts, err := p.signatures(r)
+	if err != nil {
+		return p.keys[0]
+	}
+	parts, err := p.tmpl.render(r, ts, p.publicURL, p.s.IDHeaders)
+	if err != nil {
+		return p.keys[0]
+	}
+	if k := p.matching(parts, sigs); k != nil {
+		return k
+	}
+	return p.keys[0]
+}
+
+// matching returns the key whose MAC of parts (or, for a token, which
+// itself) equals one of sigs, nil when none does.
+func (p *signed) matching(parts [][]byte, sigs []string) []byte {
 	for _, k := range p.keys {
 		var want []byte
 		if p.token {
@@ -255,16 +278,16 @@ func (p *signed) match(parts [][]byte, sigs []string) bool {
 		for _, s := range sigs {
 			if p.token {
 				if hmac.Equal([]byte(s), want) {
-					return true
+					return k
 				}
 				continue
 			}
 			if got, ok := p.decode(s); ok && hmac.Equal(got, want) {
-				return true
+				return k
 			}
 		}
 	}
-	return false
+	return nil
 }
 
 // encode encodes a MAC (or a token) as the sender writes it.

@@ -8,7 +8,7 @@ import (
 
 // zoomHandshake answers Zoom's endpoint.url_validation event, which is
 // signed like any event, with the plainToken and its hex HMAC-SHA256 under
-// the route's first secret (the app's secret token).
+// the secret token the request is signed with.
 // https://developers.zoom.us/docs/api/webhooks/#validate-your-webhook-endpoint
 var zoomHandshake = &handshake{
 	match: func(r *Request) bool {
@@ -19,7 +19,7 @@ var zoomHandshake = &handshake{
 		plain, _ := jsonPointer(r.Body, "/payload/plainToken")
 		return http.StatusOK, appJSON, jsonAnswer(map[string]string{
 			"plainToken":     plain,
-			"encryptedToken": hex.EncodeToString(mac(sha256.New, p.keys[0], []byte(plain))),
+			"encryptedToken": hex.EncodeToString(mac(sha256.New, p.keyOf(r), []byte(plain))),
 		})
 	},
 }
