@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -291,20 +292,20 @@ func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]ent
 	// Each secret alone, so that an unusable one is reported at its line.
 	for i, sec := range r.Secrets {
 		_, err := provider.New(r.providerConfig([]string{sec}))
-		if err == nil {
+		ce, ok := errors.AsType[*provider.ConfigError](err)
+		if !ok {
 			continue
 		}
-		at, key := secrets[i].node(), secrets[i].path
-		if strings.Contains(err.Error(), "public_url") && hasURL {
+		at, key := n, join(path, "provider")
+		switch e, block := m["signature"]; {
+		case ce.Key == "secret":
+			at, key = secrets[i].node(), secrets[i].path
+		case ce.Key == "public_url" && hasURL:
 			at, key = urlEntry.node(), urlEntry.path
-		} else if !strings.Contains(err.Error(), "secret") {
-			if e, ok := m["signature"]; ok {
-				at, key = e.node(), e.path
-			} else {
-				at, key = n, join(path, "provider")
-			}
+		case ce.Key == "scheme" && block:
+			at, key = e.node(), e.path
 		}
-		d.failf(at, key, "%s", strings.Replace(err.Error(), "secret 1: ", "", 1))
+		d.failf(at, key, "provider %s: %v", ce.Provider, ce.Err)
 	}
 }
 

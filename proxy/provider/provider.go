@@ -171,40 +171,63 @@ type Provider interface {
 	Sign(r *Request, secret string, now time.Time) error
 }
 
-// New returns the preset c names. It fails for an unknown name, a preset
-// other than none without secrets, an empty secret, a secret the preset
-// cannot use, a missing public_url or verify_token the preset needs, an
-// invalid scheme, or a negative tolerance. Errors never hold a secret.
+// ConfigError is a Config that New refuses. Key names the setting at
+// fault, so that a caller can point at it: "name", "secret" (Secret is its
+// 1-based index), "public_url", "verify_token", "tolerance" or "scheme" (the
+// `hmac:` or `signature:` block). Messages never hold a secret.
+type ConfigError struct {
+	Provider string
+	Key      string
+	Secret   int
+	Err      error
+}
+
+func (e *ConfigError) Error() string {
+	if e.Secret > 0 {
+		return fmt.Sprintf("provider %s: secret %d: %v", e.Provider, e.Secret, e.Err)
+	}
+	return fmt.Sprintf("provider %s: %v", e.Provider, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// secretError is a ConfigError about secret i (0-based); New fills in
+// the provider.
+func secretError(i int, err error) *ConfigError {
+	return &ConfigError{Key: "secret", Secret: i + 1, Err: err}
+}
+
+// New returns the preset c names. It fails with a *ConfigError for an
+// unknown name, a preset other than none without secrets, an empty secret,
+// a secret the preset cannot use, a missing public_url or verify_token the
+// preset needs, an invalid scheme, or a negative tolerance.
 func New(c Config) (Provider, error) {
-	if c.Tolerance < 0 {
-		return nil, errors.New("provider: tolerance must not be negative")
-	}
-	name := c.Name
-	if name == "" {
-		name = NameNone
-	}
+	name := cmp.Or(c.Name, NameNone)
 	p, ok := presets[name]
 	if !ok {
-		return nil, fmt.Errorf("provider: unknown name %q (want one of %s)", c.Name, strings.Join(Names(), ", "))
+		return nil, &ConfigError{Provider: c.Name, Key: "name", Err: fmt.Errorf("unknown name (want one of %s)", strings.Join(Names(), ", "))}
+	}
+	if c.Tolerance < 0 {
+		return nil, &ConfigError{Provider: name, Key: "tolerance", Err: errors.New("tolerance must not be negative")}
 	}
 	if name == NameNone {
 		return none{}, nil
 	}
 	if len(c.Secrets) == 0 {
-		return nil, fmt.Errorf("provider %s: at least one secret is required", name)
+		return nil, &ConfigError{Provider: name, Key: "secret", Err: errors.New("at least one secret is required")}
 	}
 	for i, s := range c.Secrets {
 		if s == "" {
-			return nil, fmt.Errorf("provider %s: secret %d is empty", name, i+1)
+			return nil, &ConfigError{Provider: name, Key: "secret", Secret: i + 1, Err: errors.New("the secret is empty")}
 		}
 	}
 	if p.PublicURL {
 		if err := checkPublicURL(c.PublicURL); err != nil {
-			return nil, fmt.Errorf("provider %s: %w", name, err)
+			return nil, &ConfigError{Provider: name, Key: "public_url", Err: err}
 		}
 	}
 	if p.VerifyToken && c.VerifyToken == "" {
-		return nil, fmt.Errorf("provider %s: verify_token is required", name)
+		return nil, &ConfigError{Provider: name, Key: "verify_token", Err: errors.New("verify_token is required")}
 	}
 	clk := clock{now: c.Now, tolerance: c.Tolerance}
 	if clk.now == nil {
@@ -214,8 +237,12 @@ func New(c Config) (Provider, error) {
 		clk.tolerance = cmp.Or(p.Tolerance, DefaultTolerance)
 	}
 	v, err := p.build(c, clk)
+	if ce, ok := errors.AsType[*ConfigError](err); ok {
+		ce.Provider = name
+		return nil, ce
+	}
 	if err != nil {
-		return nil, fmt.Errorf("provider %s: %w", name, err)
+		return nil, &ConfigError{Provider: name, Key: "scheme", Err: err}
 	}
 	return v, nil
 }

@@ -271,3 +271,30 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func errorsAs(err error, e **provider.Error) bool { return errors.As(err, e) }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func TestConfigErrorsNameTheSettingAtFault(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		cfg    provider.Config
+		key    string
+		secret int
+	}{
+		{"an unknown name", provider.Config{Name: "gogs", Secrets: []string{"s"}}, "name", 0},
+		{"the second secret of svix", provider.Config{Name: "svix", Secrets: []string{swKey, "not base64!"}}, "secret", 2},
+		{"a sendgrid key", provider.Config{Name: "sendgrid", Secrets: []string{"bm90IGEga2V5"}}, "secret", 1},
+		{"twilio without public_url", provider.Config{Name: "twilio", Secrets: []string{"s"}}, "public_url", 0},
+		{"meta without verify_token", provider.Config{Name: "meta", Secrets: []string{"s"}}, "verify_token", 0},
+		{"a signature scheme without a header", provider.Config{Name: "signature", Secrets: []string{"s"}}, "scheme", 0},
+		{"a negative tolerance", provider.Config{Name: "github", Secrets: []string{"s"}, Tolerance: -1}, "tolerance", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := provider.New(tc.cfg)
+			ce, ok := errors.AsType[*provider.ConfigError](err)
+			if !ok || ce.Key != tc.key || ce.Secret != tc.secret {
+				t.Fatalf("New: %v (%+v), want key %s secret %d", err, ce, tc.key, tc.secret)
+			}
+		})
+	}
+}

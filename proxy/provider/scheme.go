@@ -186,7 +186,7 @@ func compile(s Scheme, secrets []string, c Config, clk clock) (*signed, error) {
 		for i, sec := range secrets {
 			k, err := standardKey(sec)
 			if err != nil {
-				return nil, fmt.Errorf("secret %d: %w", i+1, err)
+				return nil, secretError(i, err)
 			}
 			p.keys = append(p.keys, k)
 		}

@@ -33,7 +33,7 @@ func newSendGrid(c Config, clk clock) (Provider, error) {
 	for i, s := range c.Secrets {
 		k, err := sendgridKey(s)
 		if err != nil {
-			return nil, fmt.Errorf("secret %d: %w", i+1, err)
+			return nil, secretError(i, err)
 		}
 		p.keys = append(p.keys, k)
 	}
