@@ -1,9 +1,9 @@
 package provider
 
 import (
-	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -35,7 +35,8 @@ type preset struct {
 	build func(c Config, clk clock) (Provider, error)
 }
 
-var post = []string{http.MethodPost}
+// postOnly is the default of senders without a GET handshake.
+var postOnly = []string{http.MethodPost}
 
 // fromScheme builds a preset on a fixed Scheme; adjust, if set, adds its
 // handshake, id rule or id generator.
@@ -58,15 +59,7 @@ func Presets() []Info {
 	for _, p := range presets {
 		out = append(out, p.Info)
 	}
-	slices.SortFunc(out, func(a, b Info) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -91,16 +84,16 @@ var presets = map[string]preset{}
 
 func init() {
 	for _, p := range []preset{
-		{Info{Name: NameNone, Verifies: "nothing (unsafe on a public URL)", Methods: post},
+		{Info{Name: NameNone, Verifies: "nothing (unsafe on a public URL)", Methods: postOnly},
 			func(Config, clock) (Provider, error) { return none{}, nil }},
-		{Info{Name: NameHMAC, Verifies: "an HMAC of the body in one header (hmac: block)", ID: "hmac.id_header", Methods: post},
+		{Info{Name: NameHMAC, Verifies: "an HMAC of the body in one header (hmac: block)", ID: "hmac.id_header", Methods: postOnly},
 			func(c Config, clk clock) (Provider, error) { return compile(hmacScheme(c.HMAC), c.Secrets, c, clk) }},
-		{Info{Name: NameSignature, Verifies: "the signature declared in the signature: block", ID: "signature.id_header or signature.id_json", Methods: post, Tolerance: DefaultTolerance},
+		{Info{Name: NameSignature, Verifies: "the signature declared in the signature: block", ID: "signature.id_header or signature.id_json", Methods: postOnly, Tolerance: DefaultTolerance},
 			func(c Config, clk clock) (Provider, error) { return compile(c.Scheme, c.Secrets, c, clk) }},
-		{Info{Name: NameSendGrid, Verifies: "ECDSA P-256 signature of timestamp + body with SendGrid's public key", Methods: post, Tolerance: DefaultTolerance,
+		{Info{Name: NameSendGrid, Verifies: "ECDSA P-256 signature of timestamp + body with SendGrid's public key", Methods: postOnly, Tolerance: DefaultTolerance,
 			Docs: "https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/getting-started-event-webhook-security-features"},
 			newSendGrid},
-		{Info{Name: "twilio", Verifies: "X-Twilio-Signature: base64 HMAC-SHA1 of public_url + sorted form parameters (or bodySHA256 for JSON)", ID: "I-Twilio-Idempotency-Token header", Methods: post, PublicURL: true,
+		{Info{Name: "twilio", Verifies: "X-Twilio-Signature: base64 HMAC-SHA1 of public_url + sorted form parameters (or bodySHA256 for JSON)", ID: "I-Twilio-Idempotency-Token header", Methods: postOnly, PublicURL: true,
 			Docs: "https://www.twilio.com/docs/usage/webhooks/webhooks-security"},
 			newTwilio},
 	} {
@@ -109,7 +102,7 @@ func init() {
 	for _, d := range schemes {
 		p := preset{Info: d.info, build: fromScheme(d.scheme, d.adjust)}
 		if p.Methods == nil {
-			p.Methods = post
+			p.Methods = postOnly
 		}
 		if d.scheme.timestamped() && p.Tolerance == 0 {
 			p.Tolerance = DefaultTolerance
@@ -132,7 +125,3 @@ func hmacScheme(h HMAC) Scheme {
 	}
 	return s
 }
-
-// ErrNoSigning is returned by Sign for presets jethook cannot sign for with
-// the route's secret (SendGrid verifies with a public key).
-var ErrNoSigning = errors.New("cannot sign with this secret")

@@ -149,6 +149,10 @@ func (e *Error) Error() string {
 	return "webhook verification: " + e.Reason + ": " + e.Detail
 }
 
+// ErrNoSigning is returned by Sign for presets jethook cannot sign for with
+// the route's secret (SendGrid verifies with a public key).
+var ErrNoSigning = errors.New("cannot sign with this secret")
+
 func fail(reason, detail string) *Error { return &Error{Reason: reason, Detail: detail} }
 
 // Provider verifies, identifies and answers one provider's webhooks.
