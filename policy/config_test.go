@@ -182,7 +182,7 @@ func TestParseErrors(t *testing.T) {
 		{"a URL without host is rejected", "routes:\n  - name: a\n    path: /a\n    destinations: [{name: a, url: 'http:///hook'}]\n",
 			nil, `p.yaml:4: routes[0].destinations[0].url: URL "http:///hook" has no host`},
 		{"an unknown provider is rejected", "routes:\n  - name: a\n    path: /a\n    provider: gogs\n    destinations: [{name: a, url: 'http://a'}]\n",
-			nil, `p.yaml:4: routes[0].provider: unknown provider "gogs" (want one of "bitbucket", "calendly", "docusign", "forgejo", "gitea", "github", "gitlab", "hmac", "hubspot", "intercom", "linear", "mailgun", "meta", "none", "okta", "paddle", "pagerduty", "postmark", "sendgrid", "sentry", "shopify", "signature", "slack", "square", "standard-webhooks", "stripe", "svix", "twilio", "twitch", "typeform", "vercel", "woocommerce", "zoom")`},
+			nil, `p.yaml:4: routes[0].provider: unknown provider "gogs" (want one of "bitbucket", "calendly", "docusign", "dropbox", "forgejo", "gitea", "github", "gitlab", "hmac", "hubspot", "intercom", "lemonsqueezy", "linear", "mailgun", "meta", "mux", "none", "okta", "paddle", "pagerduty", "postmark", "razorpay", "sendgrid", "sentry", "shopify", "signature", "slack", "square", "standard-webhooks", "stripe", "svix", "twilio", "twitch", "typeform", "vercel", "woocommerce", "zoom")`},
 		{"a provider without a secret is rejected", "routes:\n  - name: a\n    path: /a\n    provider: stripe\n    destinations: [{name: a, url: 'http://a'}]\n",
 			nil, `p.yaml:2: routes[0].secret: provider stripe requires a secret`},
 		{"an empty secret is rejected", "routes:\n  - name: a\n    path: /a\n    provider: stripe\n    secrets: [x, '']\n    destinations: [{name: a, url: 'http://a'}]\n",
