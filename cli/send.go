@@ -37,9 +37,21 @@ var eventHeaders = map[string]struct{ header, def string }{
 	"woocommerce":        {"X-WC-Webhook-Topic", "order.created"},
 }
 
-// shopifyAPIVersion is the X-Shopify-API-Version `send` sets when -header
-// does not; @shopify/shopify-api refuses a webhook without it.
-const shopifyAPIVersion = "2025-07"
+// senderHeaders are the other headers a sender's SDK expects, with the
+// value `send` sets when -header does not: @shopify/shopify-api refuses a
+// webhook without its shop domain and API version, and Twitch's EventSub
+// libraries read the subscription type and version.
+var senderHeaders = map[string][][2]string{
+	provider.NameShopify: {
+		{provider.HeaderShopifyShopDomain, "example.myshopify.com"},
+		{provider.HeaderShopifyAPIVersion, "2025-07"},
+	},
+	"twitch": {
+		{"Twitch-Eventsub-Subscription-Type", "channel.follow"},
+		{"Twitch-Eventsub-Subscription-Version", "2"},
+		{"Twitch-Eventsub-Message-Retry", "0"},
+	},
+}
 
 // sendTimeout bounds one request of `jethook send`, answer included.
 const sendTimeout = 30 * time.Second
@@ -93,11 +105,8 @@ func send(ctx context.Context, args []string, stdin io.Reader, out io.Writer) er
 		return fmt.Errorf("%w: -event applies to routes whose sender names its event in a header (%s); route %q is %s",
 			errUsage, strings.Join(slices.Sorted(maps.Keys(eventHeaders)), ", "), r.Name, r.Provider)
 	}
-	if r.Provider == provider.NameShopify {
-		// @shopify/shopify-api's webhook validation requires these too.
-		setEvent(h, provider.HeaderShopifyShopDomain, "", "example.myshopify.com")
-		setEvent(h, provider.HeaderShopifyAPIVersion, "", shopifyAPIVersion)
-		setEvent(h, "X-Shopify-Triggered-At", "", time.Now().UTC().Format(time.RFC3339Nano))
+	for _, kv := range senderHeaders[r.Provider] {
+		setEvent(h, kv[0], "", kv[1])
 	}
 
 	var body []byte
