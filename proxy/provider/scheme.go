@@ -208,11 +208,12 @@ func (s Scheme) timestamped() bool {
 // stale_timestamp always means an authentic but old (or early) request.
 func (p *signed) Verify(r *Request) error {
 	if p.hs != nil {
-		if p.hs.match(r) {
-			if p.hs.check != nil {
-				return p.hs.check(p, r)
-			}
-		} else if isGet(r) {
+		// Signed handshakes are matched only on a GET here, so an ordinary
+		// event is not parsed twice.
+		switch {
+		case p.hs.check != nil && p.hs.match(r):
+			return p.hs.check(p, r)
+		case isGet(r) && !p.hs.match(r):
 			return &Error{Reason: ReasonNotHandshake, Detail: "a GET here must be the sender's verification handshake", Status: http.StatusBadRequest}
 		}
 	}

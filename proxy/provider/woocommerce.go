@@ -1,8 +1,8 @@
 package provider
 
 import (
+	"bytes"
 	"net/http"
-	"strings"
 )
 
 // woocommercePing answers the unsigned ping WooCommerce posts when a
@@ -12,9 +12,12 @@ import (
 // https://github.com/woocommerce/woocommerce/blob/trunk/plugins/woocommerce/includes/class-wc-webhook.php (deliver_ping)
 var woocommercePing = &handshake{
 	match: func(r *Request) bool {
-		id, ok := strings.CutPrefix(string(r.Body), "webhook_id=")
-		_, digits := parseUnix(id)
-		return r.Method == http.MethodPost && ok && digits && r.Header.Get("X-WC-Webhook-Signature") == ""
+		id, ok := bytes.CutPrefix(r.Body, []byte("webhook_id="))
+		if !ok || len(id) > 20 || r.Method != http.MethodPost || r.Header.Get("X-WC-Webhook-Signature") != "" {
+			return false
+		}
+		_, digits := parseUnix(string(id))
+		return digits
 	},
 	check: func(*signed, *Request) error { return nil },
 	answer: func(*signed, *Request) (int, string, []byte) {
