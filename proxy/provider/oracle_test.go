@@ -14,6 +14,7 @@ import (
 	paddle "github.com/PaddleHQ/paddle-go-sdk/v4"
 	"github.com/PagerDuty/go-pagerduty/webhookv3"
 	"github.com/mailgun/mailgun-go/v4"
+	razorpay "github.com/razorpay/razorpay-go/utils"
 	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
 	svix "github.com/svix/svix-webhooks/go"
 	twilioclient "github.com/twilio/twilio-go/client"
@@ -370,4 +371,25 @@ func TestGiteaOracle(t *testing.T) {
 			t.Fatalf("middleware answered %d %s", rec.Code, rec.Body)
 		}
 	})
+}
+
+func TestRazorpayOracle(t *testing.T) {
+	t.Parallel()
+	const secret = "razorpay-webhook-secret"
+	body := `{"entity":"event","event":"payment.captured","payload":{"payment":{"entity":{"id":"pay_1"}}}}`
+	p := mustNew(t, provider.Config{Name: "razorpay", Secrets: []string{secret}})
+	h := http.Header{"X-Razorpay-Event-Id": {"Lq1p6uCPbmjy4W"}}
+	if err := p.Sign(req(h, []byte(body)), secret, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	sig := h.Get("X-Razorpay-Signature")
+	if !razorpay.VerifyWebhookSignature(body, sig, secret) {
+		t.Fatal("razorpay-go rejected our signature")
+	}
+	if razorpay.VerifyWebhookSignature(body, sig, "another secret") || razorpay.VerifyWebhookSignature(body+" ", sig, secret) {
+		t.Fatal("razorpay-go accepted our signature for another secret or body")
+	}
+	if got := p.EventID(req(h, []byte(body))); got != "Lq1p6uCPbmjy4W" {
+		t.Fatalf("EventID = %q", got)
+	}
 }
