@@ -197,7 +197,7 @@ func (s *stripe) fetch(ctx context.Context, id string) (stored bool, err error) 
 	now := time.Now()
 	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}, HeaderCaughtUp: {"stripe"}}
 	if s.signer != nil {
-		if err := s.signer.Sign(h, body, s.route.Secrets[0], now); err != nil {
+		if err := s.signer.Sign(&provider.Request{Method: http.MethodPost, Header: h, Body: body}, s.route.Secrets[0], now); err != nil {
 			return false, fmt.Errorf("sign event %s: %w", id, err)
 		}
 	}
