@@ -120,7 +120,7 @@ func (f *fakeGitHub) post(guid string) int {
 		f.t.Error(err)
 		return 0
 	}
-	if err := p.Sign(h, body, ghSecret, time.Now()); err != nil {
+	if err := p.Sign(&provider.Request{Method: http.MethodPost, Header: h, Body: body}, ghSecret, time.Now()); err != nil {
 		f.t.Error(err)
 		return 0
 	}

@@ -82,7 +82,7 @@ func (f *fakeStripe) send(hook, id string, created int64) int {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := p.Sign(h, body, stripeSecret, time.Now()); err != nil {
+	if err := p.Sign(&provider.Request{Method: http.MethodPost, Header: h, Body: body}, stripeSecret, time.Now()); err != nil {
 		f.t.Fatal(err)
 	}
 	return post(f.t, hook, h, body)

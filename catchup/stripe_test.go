@@ -92,7 +92,7 @@ func TestStripeStoresMissedEventsOnce(t *testing.T) {
 		t.Errorf("caught-up event marked %q, header %v", first.CaughtUp, first.Header)
 	}
 	p, _ := provider.New(provider.Config{Name: provider.NameStripe, Secrets: []string{stripeSecret}})
-	if err := p.Verify(http.Header(first.Header), first.Body); err != nil {
+	if err := p.Verify(&provider.Request{Method: http.MethodPost, Header: http.Header(first.Header), Body: first.Body}); err != nil {
 		t.Errorf("the caught-up event's signature does not verify: %v", err)
 	}
 	if got := r.metric(`jethook_catch_up_recovered_total{provider="stripe",route="st"}`); got == "" || got[len(got)-4:] != " 150" {

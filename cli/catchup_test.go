@@ -86,7 +86,7 @@ func TestServeRunsCatchUpAndStatusShowsIt(t *testing.T) {
 	body := []byte(`{"id":"evt_live","object":"event","created":1,"type":"invoice.paid"}`)
 	h := http.Header{"Content-Type": {"application/json"}}
 	p, _ := provider.New(provider.Config{Name: provider.NameStripe, Secrets: []string{"whsec_cliCatchUpTest"}})
-	if err := p.Sign(h, body, "whsec_cliCatchUpTest", time.Now()); err != nil {
+	if err := p.Sign(&provider.Request{Method: http.MethodPost, Header: h, Body: body}, "whsec_cliCatchUpTest", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/hooks/billing", strings.NewReader(string(body)))
