@@ -3,15 +3,24 @@ module github.com/jethook/jethook
 go 1.26.0
 
 require (
+	code.gitea.io/sdk/gitea v0.25.1
 	github.com/KimMachineGun/automemlimit v1.0.2
+	github.com/PaddleHQ/paddle-go-sdk/v4 v4.1.0
+	github.com/PagerDuty/go-pagerduty v1.8.0
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/chromedp/chromedp v0.24.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
+	github.com/google/go-github/v88 v88.0.0
+	github.com/mailgun/mailgun-go/v4 v4.23.0
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.56.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/razorpay/razorpay-go v1.3.3
+	github.com/sendgrid/sendgrid-go v3.16.1+incompatible
 	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/stripe/stripe-go/v82 v82.5.1
+	github.com/svix/svix-webhooks v1.44.0
+	github.com/twilio/twilio-go v1.31.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.60.0
 	golang.org/x/sync v0.24.0
@@ -19,6 +28,7 @@ require (
 )
 
 require (
+	github.com/42wim/httpsig v1.2.4 // indirect
 	github.com/DataDog/zstd v1.5.7 // indirect
 	github.com/RaduBerinde/axisds v0.1.0 // indirect
 	github.com/RaduBerinde/btreemap v0.0.0-20250419174037-3d62b7205d54 // indirect
@@ -32,16 +42,29 @@ require (
 	github.com/cockroachdb/redact v1.1.5 // indirect
 	github.com/cockroachdb/swiss v0.0.0-20260820225851-333444432258 // indirect
 	github.com/cockroachdb/tokenbucket v0.0.0-20230807174530-cc333fc44b06 // indirect
+	github.com/davidmz/go-pageant v1.0.2 // indirect
 	github.com/getsentry/sentry-go v0.27.0 // indirect
+	github.com/ggicci/httpin v0.20.1 // indirect
+	github.com/ggicci/owl v0.8.2 // indirect
+	github.com/go-chi/chi/v5 v5.2.1 // indirect
+	github.com/go-fed/httpsig v1.1.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
+	github.com/golang/mock v1.6.0 // indirect
 	github.com/golang/snappy v0.0.5-0.20231225225746-43d5d4cd4e0e // indirect
+	github.com/google/go-querystring v1.2.0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/hashicorp/go-version v1.9.0 // indirect
+	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/kr/pretty v0.3.1 // indirect
 	github.com/kr/text v0.2.0 // indirect
+	github.com/mailgun/errors v0.4.0 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/minio/minlz v1.0.1-0.20250507153514-87eb42fe8882 // indirect
+	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
+	github.com/modern-go/reflect2 v1.0.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/jwt/v2 v2.8.3 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
@@ -52,9 +75,11 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rogpeppe/go-internal v1.11.0 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	gopkg.in/validator.v2 v2.0.1 // indirect
 )

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/store"
 )
@@ -46,6 +47,8 @@ type Handler struct {
 	Now func() time.Time
 	// Dashboard serves / and every path the API does not; nil answers 404.
 	Dashboard http.Handler
+	// CatchUp reports each route's catch-up in /v1/status; nil reports none.
+	CatchUp *catchup.Runner
 
 	once sync.Once
 	mux  *http.ServeMux

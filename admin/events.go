@@ -18,6 +18,7 @@ type Event struct {
 	Method       string             `json:"method"`
 	RemoteAddr   string             `json:"remote_addr"`
 	Size         int                `json:"size"`
+	CaughtUp     string             `json:"caught_up,omitempty"` // the provider catch-up fetched it from; empty if received
 	Destinations []EventDestination `json:"destinations"`
 }
 
@@ -78,6 +79,7 @@ func (h *Handler) Event(ctx context.Context, id, route string) (Event, error) {
 		Method:       e.Method,
 		RemoteAddr:   e.RemoteAddr,
 		Size:         len(e.Body),
+		CaughtUp:     e.CaughtUp,
 		Destinations: []EventDestination{},
 	}
 	attempts, aerr := h.Store.Attempts(ctx, e.EventID)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/store"
 )
 
@@ -45,6 +46,8 @@ type DestinationStatus struct {
 // Status is the answer of GET /v1/status.
 type Status struct {
 	Destinations []DestinationStatus `json:"destinations"`
+	// CatchUp lists the routes with a catch_up block (docs/catch-up.md).
+	CatchUp []catchup.Status `json:"catch_up,omitempty"`
 }
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +64,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) Status(ctx context.Context) (Status, error) {
 	h.setup()
 	now := h.Now()
-	out := Status{Destinations: []DestinationStatus{}}
+	out := Status{Destinations: []DestinationStatus{}, CatchUp: h.CatchUp.Status()}
 	backlogs, err := h.Store.Backlogs(ctx)
 	if err != nil {
 		return out, err

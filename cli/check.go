@@ -10,13 +10,19 @@ import (
 	"text/tabwriter"
 
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy/provider"
 )
 
 func runCheck(_ context.Context, args []string, out io.Writer) error {
 	fs := flags("check", out)
 	file := fs.String("config", configDefault(), "policies file")
+	list := fs.Bool("providers", false, "list the providers jethook verifies, and exit")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *list {
+		listProviders(out)
+		return nil
 	}
 	// The same settings and rules as serve: a file check passes, serve
 	// starts with.
@@ -46,6 +52,39 @@ func runCheck(_ context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "%s: ok, %d routes\n", cfg.File, len(cfg.Routes))
 	return nil
+}
+
+// listProviders prints every provider preset: what it verifies, the event
+// id it dedups on, its handshake, and the keys it needs besides a secret.
+func listProviders(out io.Writer) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROVIDER\tDEDUPS ON\tHANDSHAKE\tTOLERANCE\tNEEDS\tVERIFIES")
+	for _, p := range provider.Presets() {
+		var needs []string
+		if p.Name != provider.NameNone {
+			needs = append(needs, "secret")
+		}
+		if p.PublicURL {
+			needs = append(needs, "public_url")
+		}
+		if p.VerifyToken {
+			needs = append(needs, "verify_token")
+		}
+		tol := "-"
+		if p.Tolerance > 0 {
+			tol = p.Tolerance.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, orDash(p.ID), orDash(p.Handshake), tol, orDash(strings.Join(needs, ", ")), p.Verifies)
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "%d providers; see docs/providers.md\n", len(provider.Presets()))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func retrySummary(r policy.Retry) string {

@@ -57,7 +57,7 @@ func TestCheckReportsEveryMistakeOfAFileWithItsLineAndKey(t *testing.T) {
 			`testdata/mistakes.yaml:14: routes[1].name: duplicate route name "orders" (first at line 9)`,
 			`testdata/mistakes.yaml:19: routes[2].path: duplicate path "/hooks/orders" (first used by route "orders" at line 10)`,
 			`testdata/mistakes.yaml:22: routes[3].name: invalid name "billing.v2": use only letters, digits, "_" and "-" (it becomes a NATS subject token)`,
-			`testdata/mistakes.yaml:28: routes[4].provider: unknown provider "gitlab" (want one of "none", "github", "shopify", "stripe", "slack", "standard-webhooks", "hmac")`,
+			`testdata/mistakes.yaml:28: routes[4].provider: unknown provider "gogs" (want one of "bitbucket", "calendly", "docusign", "dropbox", "forgejo", "gitea", "github", "gitlab", "hmac", "hubspot", "intercom", "lemonsqueezy", "linear", "mailgun", "meta", "mux", "none", "okta", "paddle", "pagerduty", "postmark", "razorpay", "sendgrid", "sentry", "shopify", "signature", "slack", "square", "standard-webhooks", "stripe", "svix", "twilio", "twitch", "typeform", "vercel", "woocommerce", "zoom")`,
 			`testdata/mistakes.yaml:31: routes[5].secret: provider github requires a secret`,
 			`testdata/mistakes.yaml:39: routes[6].destinations[0].url: URL "ftp://127.0.0.1/hooks" must be absolute http or https`,
 			`testdata/mistakes.yaml:43: routes[7].destinations[0].concurrency: must be at least 1, got -4`,
@@ -136,5 +136,19 @@ func TestTheShippedRouteDeliversToEXAMPLE_APP_URLWhenSet(t *testing.T) {
 	}
 	if !strings.Contains(string(dockerfile), "-e EXAMPLE_APP_URL=http://host.docker.internal:3000") {
 		t.Error("the Dockerfile does not say how to point the shipped route at the app")
+	}
+}
+
+func TestCheckProvidersListsEveryPreset(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := runCheck(context.Background(), []string{"-providers", "-config", "/nonexistent.yaml"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"PROVIDER", "svix", "svix-id header", "meta", "secret, verify_token", "twilio", "secret, public_url",
+		"twitch", "10m0s", "okta", "X-Okta-Verification-Challenge", "37 providers"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, &out)
+		}
 	}
 }

@@ -50,6 +50,9 @@ func events(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 	fmt.Fprintf(out, "event %s\n", ev.EventID)
 	fmt.Fprintf(out, "route:     %s\n", ev.Route)
 	fmt.Fprintf(out, "received:  %s from %s (%d bytes, seq %d)\n", stamp(ev.ReceivedAt), ev.RemoteAddr, ev.Size, ev.Seq)
+	if ev.CaughtUp != "" {
+		fmt.Fprintf(out, "caught up: fetched from the %s API (docs/catch-up.md)\n", ev.CaughtUp)
+	}
 	for _, d := range ev.Destinations {
 		line := fmt.Sprintf("\ndestination %s: %s", d.Destination, strings.ReplaceAll(d.State, "_", " "))
 		if dl := d.DeadLetter; dl != nil {

@@ -6,6 +6,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy/provider"
 )
 
 // Every README block that starts with "$ jethook schedule" or
@@ -43,5 +46,46 @@ func TestTheREADMEsCommandExamplesPrintWhatTheyShow(t *testing.T) {
 	}
 	if checked < 5 {
 		t.Fatalf("only %d README examples found", checked)
+	}
+}
+
+// Every provider has a section in docs/providers.md, and every route in
+// it loads as written, given its secrets: each is configured from the docs
+// alone.
+func TestEveryProviderIsDocumentedWithARouteThatLoads(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/providers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range provider.Names() {
+		if !strings.Contains(string(doc), "\n    provider: "+name+"\n") {
+			t.Errorf("docs/providers.md has no route with provider %s", name)
+		}
+	}
+	sendgridKey, _ := presetSendGridKey()
+	env := func(v string) (string, bool) {
+		switch {
+		case strings.Contains(v, "SENDGRID"):
+			return sendgridKey, true
+		case strings.Contains(v, "BILLING"), strings.Contains(v, "CLERK"):
+			return "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true
+		}
+		return "s3cret-" + strings.ToLower(v), true
+	}
+	blocks := strings.Split(string(doc), "```")
+	loaded := 0
+	for i := 1; i < len(blocks); i += 2 {
+		block, ok := strings.CutPrefix(blocks[i], "yaml\n")
+		if !ok {
+			continue
+		}
+		if _, err := policy.Parse("docs/providers.md", []byte("routes:\n"+block), env); err != nil {
+			t.Errorf("a route of docs/providers.md does not load: %v\n%s", err, block)
+		}
+		loaded++
+	}
+	if loaded < len(provider.Names()) {
+		t.Fatalf("%d routes loaded, want one per provider (%d)", loaded, len(provider.Names()))
 	}
 }

@@ -3,9 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,12 +21,36 @@ import (
 	"github.com/jethook/jethook/proxy/provider"
 )
 
-// Headers a provider sends besides its signature, which `send` fills from
-// -event so the backend sees a realistic request.
-const (
-	headerGitHubEvent  = "X-GitHub-Event"
-	headerShopifyTopic = "X-Shopify-Topic"
-)
+// eventHeaders are the headers naming the event that senders send besides
+// their signature, which `send` fills from -event (or the default here) so
+// the backend, and the sender's SDK, see a realistic request.
+var eventHeaders = map[string]struct{ header, def string }{
+	provider.NameGitHub:  {"X-GitHub-Event", "ping"},
+	provider.NameShopify: {provider.HeaderShopifyTopic, "orders/create"},
+	"gitea":              {"X-Gitea-Event", "push"},
+	"forgejo":            {"X-Forgejo-Event", "push"},
+	"gitlab":             {"X-Gitlab-Event", "Push Hook"},
+	"bitbucket":          {"X-Event-Key", "repo:push"},
+	"sentry":             {"Sentry-Hook-Resource", "issue"},
+	"twitch":             {"Twitch-Eventsub-Message-Type", "notification"},
+	"woocommerce":        {"X-WC-Webhook-Topic", "order.created"},
+}
+
+// senderHeaders are the other headers a sender's SDK expects, with the
+// value `send` sets when -header does not: @shopify/shopify-api refuses a
+// webhook without its shop domain and API version, and Twitch's EventSub
+// libraries read the subscription type and version.
+var senderHeaders = map[string][][2]string{
+	provider.NameShopify: {
+		{provider.HeaderShopifyShopDomain, "example.myshopify.com"},
+		{provider.HeaderShopifyAPIVersion, "2025-07"},
+	},
+	"twitch": {
+		{"Twitch-Eventsub-Subscription-Type", "channel.follow"},
+		{"Twitch-Eventsub-Subscription-Version", "2"},
+		{"Twitch-Eventsub-Message-Retry", "0"},
+	},
+}
 
 // sendTimeout bounds one request of `jethook send`, answer included.
 const sendTimeout = 30 * time.Second
@@ -44,7 +71,7 @@ func send(ctx context.Context, args []string, stdin io.Reader, out io.Writer) er
 	base := fs.String("url", listenURL(os.Getenv("JETHOOK_LISTEN")), "jethook's base URL; the route's path is appended")
 	config := fs.String("config", configDefault(), "policies file")
 	secret := fs.String("secret", "", "sign with this secret instead of the route's first one")
-	event := fs.String("event", "", "github: X-GitHub-Event (default ping); shopify: X-Shopify-Topic (default orders/create)")
+	event := fs.String("event", "", "the event header's value where the sender has one: github X-GitHub-Event (default ping), shopify X-Shopify-Topic (default orders/create), gitlab X-Gitlab-Event, …")
 	var extra headerList
 	fs.Var(&extra, "header", "extra request header `Name: value`, repeatable; an id header set here is kept")
 	names, err := parseAll(fs, args)
@@ -71,15 +98,14 @@ func send(ctx context.Context, args []string, stdin io.Reader, out io.Writer) er
 	for _, kv := range extra {
 		h.Add(kv[0], kv[1])
 	}
-	switch r.Provider {
-	case provider.NameGitHub:
-		setEvent(h, headerGitHubEvent, *event, "ping")
-	case provider.NameShopify:
-		setEvent(h, headerShopifyTopic, *event, "orders/create")
-	default:
-		if *event != "" {
-			return fmt.Errorf("%w: -event applies to github and shopify routes; route %q is %s", errUsage, r.Name, r.Provider)
-		}
+	if eh, ok := eventHeaders[r.Provider]; ok {
+		setEvent(h, eh.header, *event, eh.def)
+	} else if *event != "" {
+		return fmt.Errorf("%w: -event applies to routes whose sender names its event in a header (%s); route %q is %s",
+			errUsage, strings.Join(slices.Sorted(maps.Keys(eventHeaders)), ", "), r.Name, r.Provider)
+	}
+	for _, kv := range senderHeaders[r.Provider] {
+		setEvent(h, kv[0], "", kv[1])
 	}
 
 	var body []byte
@@ -91,18 +117,28 @@ func send(ctx context.Context, args []string, stdin io.Reader, out io.Writer) er
 	if err != nil {
 		return fmt.Errorf("payload: %w", err)
 	}
-	if err := sign(h, r, body, *secret); err != nil {
-		return fmt.Errorf("route %q: %w", r.Name, err)
-	}
 	if h.Get("Content-Type") == "" {
 		h.Set("Content-Type", contentType(r.Provider, body))
 	}
-
 	method := http.MethodPost
 	if !slices.Contains(r.Methods, method) {
 		method = r.Methods[0]
 	}
+	query := ""
+	if r.Provider == "twilio" && !isForm(h) {
+		// Twilio signs a JSON body through the URL's bodySHA256.
+		sum := sha256.Sum256(body)
+		query = "bodySHA256=" + hex.EncodeToString(sum[:])
+	}
+	preq := &provider.Request{Method: method, URL: &url.URL{Path: r.Path, RawQuery: query}, Header: h, Body: body}
+	if err := sign(preq, r, *secret); err != nil {
+		return fmt.Errorf("route %q: %w", r.Name, err)
+	}
+	body = preq.Body
 	to := strings.TrimRight(target.String(), "/") + r.Path
+	if query != "" {
+		to += "?" + query
+	}
 	req, err := http.NewRequestWithContext(ctx, method, to, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -130,20 +166,32 @@ func send(ctx context.Context, args []string, stdin io.Reader, out io.Writer) er
 	return nil
 }
 
-// sign sets the headers r's provider would send for body, signed with
-// secret or else the route's first secret, at the current time.
-func sign(h http.Header, r *policy.Route, body []byte, secret string) error {
+// sign sets the headers r's provider would send for req's body (and
+// rewrites the body of senders that sign inside it), signed with secret or
+// else the route's first secret, at the current time.
+func sign(req *provider.Request, r *policy.Route, secret string) error {
 	if secret == "" && len(r.Secrets) > 0 {
 		secret = r.Secrets[0]
 	}
 	if secret == "" && r.Provider != provider.NameNone {
 		return fmt.Errorf("%w: provider %s needs a secret and the route has none; pass -secret", errUsage, r.Provider)
 	}
-	p, err := provider.New(provider.Config{Name: r.Provider, Secrets: []string{secret}, HMAC: provider.HMAC(r.HMAC)})
+	p, err := provider.New(r.ProviderConfig())
 	if err != nil {
 		return err
 	}
-	return p.Sign(h, body, secret, time.Now())
+	if err := p.Sign(req, secret, time.Now()); err != nil {
+		if errors.Is(err, provider.ErrNoSigning) {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// isForm reports whether h says the body is form-encoded.
+func isForm(h http.Header) bool {
+	return strings.HasPrefix(h.Get("Content-Type"), "application/x-www-form-urlencoded")
 }
 
 // setEvent sets header to event, or to def when neither event nor an
@@ -157,10 +205,11 @@ func setEvent(h http.Header, header, event, def string) {
 	}
 }
 
-// contentType is JSON, except for a Slack body that is not a JSON object:
-// slash commands and interactivity payloads are form-encoded.
+// contentType is JSON, except for a Slack or Twilio body that is not a
+// JSON object: slash commands, interactivity payloads and Twilio's
+// callbacks are form-encoded.
 func contentType(providerName string, body []byte) string {
-	if providerName == provider.NameSlack && !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+	if (providerName == provider.NameSlack || providerName == "twilio") && !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
 		return "application/x-www-form-urlencoded"
 	}
 	return "application/json"

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -60,7 +61,22 @@ func status(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 			fmt.Fprintf(out, "warning: %s/%s: %s\n", d.Route, d.Destination, d.Error)
 		}
 	}
-	return nil
+	return catchUpTable(out, st, now)
+}
+
+// catchUpTable prints each route's catch-up (docs/catch-up.md), if any.
+func catchUpTable(out io.Writer, st admin.Status, now time.Time) error {
+	if len(st.CatchUp) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CATCH-UP\tPROVIDER\tRECOVERED\tREDELIVERIES ASKED\tLAST PASS\tLAST SUCCESS\tLAST ERROR")
+	for _, c := range st.CatchUp {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", c.Route, c.Provider, c.Recovered, c.Requested,
+			ago(c.LastPassAt, now), ago(c.LastSuccessAt, now), clip(cmp.Or(c.LastError, "-"), 60))
+	}
+	return tw.Flush()
 }
 
 // destState sums up a destination's gate: paused, breaker open or

@@ -53,12 +53,12 @@ func TestEventIDsWithSubjectCharactersAreStoredUnderOneTokenAndDelivered(t *test
 		t.Helper()
 		body := fmt.Appendf(nil, `{"route":%q,"n":%d}`, route, n)
 		rt, _ := cfg.Route(route)
-		p, err := provider.New(provider.Config{Name: rt.Provider, Secrets: rt.Secrets, HMAC: provider.HMAC(rt.HMAC)})
+		p, err := provider.New(rt.ProviderConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
 		h := http.Header{"Content-Type": {"application/json"}, idHeaders[route]: {id}}
-		if err := p.Sign(h, body, secrets[route], time.Now()); err != nil {
+		if err := p.Sign(&provider.Request{Method: http.MethodPost, Header: h, Body: body}, secrets[route], time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		return r.post("/hooks/"+route, h, body)

@@ -38,6 +38,7 @@ type Metrics struct {
 	backlog *backlogCollector
 	store   *storeCollector
 	minutes *minutes
+	catchUp *catchUp
 }
 
 // New creates the metrics and registers them with reg. A nil reg gets a new
@@ -87,6 +88,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.backlog = newBacklogCollector()
 	m.store = newStoreCollector()
 	m.minutes = newMinutes()
+	m.catchUp = newCatchUp(reg)
 	reg.MustRegister(m.received, m.rejected, m.stored, m.duplicates, m.publishSeconds, m.attempts,
 		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.inFlight, m.backlog, m.store)
 	return m

@@ -9,8 +9,9 @@ package policy
 import (
 	"fmt"
 	"os"
-	"slices"
 	"time"
+
+	"github.com/jethook/jethook/proxy/provider"
 )
 
 // Config is a loaded, validated policies.yaml with defaults applied.
@@ -35,21 +36,30 @@ type Route struct {
 	// Path is the URL path the provider posts to: it starts with "/", has no
 	// spaces, "?" or "#", and is unique across routes.
 	Path string
-	// Methods are the accepted HTTP methods, upper-case, default ["POST"].
+	// Methods are the accepted HTTP methods, upper-case; the default is
+	// the provider's ([provider.Info].Methods): ["POST"], or ["GET",
+	// "POST"] for senders whose handshake is a GET (meta, okta).
 	Methods []string
 	// MaxBody is the largest accepted body in bytes, default 5 MiB. YAML
 	// takes an integer or a size such as "512KiB", "5MiB", "1MB".
 	MaxBody int64
-	// Provider is how requests are verified: none (default), github,
-	// shopify, stripe, slack, standard-webhooks or hmac.
+	// Provider is how requests are verified: none (default) or a preset
+	// name of [provider.Names].
 	Provider string
 	// Secrets are the verification secrets, from YAML `secret` and
 	// `secrets` merged, in that order; several allow rotation.
 	Secrets []string
-	// Tolerance is how old a signature timestamp may be, default 5m.
+	// Tolerance is how old a signature timestamp may be; the default is
+	// the provider's recommendation, else 5m.
 	Tolerance time.Duration
+	// PublicURL is the URL the sender calls, for providers that sign it.
+	PublicURL string
+	// VerifyToken is what a subscription handshake must present (meta).
+	VerifyToken string
 	// HMAC describes the signature of provider hmac.
 	HMAC HMAC
+	// Signature declares the signature of provider signature.
+	Signature provider.Scheme
 	// Retry is the route's `retry:` block merged field by field over
 	// defaults.retry.
 	Retry Retry
@@ -58,6 +68,9 @@ type Route struct {
 	// Destinations are the backends each event is delivered to; at least
 	// one, names unique within the route.
 	Destinations []Destination
+	// CatchUp asks the provider for the events jethook missed; nil when
+	// the route has no `catch_up:` block (docs/catch-up.md).
+	CatchUp *CatchUp
 	// Line is the line of the route in the file.
 	Line int
 }
@@ -163,10 +176,6 @@ func (c *Config) MaxAge() time.Duration {
 	return m
 }
 
-// timestamped are the providers whose signatures carry a timestamp and go
-// stale after Tolerance.
-var timestamped = []string{"stripe", "slack", "standard-webhooks"}
-
 // Warnings lists what is valid but probably unsafe, one line each in the
 // form "<file>:<line>: route "<name>": ...": routes that verify nothing, and
 // timestamp-signed routes whose retries outlive the signature without
@@ -178,7 +187,10 @@ func (c *Config) Warnings() []string {
 		if r.Provider == "none" || r.Provider == "" {
 			w = append(w, at+": provider none: requests are not verified; unsafe on a public URL")
 		}
-		if !slices.Contains(timestamped, r.Provider) || r.Retry.MaxAge <= r.Tolerance {
+		if c := r.CatchUp; c != nil && c.Stripe != nil && len(c.Stripe.Events) == 0 {
+			w = append(w, at+": catch_up.stripe has no events list, so events of every type are caught up; list the endpoint's events, or [\"*\"] if it takes all")
+		}
+		if !r.timestamped() || r.Retry.MaxAge <= r.Tolerance {
 			continue
 		}
 		for _, dst := range r.Destinations {
@@ -189,4 +201,15 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	return w
+}
+
+// timestamped reports whether r's signatures carry a timestamp and go stale
+// after Tolerance.
+func (r *Route) timestamped() bool {
+	if r.Provider == provider.NameSignature {
+		s := r.Signature
+		return s.TimestampKey != "" || s.TimestampHeader != "" || s.TimestampJSON != ""
+	}
+	info, _ := provider.Lookup(r.Provider)
+	return info.Tolerance > 0
 }

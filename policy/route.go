@@ -1,12 +1,16 @@
 package policy
 
 import (
+	"cmp"
+	"errors"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/jethook/jethook/proxy/provider"
 )
 
 // Route and destination defaults.
@@ -19,9 +23,6 @@ const (
 	defaultCooldown    = 30 * time.Second
 	defaultSlowStart   = 30 * time.Second
 )
-
-// providers are the known values of a route's `provider`.
-var providers = []string{"none", "github", "shopify", "stripe", "slack", "standard-webhooks", "hmac"}
 
 // config decodes the top-level mapping into cfg.
 func (d *decoder) config(cfg *Config, root *yaml.Node) {
@@ -107,17 +108,15 @@ func (d *decoder) config(cfg *Config, root *yaml.Node) {
 func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, name, path entry, ok bool) {
 	n := d.resolve(it.val, it.path)
 	m, ok := d.mapping(n, it.path, "name", "path", "methods", "max_body", "provider", "secret", "secrets",
-		"tolerance", "hmac", "retry", "timeout", "destinations")
+		"tolerance", "hmac", "signature", "public_url", "verify_token", "retry", "timeout", "destinations", "catch_up")
 	if !ok {
 		return r, name, path, false
 	}
 	r = Route{
-		Methods:   []string{"POST"},
-		MaxBody:   defaultMaxBody,
-		Provider:  "none",
-		Tolerance: defaultTolerance,
-		Timeout:   def.Timeout,
-		Line:      n.Line,
+		MaxBody:  defaultMaxBody,
+		Provider: "none",
+		Timeout:  def.Timeout,
+		Line:     n.Line,
 	}
 	required := func(key string) (entry, bool) {
 		e, ok := m[key]
@@ -138,9 +137,6 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 			}
 		}
 	}
-	if e, ok := m["methods"]; ok {
-		r.Methods = d.methods(e)
-	}
 	if e, ok := m["max_body"]; ok {
 		if s, ok := d.str(e); ok {
 			if v, err := ParseSize(s); err != nil {
@@ -151,11 +147,20 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 		}
 	}
 	if e, ok := m["provider"]; ok {
-		if v, ok := d.oneOf(e, "provider", providers...); ok {
+		if v, ok := d.oneOf(e, "provider", provider.Names()...); ok {
 			r.Provider = v
 		}
 	}
-	r.Secrets = d.secrets(m)
+	// A preset's handshake may be a GET (meta, okta), and it may
+	// recommend its own tolerance (twitch 10m, linear 1m).
+	info, _ := provider.Lookup(r.Provider)
+	r.Methods = info.Methods
+	if e, ok := m["methods"]; ok {
+		r.Methods = d.methods(e)
+	}
+	r.Tolerance = cmp.Or(info.Tolerance, defaultTolerance)
+	var secrets []entry
+	r.Secrets, secrets = d.secrets(m)
 	if e, ok := m["tolerance"]; ok {
 		if v, ok := d.positive(e); ok {
 			r.Tolerance = v
@@ -166,7 +171,10 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 			r.Timeout = v
 		}
 	}
-	d.provider(&r, n, it.path, m)
+	d.provider(&r, n, it.path, m, secrets)
+	if e, ok := m["catch_up"]; ok {
+		r.CatchUp = d.catchUp(e, r.Provider)
+	}
 
 	var spec retrySpec
 	if e, ok := m["retry"]; ok {
@@ -209,9 +217,9 @@ func (d *decoder) methods(e entry) []string {
 	return out
 }
 
-// secrets merges `secret` and `secrets`, in that order. Messages never
-// quote a secret.
-func (d *decoder) secrets(m map[string]entry) []string {
+// secrets merges `secret` and `secrets`, in that order, and returns their
+// entries for messages. Messages never quote a secret.
+func (d *decoder) secrets(m map[string]entry) ([]string, []entry) {
 	var items []entry
 	if e, ok := m["secret"]; ok {
 		items = append(items, e)
@@ -221,6 +229,7 @@ func (d *decoder) secrets(m map[string]entry) []string {
 		items = append(items, list...)
 	}
 	var out []string
+	var kept []entry
 	for _, it := range items {
 		s, ok := d.str(it)
 		switch {
@@ -231,14 +240,17 @@ func (d *decoder) secrets(m map[string]entry) []string {
 			d.failf(it.node(), it.path, "secret is listed twice")
 		default:
 			out = append(out, s)
+			kept = append(kept, it)
 		}
 	}
-	return out
+	return out, kept
 }
 
-// provider checks that r's secrets and `hmac:` block fit its provider, and
-// decodes the block.
-func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]entry) {
+// provider checks that r's secrets and keys fit its provider, decodes the
+// `hmac:` and `signature:` blocks, and builds the verifier once so that
+// what it refuses is reported here, at the key's line.
+func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]entry, secrets []entry) {
+	before := len(d.errs)
 	switch {
 	case r.Provider == "none" && len(r.Secrets) > 0:
 		d.failf(n, join(path, "provider"), "a secret is set but provider is none, so requests would not be verified; set provider")
@@ -249,13 +261,75 @@ func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]ent
 			}
 		}
 	}
-	if r.Provider == "standard-webhooks" {
-		for i, sec := range r.Secrets {
-			if !validWhsec(sec) {
-				d.failf(n, join(path, "secret"), "standard-webhooks secret %d must have the form whsec_<base64>", i+1)
-			}
-		}
+	info, known := provider.Lookup(r.Provider)
+	if !known {
+		return
 	}
+	urlEntry, hasURL := m["public_url"]
+	if hasURL {
+		r.PublicURL, _ = d.str(urlEntry)
+	}
+	switch {
+	case info.PublicURL && !hasURL:
+		d.failf(n, join(path, "public_url"), "provider %s signs the URL it calls; set public_url to that URL (scheme, host and path)", r.Provider)
+	case !info.PublicURL && hasURL && r.Provider != provider.NameSignature:
+		d.failf(urlEntry.key, urlEntry.path, "provider %s does not sign the URL; remove public_url", r.Provider)
+	}
+	tokenEntry, hasToken := m["verify_token"]
+	if hasToken {
+		r.VerifyToken, _ = d.str(tokenEntry)
+	}
+	switch {
+	case info.VerifyToken && !hasToken:
+		d.failf(n, join(path, "verify_token"), "provider %s requires verify_token, the token its subscription handshake presents", r.Provider)
+	case info.VerifyToken && r.VerifyToken == "":
+		d.failf(tokenEntry.node(), tokenEntry.path, "verify_token is empty")
+	case !info.VerifyToken && hasToken:
+		d.failf(tokenEntry.key, tokenEntry.path, "provider %s has no subscription handshake; remove verify_token", r.Provider)
+	}
+	d.hmac(r, n, path, m)
+	d.signature(r, n, path, m)
+	if len(r.Secrets) == 0 || r.Provider == "none" || len(d.errs) > before {
+		return
+	}
+	// Each secret alone, so that an unusable one is reported at its line.
+	for i, sec := range r.Secrets {
+		_, err := provider.New(r.providerConfig([]string{sec}))
+		ce, ok := errors.AsType[*provider.ConfigError](err)
+		if !ok {
+			continue
+		}
+		at, key := n, join(path, "provider")
+		switch e, block := m["signature"]; {
+		case ce.Key == "secret":
+			at, key = secrets[i].node(), secrets[i].path
+		case ce.Key == "public_url" && hasURL:
+			at, key = urlEntry.node(), urlEntry.path
+		case ce.Key == "scheme" && block:
+			at, key = e.node(), e.path
+		}
+		d.failf(at, key, "provider %s: %v", ce.Provider, ce.Err)
+	}
+}
+
+// providerConfig is the provider.Config of r with secrets.
+func (r *Route) providerConfig(secrets []string) provider.Config {
+	return provider.Config{
+		Name:        r.Provider,
+		Secrets:     secrets,
+		Tolerance:   r.Tolerance,
+		PublicURL:   r.PublicURL,
+		VerifyToken: r.VerifyToken,
+		HMAC:        provider.HMAC(r.HMAC),
+		Scheme:      r.Signature,
+	}
+}
+
+// ProviderConfig is the configuration of r's verifier.
+func (r *Route) ProviderConfig() provider.Config { return r.providerConfig(r.Secrets) }
+
+// hmac decodes the `hmac:` block of provider hmac.
+func (d *decoder) hmac(r *Route, n *yaml.Node, path string, m map[string]entry) {
 	e, ok := m["hmac"]
 	if r.Provider != "hmac" {
 		if ok {
@@ -272,22 +346,11 @@ func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]ent
 	if !ok {
 		return
 	}
-	header := func(key string) string {
-		h, ok := hm[key]
-		if !ok {
-			return ""
-		}
-		s, ok := d.str(h)
-		if ok && !validHeader(s) {
-			d.failf(h.node(), h.path, "invalid header name %q", s)
-		}
-		return s
-	}
 	if _, ok := hm["header"]; !ok {
 		d.failf(e.node(), join(e.path, "header"), "provider hmac requires hmac.header")
 	}
-	r.HMAC.Header = header("header")
-	r.HMAC.IDHeader = header("id_header")
+	r.HMAC.Header = d.header(hm, "header")
+	r.HMAC.IDHeader = d.header(hm, "id_header")
 	if a, ok := hm["algorithm"]; ok {
 		if v, ok := d.oneOf(a, "algorithm", "sha1", "sha256", "sha512"); ok {
 			r.HMAC.Algorithm = v
@@ -300,6 +363,77 @@ func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]ent
 	}
 	if p, ok := hm["prefix"]; ok {
 		r.HMAC.Prefix, _ = d.str(p)
+	}
+}
+
+// header decodes the header name at m[key], "" when absent.
+func (d *decoder) header(m map[string]entry, key string) string {
+	h, ok := m[key]
+	if !ok {
+		return ""
+	}
+	s, ok := d.str(h)
+	if ok && !validHeader(s) {
+		d.failf(h.node(), h.path, "invalid header name %q", s)
+	}
+	return s
+}
+
+// signature decodes the `signature:` block of provider signature.
+func (d *decoder) signature(r *Route, n *yaml.Node, path string, m map[string]entry) {
+	e, ok := m["signature"]
+	if r.Provider != provider.NameSignature {
+		if ok {
+			d.failf(e.key, e.path, "signature block requires provider signature")
+		}
+		return
+	}
+	if !ok {
+		d.failf(n, join(path, "signature.header"), "provider signature requires a signature block with at least header")
+		return
+	}
+	sm, ok := d.mapping(e.val, e.path, "header", "prefix", "separator", "assign", "signature_key", "timestamp_key",
+		"timestamp_header", "timestamp_json", "timestamp_format", "signature_json", "signed", "algorithm", "encoding",
+		"secret_encoding", "id_header", "id_json")
+	if !ok {
+		return
+	}
+	s := &r.Signature
+	if h := d.header(sm, "header"); h != "" {
+		s.Headers = []string{h}
+	}
+	if h := d.header(sm, "id_header"); h != "" {
+		s.IDHeaders = []string{h}
+	}
+	s.TimestampHeader = d.header(sm, "timestamp_header")
+	text := func(key string, to *string) {
+		if v, ok := sm[key]; ok {
+			*to, _ = d.str(v)
+		}
+	}
+	text("prefix", &s.Prefix)
+	text("separator", &s.Separator)
+	text("assign", &s.Assign)
+	text("signature_key", &s.SignatureKey)
+	text("timestamp_key", &s.TimestampKey)
+	text("timestamp_json", &s.TimestampJSON)
+	text("signature_json", &s.SignatureJSON)
+	text("signed", &s.Signed)
+	text("id_json", &s.IDJSON)
+	choice := func(key string, to *string, choices ...string) {
+		if v, ok := sm[key]; ok {
+			*to, _ = d.oneOf(v, key, choices...)
+		}
+	}
+	choice("timestamp_format", &s.TimestampFormat, "unix", "unix_ms", "rfc3339")
+	choice("algorithm", &s.Algorithm, "sha1", "sha256", "sha512", "token")
+	choice("encoding", &s.Encoding, "hex", "base64", "plain")
+	choice("secret_encoding", &s.SecretEncoding, "raw", "base64")
+	if _, ok := sm["header"]; !ok && s.SignatureJSON == "" {
+		d.failf(e.node(), join(e.path, "header"), "missing; name the header that carries the signature")
+	}
+	if _, ok := m["tolerance"]; !ok && s.TimestampKey == "" && s.TimestampHeader == "" && s.TimestampJSON == "" {
+		r.Tolerance = defaultTolerance
 	}
 }
 

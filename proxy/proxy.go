@@ -83,19 +83,9 @@ func New(cfg *policy.Config, st *store.Store, log *slog.Logger) (*Handler, error
 func (h *Handler) Reload(cfg *policy.Config) error {
 	table := make(map[string]*route, len(cfg.Routes))
 	for _, r := range cfg.Routes {
-		v, err := provider.New(provider.Config{
-			Name:      r.Provider,
-			Secrets:   r.Secrets,
-			Tolerance: r.Tolerance,
-			HMAC: provider.HMAC{
-				Header:    r.HMAC.Header,
-				Algorithm: r.HMAC.Algorithm,
-				Encoding:  r.HMAC.Encoding,
-				Prefix:    r.HMAC.Prefix,
-				IDHeader:  r.HMAC.IDHeader,
-			},
-			Now: h.Now,
-		})
+		c := r.ProviderConfig()
+		c.Now = h.Now
+		v, err := provider.New(c)
 		if err != nil {
 			return fmt.Errorf("route %q: %w", r.Name, err)
 		}
@@ -140,24 +130,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.inflight.put(cap(body))
-	if err := rt.verifier.Verify(r.Header, body); err != nil {
-		reason, detail := "bad_signature", err.Error()
+	preq := &provider.Request{Method: r.Method, URL: r.URL, Header: r.Header, Body: body}
+	if err := rt.verifier.Verify(preq); err != nil {
+		status, reason, detail := http.StatusUnauthorized, "bad_signature", err.Error()
 		var pe *provider.Error
 		if errors.As(err, &pe) {
 			reason, detail = pe.Reason, pe.Detail
+			if pe.Status != 0 {
+				status = pe.Status
+			}
 		}
-		h.reject(w, r, rt, http.StatusUnauthorized, reason, "webhook not verified: "+detail)
+		h.reject(w, r, rt, status, reason, "webhook not verified: "+detail)
 		return
 	}
-	if status, ctype, resp, ok := rt.verifier.Handshake(r.Header, body); ok {
+	if status, ctype, resp, ok := rt.verifier.Handshake(preq); ok {
 		w.Header().Set("Content-Type", ctype)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(status)
 		_, _ = w.Write(resp)
 		return
 	}
 	env := &store.Envelope{
 		Route:      rt.Name,
-		EventID:    eventID(rt.Name, rt.verifier.EventID(r.Header, body), body),
+		EventID:    eventID(rt.Name, rt.verifier.EventID(preq), body),
 		Method:     r.Method,
 		Host:       r.Host,
 		Proto:      "http",

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -111,12 +112,12 @@ func (in *ingress) signed(route string, body []byte, secret string, at time.Time
 	if !ok {
 		in.t.Fatalf("no route %s", route)
 	}
-	p, err := provider.New(provider.Config{Name: r.Provider, Secrets: r.Secrets, HMAC: provider.HMAC(r.HMAC)})
+	p, err := provider.New(r.ProviderConfig())
 	if err != nil {
 		in.t.Fatal(err)
 	}
 	h := http.Header{"Content-Type": {"application/json"}}
-	if err := p.Sign(h, body, secret, at); err != nil {
+	if err := p.Sign(&provider.Request{Method: http.MethodPost, URL: &url.URL{Path: r.Path}, Header: h, Body: body}, secret, at); err != nil {
 		in.t.Fatal(err)
 	}
 	return h

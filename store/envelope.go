@@ -28,6 +28,9 @@ type Envelope struct {
 	// net/http gives them. http.Header converts to and from it directly.
 	Header map[string][]string
 	Body   []byte
+	// CaughtUp names the provider whose API catch-up fetched the event
+	// from; empty for a webhook ingress received. Senders cannot set it.
+	CaughtUp string
 }
 
 // Header names jethook writes on stored messages. Original request headers
@@ -41,6 +44,7 @@ const (
 	hdrURI        = "Jethook-Uri"
 	hdrRemote     = "Jethook-Remote"
 	hdrReceived   = "Jethook-Received"
+	hdrCaughtUp   = "Jethook-Caught-Up"
 	hdrOrigPrefix = "H-"
 )
 
@@ -85,6 +89,9 @@ func (e *Envelope) msg(subject string) *nats.Msg {
 		}
 		h[k] = vals[i : i+1 : i+1]
 	}
+	if e.CaughtUp != "" {
+		h[hdrCaughtUp] = []string{e.CaughtUp}
+	}
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Body}
 }
 
@@ -103,6 +110,7 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 		Proto:      h.Get(hdrProto),
 		RequestURI: h.Get(hdrURI),
 		RemoteAddr: h.Get(hdrRemote),
+		CaughtUp:   h.Get(hdrCaughtUp),
 		Header:     make(map[string][]string, len(h)),
 		Body:       data,
 	}

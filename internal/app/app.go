@@ -1,6 +1,6 @@
 // Package app assembles jethook from its parts: the store, the metrics, the
-// alerts, the forwarder, the ingress, the admin API and its dashboard,
-// wired as `jethook serve` runs them. Serve, `jethook bench` and the test rigs all build it
+// alerts, the forwarder, the ingress, the catch-up runner, the admin API
+// and its dashboard, wired as `jethook serve` runs them. Serve, `jethook bench` and the test rigs all build it
 // with New, so each runs the stack that ships. Listeners, signals and the
 // process settings stay with the caller.
 package app
@@ -18,6 +18,7 @@ import (
 
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/alert"
+	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/dashboard"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/metrics"
@@ -66,15 +67,18 @@ type App struct {
 	Alerts    *alert.Notifier
 	Forwarder *forward.Forwarder
 	Ingress   *proxy.Handler
-	Admin     *admin.Handler
+	// CatchUp asks providers for what they could not deliver (a route's
+	// catch_up block).
+	CatchUp *catchup.Runner
+	Admin   *admin.Handler
 	// Dashboard is the web UI the admin listener serves at /.
 	Dashboard *dashboard.Handler
 
-	log       *slog.Logger
-	load      func() (*policy.Config, error)
-	ownStore  bool
-	stopWatch context.CancelFunc // ends watchStore
-	reload    sync.Mutex         // one reload at a time
+	log      *slog.Logger
+	load     func() (*policy.Config, error)
+	ownStore bool
+	stopRun  context.CancelFunc // ends watchStore and the catch-up loops
+	reload   sync.Mutex         // one reload at a time
 }
 
 // New opens the store (unless o.Store is given), checks cfg against it,
@@ -108,9 +112,9 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Metrics, a.Registry = newMetrics(a.Store)
 	a.Alerts = alert.New(cfg.Alerts, a.log)
 	a.Alerts.Start()
-	watchCtx, stop := context.WithCancel(context.Background())
-	a.stopWatch = stop
-	go watchStore(watchCtx, a.Store, a.Alerts)
+	runCtx, stop := context.WithCancel(context.Background())
+	a.stopRun = stop
+	go watchStore(runCtx, a.Store, a.Alerts)
 
 	fwd := &forward.Forwarder{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Alerts: a.Alerts,
 		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter}
@@ -126,10 +130,13 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Ingress.MaxInFlightBytes = o.MaxInFlightBytes
 	a.Ingress.TrustedProxies = o.TrustedProxies
 
+	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics}
+	a.CatchUp.Start(runCtx, cfg)
+
 	a.Dashboard = &dashboard.Handler{Store: a.Store, Forwarder: a.Forwarder, Metrics: a.Metrics,
 		Token: o.AdminToken, Logger: a.log}
 	a.Admin = &admin.Handler{Store: a.Store, Forwarder: a.Forwarder, Token: o.AdminToken,
-		Metrics: a.Metrics.Handler(), Logger: a.log, Ready: o.Ready, Dashboard: a.Dashboard}
+		Metrics: a.Metrics.Handler(), Logger: a.log, Ready: o.Ready, Dashboard: a.Dashboard, CatchUp: a.CatchUp}
 	if a.load != nil {
 		a.Admin.Reload = a.Reload
 	}
@@ -139,7 +146,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 // Reload loads a new configuration with Options.Load, checks it, and
 // applies it to the running parts: the forwarder starts, stops and
 // restarts destination loops, then the ingress swaps its routes, then the
-// alerts take their block. Consumers for new routes exist before the
+// alerts and the catch-up runner take theirs. Consumers for new routes exist before the
 // ingress accepts them, so nothing is stored that no consumer will read.
 // A configuration that fails a check changes nothing.
 func (a *App) Reload(ctx context.Context) error {
@@ -163,6 +170,7 @@ func (a *App) Reload(ctx context.Context) error {
 		return err
 	}
 	a.Alerts.Reload(cfg.Alerts)
+	a.CatchUp.Reload(cfg)
 	for _, w := range cfg.Warnings() {
 		a.log.Warn(w)
 	}
@@ -186,15 +194,18 @@ func (a *App) checked() (*policy.Config, error) {
 	return cfg, nil
 }
 
-// Close stops delivering (attempts in flight get up to grace), then the
-// alerts, so the last dead letters are told, and closes the store if New
-// opened it. The caller stops its listeners first.
+// Close stops catching up, then delivering (attempts in flight get up to
+// grace), then the alerts, so the last dead letters are told, and closes
+// the store if New opened it. The caller stops its listeners first.
 func (a *App) Close(grace time.Duration) {
+	if a.CatchUp != nil {
+		a.CatchUp.Stop()
+	}
 	if a.Forwarder != nil {
 		a.Forwarder.Stop(grace)
 	}
-	if a.stopWatch != nil {
-		a.stopWatch()
+	if a.stopRun != nil {
+		a.stopRun()
 	}
 	a.Alerts.Stop() // a nil Notifier ignores it
 	if a.ownStore && a.Store != nil {

@@ -32,19 +32,19 @@ func TestGitHubVector(t *testing.T) {
 	p := mustNew(t, provider.Config{Name: "github", Secrets: []string{secret}})
 	t.Run("the published signature verifies", func(t *testing.T) {
 		h := http.Header{"X-Hub-Signature-256": {sig}}
-		if err := p.Verify(h, []byte(body)); err != nil {
+		if err := p.Verify(req(h, []byte(body))); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("upper-case hex verifies too", func(t *testing.T) {
 		h := http.Header{"X-Hub-Signature-256": {"sha256=" + strings.ToUpper(sig[len("sha256="):])}}
-		if err := p.Verify(h, []byte(body)); err != nil {
+		if err := p.Verify(req(h, []byte(body))); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("Sign produces the published signature", func(t *testing.T) {
 		h := http.Header{}
-		if err := p.Sign(h, []byte(body), secret, epoch); err != nil {
+		if err := p.Sign(req(h, []byte(body)), secret, epoch); err != nil {
 			t.Fatal(err)
 		}
 		if got := h.Get("X-Hub-Signature-256"); got != sig {
@@ -62,7 +62,7 @@ func TestGitHubRejectsMalformedSignatures(t *testing.T) {
 		{"sha256=", provider.ReasonBadSignature},
 		{"sha256=zz", provider.ReasonBadSignature},
 	} {
-		if got := reason(t, p.Verify(http.Header{"X-Hub-Signature-256": {tc.sig}}, nil)); got != tc.want {
+		if got := reason(t, p.Verify(req(http.Header{"X-Hub-Signature-256": {tc.sig}}, nil))); got != tc.want {
 			t.Errorf("signature %q: reason %q, want %q", tc.sig, got, tc.want)
 		}
 	}
@@ -73,17 +73,17 @@ func TestGitHubEventID(t *testing.T) {
 	p := mustNew(t, provider.Config{Name: "github", Secrets: []string{"s"}})
 	h := http.Header{}
 	h.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
-	if got := p.EventID(h, nil); got != "72d3162e-cc78-11e3-81ab-4c9367dc0958" {
+	if got := p.EventID(req(h, nil)); got != "72d3162e-cc78-11e3-81ab-4c9367dc0958" {
 		t.Fatalf("EventID = %q", got)
 	}
-	if got := p.EventID(http.Header{}, nil); got != "" {
+	if got := p.EventID(req(http.Header{}, nil)); got != "" {
 		t.Fatalf("EventID without header = %q", got)
 	}
 	signed := http.Header{}
-	if err := p.Sign(signed, nil, "s", epoch); err != nil {
+	if err := p.Sign(req(signed, nil), "s", epoch); err != nil {
 		t.Fatal(err)
 	}
-	if id := p.EventID(signed, nil); len(id) != 36 || strings.Count(id, "-") != 4 {
+	if id := p.EventID(req(signed, nil)); len(id) != 36 || strings.Count(id, "-") != 4 {
 		t.Fatalf("Sign set delivery id %q, want a UUID", id)
 	}
 }
@@ -99,7 +99,7 @@ func FuzzGitHubHeader(f *testing.F) {
 	}
 	p := mustNew(f, provider.Config{Name: "github", Secrets: []string{secret}})
 	f.Fuzz(func(t *testing.T, sig string) {
-		err := p.Verify(http.Header{"X-Hub-Signature-256": {sig}}, body)
+		err := p.Verify(req(http.Header{"X-Hub-Signature-256": {sig}}, body))
 		if err == nil && !strings.EqualFold(sig, want) {
 			t.Fatalf("accepted %q, the correct signature is %q", sig, want)
 		}

@@ -54,11 +54,11 @@ func TestHMACMatchesAnIndependentHMAC(t *testing.T) {
 				t.Parallel()
 				cfg := provider.HMAC{Header: "X-Sig", Algorithm: alg.name, Encoding: enc, Prefix: alg.name + "="}
 				p := mustNew(t, provider.Config{Name: "hmac", Secrets: []string{secret}, HMAC: cfg})
-				if err := p.Verify(http.Header{"X-Sig": {alg.name + "=" + sig}}, body); err != nil {
+				if err := p.Verify(req(http.Header{"X-Sig": {alg.name + "=" + sig}}, body)); err != nil {
 					t.Fatal(err)
 				}
 				h := http.Header{}
-				if err := p.Sign(h, body, secret, epoch); err != nil {
+				if err := p.Sign(req(h, body), secret, epoch); err != nil {
 					t.Fatal(err)
 				}
 				if got := h.Get("X-Sig"); got != alg.name+"="+sig {
@@ -73,22 +73,22 @@ func TestHMACPrefixAndEventID(t *testing.T) {
 	t.Parallel()
 	p := mustNew(t, provider.Config{Name: "hmac", Secrets: []string{"s"}, HMAC: provider.HMAC{Header: "X-Sig", Prefix: "sha256=", IDHeader: "X-Id"}})
 	h := http.Header{}
-	if err := p.Sign(h, nil, "s", epoch); err != nil {
+	if err := p.Sign(req(h, nil), "s", epoch); err != nil {
 		t.Fatal(err)
 	}
-	if id := p.EventID(h, nil); id == "" {
+	if id := p.EventID(req(h, nil)); id == "" {
 		t.Fatal("Sign set no id in the IDHeader")
 	}
 	h.Set("X-Id", "evt-7")
-	if got := p.EventID(h, nil); got != "evt-7" {
+	if got := p.EventID(req(h, nil)); got != "evt-7" {
 		t.Fatalf("EventID = %q", got)
 	}
 	h.Set("X-Sig", strings.TrimPrefix(h.Get("X-Sig"), "sha256="))
-	if got := reason(t, p.Verify(h, nil)); got != provider.ReasonMalformedSignature {
+	if got := reason(t, p.Verify(req(h, nil))); got != provider.ReasonMalformedSignature {
 		t.Fatalf("without the prefix: reason %q", got)
 	}
 	q := mustNew(t, provider.Config{Name: "hmac", Secrets: []string{"s"}, HMAC: provider.HMAC{Header: "X-Sig"}})
-	if got := q.EventID(http.Header{"X-Id": {"evt-7"}}, nil); got != "" {
+	if got := q.EventID(req(http.Header{"X-Id": {"evt-7"}}, nil)); got != "" {
 		t.Fatalf("EventID without IDHeader = %q", got)
 	}
 }
@@ -113,14 +113,14 @@ func FuzzHMACHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sig string, useBase64 bool) {
 		h := http.Header{"X-Sig": {sig}}
 		if useBase64 {
-			err := b64P.Verify(h, body)
+			err := b64P.Verify(req(h, body))
 			reason(t, err)
 			if err == nil && sig != b64Want {
 				t.Fatalf("base64: accepted %q, want %q", sig, b64Want)
 			}
 			return
 		}
-		err := hexP.Verify(h, body)
+		err := hexP.Verify(req(h, body))
 		reason(t, err)
 		if err == nil && !strings.EqualFold(sig, hexWant) {
 			t.Fatalf("hex: accepted %q, want %q", sig, hexWant)

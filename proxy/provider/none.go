@@ -1,19 +1,16 @@
 package provider
 
-import (
-	"net/http"
-	"time"
-)
+import "time"
 
 // none accepts every request unverified, for routes whose sender does not
 // sign, or that sit behind something that already verified them.
 type none struct{ noHandshake }
 
 // Verify accepts every request.
-func (none) Verify(http.Header, []byte) error { return nil }
+func (none) Verify(*Request) error { return nil }
 
 // EventID is always "": unsigned senders have no id jethook can trust.
-func (none) EventID(http.Header, []byte) string { return "" }
+func (none) EventID(*Request) string { return "" }
 
 // Sign sets nothing.
-func (none) Sign(http.Header, []byte, string, time.Time) error { return nil }
+func (none) Sign(*Request, string, time.Time) error { return nil }

@@ -1,25 +1,31 @@
 // Package provider verifies inbound webhooks the way each sender signs them.
-// It holds one preset per provider (GitHub, Shopify, Stripe, Slack, Standard
-// Webhooks, a generic HMAC header, and none): each checks the raw request's
-// signature in constant time, extracts the provider's own event id for
-// deduplication, and answers verification handshakes. It also re-signs
-// deliveries with the Standard Webhooks scheme for backends ([Resign]).
+// A declarative [Scheme] says where a signature and its timestamp live, what
+// string is signed and how; most presets (GitHub, Stripe, Svix, Zoom, Paddle
+// and two dozen more) are a Scheme plus a test, and the few senders that need
+// code (Twilio's sorted form parameters, SendGrid's ECDSA key) have a file of
+// their own. Each preset checks the raw request in constant time, extracts
+// the sender's event id for deduplication, and answers its verification
+// handshake. [Resign] re-signs deliveries with Standard Webhooks for
+// backends.
 package provider
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Preset names accepted in [Config].Name.
+// Preset names that callers branch on; [Presets] lists them all.
 const (
 	NameNone             = "none"
 	NameGitHub           = "github"
@@ -28,32 +34,43 @@ const (
 	NameSlack            = "slack"
 	NameStandardWebhooks = "standard-webhooks"
 	NameHMAC             = "hmac"
+	NameSignature        = "signature"
+	NameSendGrid         = "sendgrid"
 )
 
 // DefaultTolerance is how far a signed timestamp may be from now, in either
-// direction, when [Config].Tolerance is zero. Stripe, Slack and Standard
-// Webhooks all recommend five minutes.
+// direction, when neither [Config].Tolerance nor the preset sets one. Stripe,
+// Slack and Standard Webhooks all recommend five minutes.
 const DefaultTolerance = 5 * time.Minute
 
 // Config selects and parameterizes a preset (filled from a policies.yaml route).
 type Config struct {
-	// Name is one of none, github, shopify, stripe, slack, standard-webhooks
-	// or hmac. The empty name means none, so the zero Config verifies nothing.
+	// Name is a preset name ([Presets]). The empty name means none, so the
+	// zero Config verifies nothing.
 	Name string
 	// Secrets are the shared signing secrets; a request signed with any one of
 	// them verifies, so a secret can be rotated without downtime.
 	Secrets []string
-	// Tolerance bounds |now - signed timestamp| for stripe, slack and
-	// standard-webhooks; 0 means [DefaultTolerance].
+	// Tolerance bounds |now - signed timestamp| for presets that sign a
+	// timestamp; 0 means the preset's own ([Info].Tolerance).
 	Tolerance time.Duration
-	// HMAC parameterizes the generic scheme (Name == "hmac").
+	// PublicURL is the URL the sender calls, as it calls it (scheme, host,
+	// path; no query): presets that sign the URL (twilio, square, hubspot)
+	// need it, since jethook usually sits behind a load balancer. The
+	// request's query string is appended to it.
+	PublicURL string
+	// VerifyToken is the token a subscription handshake must present (meta).
+	VerifyToken string
+	// HMAC parameterizes the generic body HMAC (Name == "hmac").
 	HMAC HMAC
+	// Scheme declares the signature of Name == "signature".
+	Scheme Scheme
 	// Now returns the current time; nil means time.Now. Tests inject a clock.
 	Now func() time.Time
 }
 
 // HMAC describes a generic "HMAC of the raw body in one header" scheme, the
-// shape most smaller providers use.
+// shape most smaller providers use. It is shorthand for a [Scheme].
 type HMAC struct {
 	// Header carries the signature, for example X-Signature. Required.
 	Header string
@@ -68,6 +85,32 @@ type HMAC struct {
 	IDHeader string
 }
 
+// Request is what a preset sees of an inbound webhook.
+type Request struct {
+	Method string
+	// URL is the request URL as received; only its query is used, appended
+	// to [Config].PublicURL where a preset signs the URL.
+	URL    *url.URL
+	Header http.Header
+	Body   []byte
+}
+
+// query returns the request's query values (none for a nil URL).
+func (r *Request) query() url.Values {
+	if r.URL == nil {
+		return url.Values{}
+	}
+	return r.URL.Query()
+}
+
+// rawQuery returns the request's query string, without "?".
+func (r *Request) rawQuery() string {
+	if r.URL == nil {
+		return ""
+	}
+	return r.URL.RawQuery
+}
+
 // Reasons a request fails verification. They are short, stable, safe to return
 // to the client and to use as a metric label.
 const (
@@ -76,6 +119,12 @@ const (
 	ReasonBadSignature       = "bad_signature"
 	ReasonStaleTimestamp     = "stale_timestamp"
 	ReasonMalformedSignature = "malformed_signature"
+	// ReasonBadVerifyToken is a subscription handshake with the wrong token
+	// (answered 403, as Meta asks).
+	ReasonBadVerifyToken = "bad_verify_token"
+	// ReasonNotHandshake is a GET on a route whose sender only GETs for its
+	// handshake, without the handshake's parameters (answered 400).
+	ReasonNotHandshake = "not_a_handshake"
 	// ReasonBadBody is for a body that cannot be verified at all, such as one
 	// the caller could not read in full; no preset returns it for a body it has.
 	ReasonBadBody = "bad_body"
@@ -88,6 +137,8 @@ type Error struct {
 	// Detail says what was wrong in a few words. It never holds secrets,
 	// body bytes or header values, so it is safe to log.
 	Detail string
+	// Status is the HTTP status to answer; 0 means 401 Unauthorized.
+	Status int
 }
 
 // Error returns a short human message: the reason and its detail.
@@ -98,6 +149,10 @@ func (e *Error) Error() string {
 	return "webhook verification: " + e.Reason + ": " + e.Detail
 }
 
+// ErrNoSigning is returned by Sign for presets jethook cannot sign for with
+// the route's secret (SendGrid verifies with a public key).
+var ErrNoSigning = errors.New("cannot sign with this secret")
+
 func fail(reason, detail string) *Error { return &Error{Reason: reason, Detail: detail} }
 
 // Provider verifies, identifies and answers one provider's webhooks.
@@ -105,82 +160,111 @@ type Provider interface {
 	// Verify checks the raw request. Signatures are compared in constant time
 	// (hmac.Equal). A nil error means the request is authentic; otherwise
 	// the error is an *Error.
-	Verify(h http.Header, body []byte) error
-	// EventID is the provider's own id for dedup, "" when the request has none:
-	// github X-GitHub-Delivery; shopify X-Shopify-Webhook-Id, else
-	// X-Shopify-Event-Id; stripe JSON body "id"; slack JSON body "event_id"
-	// (form-encoded slash commands have none); standard-webhooks webhook-id;
-	// hmac the IDHeader if set.
-	EventID(h http.Header, body []byte) string
+	Verify(r *Request) error
+	// EventID is the provider's own id for dedup, "" when the request has
+	// none ([Info].ID says where each preset takes it from).
+	EventID(r *Request) string
 	// Handshake answers a provider's verification request without storing it.
 	// Call it only after Verify succeeded. ok is false when the request is an
-	// ordinary event (always, except for Slack's url_verification).
-	Handshake(h http.Header, body []byte) (status int, contentType string, resp []byte, ok bool)
-	// Sign sets the headers the provider would send for body, using secret and
-	// now (for `jethook send` and tests). Schemes with an event id header set a
-	// fresh id when h lacks one.
-	Sign(h http.Header, body []byte, secret string, now time.Time) error
+	// ordinary event.
+	Handshake(r *Request) (status int, contentType string, resp []byte, ok bool)
+	// Sign sets the headers the provider would send for r.Body, using secret
+	// and now (for `jethook send` and tests); presets that sign inside the
+	// body (mailgun, linear) rewrite r.Body. Schemes with an event id header
+	// set a fresh id when r lacks one.
+	Sign(r *Request, secret string, now time.Time) error
 }
 
-// New returns the preset c names. It fails for an unknown name, a preset
-// other than none without secrets, an empty secret, invalid hmac settings,
-// a negative tolerance, or a standard-webhooks secret that is not base64.
+// ConfigError is a Config that New refuses. Key names the setting at
+// fault, so that a caller can point at it: "name", "secret" (Secret is its
+// 1-based index), "public_url", "verify_token", "tolerance" or "scheme" (the
+// `hmac:` or `signature:` block). Messages never hold a secret.
+type ConfigError struct {
+	Provider string
+	Key      string
+	Secret   int
+	Err      error
+}
+
+func (e *ConfigError) Error() string {
+	if e.Secret > 0 {
+		return fmt.Sprintf("provider %s: secret %d: %v", e.Provider, e.Secret, e.Err)
+	}
+	return fmt.Sprintf("provider %s: %v", e.Provider, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// secretError is a ConfigError about secret i (0-based); New fills in
+// the provider.
+func secretError(i int, err error) *ConfigError {
+	return &ConfigError{Key: "secret", Secret: i + 1, Err: err}
+}
+
+// New returns the preset c names. It fails with a *ConfigError for an
+// unknown name, a preset other than none without secrets, an empty secret,
+// a secret the preset cannot use, a missing public_url or verify_token the
+// preset needs, an invalid scheme, or a negative tolerance.
 func New(c Config) (Provider, error) {
+	name := cmp.Or(c.Name, NameNone)
+	p, ok := presets[name]
+	if !ok {
+		return nil, &ConfigError{Provider: c.Name, Key: "name", Err: fmt.Errorf("unknown name (want one of %s)", strings.Join(Names(), ", "))}
+	}
 	if c.Tolerance < 0 {
-		return nil, errors.New("provider: tolerance must not be negative")
+		return nil, &ConfigError{Provider: name, Key: "tolerance", Err: errors.New("tolerance must not be negative")}
 	}
-	name := c.Name
-	if name == "" {
-		name = NameNone
-	}
-	switch name {
-	case NameNone:
+	if name == NameNone {
 		return none{}, nil
-	case NameGitHub, NameShopify, NameStripe, NameSlack, NameStandardWebhooks, NameHMAC:
-	default:
-		return nil, fmt.Errorf("provider: unknown name %q (want none, github, shopify, stripe, slack, standard-webhooks or hmac)", c.Name)
 	}
 	if len(c.Secrets) == 0 {
-		return nil, fmt.Errorf("provider %s: at least one secret is required", name)
+		return nil, &ConfigError{Provider: name, Key: "secret", Err: errors.New("at least one secret is required")}
 	}
 	for i, s := range c.Secrets {
 		if s == "" {
-			return nil, fmt.Errorf("provider %s: secret %d is empty", name, i+1)
+			return nil, &ConfigError{Provider: name, Key: "secret", Secret: i + 1, Err: errors.New("the secret is empty")}
 		}
+	}
+	if p.PublicURL {
+		if err := checkPublicURL(c.PublicURL); err != nil {
+			return nil, &ConfigError{Provider: name, Key: "public_url", Err: err}
+		}
+	}
+	if p.VerifyToken && c.VerifyToken == "" {
+		return nil, &ConfigError{Provider: name, Key: "verify_token", Err: errors.New("verify_token is required")}
 	}
 	clk := clock{now: c.Now, tolerance: c.Tolerance}
 	if clk.now == nil {
 		clk.now = time.Now
 	}
 	if clk.tolerance == 0 {
-		clk.tolerance = DefaultTolerance
+		clk.tolerance = cmp.Or(p.Tolerance, DefaultTolerance)
 	}
-	switch name {
-	case NameGitHub:
-		return github{keys: rawKeys(c.Secrets)}, nil
-	case NameShopify:
-		return shopify{keys: rawKeys(c.Secrets)}, nil
-	case NameStripe:
-		return stripe{keys: rawKeys(c.Secrets), clock: clk}, nil
-	case NameSlack:
-		return slack{keys: rawKeys(c.Secrets), clock: clk}, nil
-	case NameStandardWebhooks:
-		keys := make([][]byte, len(c.Secrets))
-		for i, s := range c.Secrets {
-			k, err := standardKey(s)
-			if err != nil {
-				return nil, fmt.Errorf("provider %s: secret %d: %w", name, i+1, err)
-			}
-			keys[i] = k
-		}
-		return standardWebhooks{keys: keys, clock: clk}, nil
-	default: // NameHMAC
-		p, err := newGeneric(c.HMAC, rawKeys(c.Secrets))
-		if err != nil {
-			return nil, fmt.Errorf("provider %s: %w", name, err)
-		}
-		return p, nil
+	v, err := p.build(c, clk)
+	if ce, ok := errors.AsType[*ConfigError](err); ok {
+		ce.Provider = name
+		return nil, ce
 	}
+	if err != nil {
+		return nil, &ConfigError{Provider: name, Key: "scheme", Err: err}
+	}
+	return v, nil
+}
+
+// checkPublicURL accepts an absolute http(s) URL with a host and no query
+// or fragment.
+func checkPublicURL(s string) error {
+	if s == "" {
+		return errors.New("public_url is required: the URL the sender calls, as it calls it")
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("public_url %q is not an absolute http or https URL", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(s, "?#") {
+		return fmt.Errorf("public_url %q must not hold a query or fragment (the request's query is appended)", s)
+	}
+	return nil
 }
 
 // rawKeys returns the secrets' bytes, used as HMAC keys as they are.
@@ -201,40 +285,23 @@ func mac(newHash func() hash.Hash, key []byte, parts ...[]byte) []byte {
 	return m.Sum(nil)
 }
 
-// hexEqual reports in constant time whether got is the hex encoding of want,
-// ignoring the ASCII case of the hex digits.
-func hexEqual(got string, want []byte) bool {
-	lower := []byte(got)
-	for i, c := range lower {
-		if 'A' <= c && c <= 'Z' {
-			lower[i] = c + ('a' - 'A')
-		}
-	}
-	return hmac.Equal(lower, []byte(hex.EncodeToString(want)))
-}
-
 // clock checks signed timestamps against a tolerance window around now.
 type clock struct {
 	now       func() time.Time
 	tolerance time.Duration
 }
 
-// check validates a Unix-seconds timestamp header value: canonical decimal
-// digits, within the tolerance of now in either direction.
-func (c clock) check(ts string) error {
-	t, ok := parseUnix(ts)
-	if !ok {
-		return fail(ReasonMalformedSignature, "timestamp is not Unix seconds")
-	}
-	d := c.now().Sub(time.Unix(t, 0))
+// within reports an error unless t is within the tolerance of now.
+func (c clock) within(t time.Time) error {
+	d := c.now().Sub(t)
 	if d > c.tolerance || d < -c.tolerance {
 		return fail(ReasonStaleTimestamp, "timestamp outside tolerance")
 	}
 	return nil
 }
 
-// parseUnix parses canonical non-negative decimal seconds: digits only, no
-// sign, no leading zero, at most 18 digits (so it never overflows).
+// parseUnix parses canonical non-negative decimal digits: no sign, no
+// leading zero, at most 18 digits (so it never overflows).
 func parseUnix(s string) (int64, bool) {
 	if s == "" || len(s) > 18 || (s[0] == '0' && len(s) > 1) {
 		return 0, false
@@ -248,29 +315,17 @@ func parseUnix(s string) (int64, bool) {
 	return t, err == nil
 }
 
-// jsonString returns the string value of a top-level key of a JSON object
-// body, matched exactly, or "" when the body is not such an object.
-func jsonString(body []byte, key string) string {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(body, &obj) != nil {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(obj[key], &s) != nil {
-		return ""
-	}
-	return s
-}
-
-// setID sets header name to a fresh random UUID when h has no value for it.
-func setID(h http.Header, name string) {
+// setID sets header name to newID() when h has no value for it, and returns
+// the header's value.
+func setID(h http.Header, name string, newID func() string) string {
 	if h.Get(name) == "" {
-		h.Set(name, newUUID())
+		h.Set(name, newID())
 	}
+	return h.Get(name)
 }
 
-// newUUID returns a random (version 4) UUID, the form GitHub and Shopify use
-// for delivery ids. RFC 9562 §5.4.
+// newUUID returns a random (version 4) UUID, the form most senders use for
+// delivery ids. RFC 9562 §5.4.
 func newUUID() string {
 	var b [16]byte
 	rand.Read(b[:])
@@ -280,10 +335,27 @@ func newUUID() string {
 	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
 }
 
+// validHeaderName reports whether s is a non-empty RFC 9110 token (§5.1).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // noHandshake is embedded by presets without a verification handshake.
 type noHandshake struct{}
 
 // Handshake reports ok=false: the request is an ordinary event.
-func (noHandshake) Handshake(http.Header, []byte) (int, string, []byte, bool) {
-	return 0, "", nil, false
+func (noHandshake) Handshake(*Request) (int, string, []byte, bool) { return 0, "", nil, false }
+
+// isGet reports whether r is a GET (or HEAD, which Go serves like GET).
+func isGet(r *Request) bool {
+	return slices.Contains([]string{http.MethodGet, http.MethodHead}, r.Method)
 }

@@ -1,8 +1,11 @@
 package provider_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +30,11 @@ func reason(t testing.TB, err error) string {
 		t.Fatalf("error %v (%T) is not a *provider.Error", err, err)
 	}
 	return e.Reason
+}
+
+// req is a POST of body with headers h to /.
+func req(h http.Header, body []byte) *provider.Request {
+	return &provider.Request{Method: http.MethodPost, URL: &url.URL{Path: "/"}, Header: h, Body: body}
 }
 
 func mustNew(t testing.TB, c provider.Config) provider.Provider {
@@ -56,7 +64,7 @@ func checkPreset(t *testing.T, ps preset) {
 	p := mustNew(t, ps.cfg)
 	sign := func(secret string) http.Header {
 		h := http.Header{}
-		if err := p.Sign(h, body, secret, epoch); err != nil {
+		if err := p.Sign(req(h, body), secret, epoch); err != nil {
 			t.Fatalf("Sign: %v", err)
 		}
 		return h
@@ -64,7 +72,7 @@ func checkPreset(t *testing.T, ps preset) {
 
 	t.Run("a signed request verifies", func(t *testing.T) {
 		t.Parallel()
-		if err := p.Verify(sign(ps.cfg.Secrets[0]), body); err != nil {
+		if err := p.Verify(req(sign(ps.cfg.Secrets[0]), body)); err != nil {
 			t.Fatalf("Verify: %v", err)
 		}
 	})
@@ -74,20 +82,20 @@ func checkPreset(t *testing.T, ps preset) {
 		for i := range body {
 			changed := append([]byte(nil), body...)
 			changed[i] ^= 0x01
-			if got := reason(t, p.Verify(h, changed)); got != provider.ReasonBadSignature {
+			if got := reason(t, p.Verify(req(h, changed))); got != provider.ReasonBadSignature {
 				t.Fatalf("byte %d flipped: reason %q, want %q", i, got, provider.ReasonBadSignature)
 			}
 		}
-		if got := reason(t, p.Verify(h, append(body, ' '))); got != provider.ReasonBadSignature {
+		if got := reason(t, p.Verify(req(h, append(body, ' ')))); got != provider.ReasonBadSignature {
 			t.Fatalf("byte appended: reason %q", got)
 		}
-		if got := reason(t, p.Verify(h, body[:len(body)-1])); got != provider.ReasonBadSignature {
+		if got := reason(t, p.Verify(req(h, body[:len(body)-1]))); got != provider.ReasonBadSignature {
 			t.Fatalf("byte removed: reason %q", got)
 		}
 	})
 	t.Run("a wrong secret is a bad signature", func(t *testing.T) {
 		t.Parallel()
-		if got := reason(t, p.Verify(sign(ps.wrong), body)); got != provider.ReasonBadSignature {
+		if got := reason(t, p.Verify(req(sign(ps.wrong), body))); got != provider.ReasonBadSignature {
 			t.Fatalf("reason %q, want %q", got, provider.ReasonBadSignature)
 		}
 	})
@@ -95,10 +103,10 @@ func checkPreset(t *testing.T, ps preset) {
 		t.Parallel()
 		h := sign(ps.cfg.Secrets[0])
 		h.Del(ps.sigHeader)
-		if got := reason(t, p.Verify(h, body)); got != provider.ReasonMissingSignature {
+		if got := reason(t, p.Verify(req(h, body))); got != provider.ReasonMissingSignature {
 			t.Fatalf("reason %q, want %q", got, provider.ReasonMissingSignature)
 		}
-		if got := reason(t, p.Verify(http.Header{}, body)); got != provider.ReasonMissingSignature {
+		if got := reason(t, p.Verify(req(http.Header{}, body))); got != provider.ReasonMissingSignature {
 			t.Fatalf("empty header: reason %q, want %q", got, provider.ReasonMissingSignature)
 		}
 	})
@@ -108,7 +116,7 @@ func checkPreset(t *testing.T, ps preset) {
 		c.Secrets = []string{ps.wrong, ps.cfg.Secrets[0]}
 		rotated := mustNew(t, c)
 		for _, s := range c.Secrets {
-			if err := rotated.Verify(sign(s), body); err != nil {
+			if err := rotated.Verify(req(sign(s), body)); err != nil {
 				t.Errorf("signed with secret %d of 2: %v", indexOf(c.Secrets, s)+1, err)
 			}
 		}
@@ -116,20 +124,20 @@ func checkPreset(t *testing.T, ps preset) {
 	t.Run("Sign keeps an existing event id and Verify accepts it", func(t *testing.T) {
 		t.Parallel()
 		h := sign(ps.cfg.Secrets[0])
-		id := p.EventID(h, body)
-		if err := p.Sign(h, body, ps.cfg.Secrets[0], epoch); err != nil {
+		id := p.EventID(req(h, body))
+		if err := p.Sign(req(h, body), ps.cfg.Secrets[0], epoch); err != nil {
 			t.Fatal(err)
 		}
-		if got := p.EventID(h, body); got != id {
+		if got := p.EventID(req(h, body)); got != id {
 			t.Fatalf("EventID after re-Sign = %q, want %q", got, id)
 		}
-		if err := p.Verify(h, body); err != nil {
+		if err := p.Verify(req(h, body)); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("the error message holds no secret or body", func(t *testing.T) {
 		t.Parallel()
-		err := p.Verify(sign(ps.wrong), body)
+		err := p.Verify(req(sign(ps.wrong), body))
 		msg := err.Error()
 		for _, s := range append([]string{ps.wrong, string(body)}, ps.cfg.Secrets...) {
 			if strings.Contains(msg, s) {
@@ -174,10 +182,10 @@ func checkStale(t *testing.T, c provider.Config) {
 			c.Now = fixed(epoch)
 			p := mustNew(t, c)
 			h := http.Header{}
-			if err := p.Sign(h, body, c.Secrets[0], tc.signed); err != nil {
+			if err := p.Sign(req(h, body), c.Secrets[0], tc.signed); err != nil {
 				t.Fatal(err)
 			}
-			if got := reason(t, p.Verify(h, body)); got != tc.want {
+			if got := reason(t, p.Verify(req(h, body))); got != tc.want {
 				t.Fatalf("reason %q, want %q", got, tc.want)
 			}
 		})
@@ -193,7 +201,7 @@ func TestNew(t *testing.T) {
 	}{
 		{"the zero config is none", provider.Config{}, false},
 		{"none needs no secret", provider.Config{Name: "none"}, false},
-		{"an unknown name fails", provider.Config{Name: "gitlab", Secrets: []string{"s"}}, true},
+		{"an unknown name fails", provider.Config{Name: "gitlub", Secrets: []string{"s"}}, true},
 		{"names are exact", provider.Config{Name: "GitHub", Secrets: []string{"s"}}, true},
 		{"github without secrets fails", provider.Config{Name: "github"}, true},
 		{"an empty secret fails", provider.Config{Name: "stripe", Secrets: []string{"a", ""}}, true},
@@ -231,7 +239,7 @@ func TestNewErrorsNeverHoldSecrets(t *testing.T) {
 func TestErrorIsUsableWithErrorsAs(t *testing.T) {
 	t.Parallel()
 	p := mustNew(t, provider.Config{Name: "github", Secrets: []string{"s"}})
-	err := p.Verify(http.Header{}, nil)
+	err := p.Verify(req(http.Header{}, nil))
 	var e *provider.Error
 	if !errors.As(err, &e) || e.Reason != provider.ReasonMissingSignature {
 		t.Fatalf("errors.As(%v) = %v, %+v", err, errors.As(err, &e), e)
@@ -252,8 +260,41 @@ func TestHandshakeIsOnlyForSlack(t *testing.T) {
 		{Name: "standard-webhooks", Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}},
 		{Name: "hmac", Secrets: []string{"s"}, HMAC: provider.HMAC{Header: "X-Sig"}},
 	} {
-		if _, _, _, ok := mustNew(t, c).Handshake(http.Header{}, body); ok {
+		if _, _, _, ok := mustNew(t, c).Handshake(req(http.Header{}, body)); ok {
 			t.Errorf("%s answered a handshake", c.Name)
 		}
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func errorsAs(err error, e **provider.Error) bool { return errors.As(err, e) }
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func TestConfigErrorsNameTheSettingAtFault(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		cfg    provider.Config
+		key    string
+		secret int
+	}{
+		{"an unknown name", provider.Config{Name: "gogs", Secrets: []string{"s"}}, "name", 0},
+		{"the second secret of svix", provider.Config{Name: "svix", Secrets: []string{swKey, "not base64!"}}, "secret", 2},
+		{"a sendgrid key", provider.Config{Name: "sendgrid", Secrets: []string{"bm90IGEga2V5"}}, "secret", 1},
+		{"twilio without public_url", provider.Config{Name: "twilio", Secrets: []string{"s"}}, "public_url", 0},
+		{"meta without verify_token", provider.Config{Name: "meta", Secrets: []string{"s"}}, "verify_token", 0},
+		{"a signature scheme without a header", provider.Config{Name: "signature", Secrets: []string{"s"}}, "scheme", 0},
+		{"a negative tolerance", provider.Config{Name: "github", Secrets: []string{"s"}, Tolerance: -1}, "tolerance", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := provider.New(tc.cfg)
+			ce, ok := errors.AsType[*provider.ConfigError](err)
+			if !ok || ce.Key != tc.key || ce.Secret != tc.secret {
+				t.Fatalf("New: %v (%+v), want key %s secret %d", err, ce, tc.key, tc.secret)
+			}
+		})
 	}
 }

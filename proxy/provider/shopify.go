@@ -1,60 +1,28 @@
 package provider
 
-import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"errors"
-	"net/http"
-	"time"
-)
-
-// Shopify headers. Verify webhooks:
+// Shopify headers.
 // https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-5-verify-the-webhook
 const (
-	HeaderShopifyHmac      = "X-Shopify-Hmac-Sha256"
-	HeaderShopifyWebhookID = "X-Shopify-Webhook-Id"
-	HeaderShopifyEventID   = "X-Shopify-Event-Id"
+	HeaderShopifyHmac       = "X-Shopify-Hmac-Sha256"
+	HeaderShopifyWebhookID  = "X-Shopify-Webhook-Id"
+	HeaderShopifyEventID    = "X-Shopify-Event-Id"
+	HeaderShopifyTopic      = "X-Shopify-Topic"
+	HeaderShopifyShopDomain = "X-Shopify-Shop-Domain"
+	HeaderShopifyAPIVersion = "X-Shopify-API-Version"
 )
 
-// shopify verifies X-Shopify-Hmac-Sha256: base64 HMAC-SHA256(secret, body).
-// https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-5-verify-the-webhook
-type shopify struct {
-	noHandshake
-	keys [][]byte
-}
-
-// Verify checks X-Shopify-Hmac-Sha256 against every secret.
-func (p shopify) Verify(h http.Header, body []byte) error {
-	sig := h.Get(HeaderShopifyHmac)
-	if sig == "" {
-		return fail(ReasonMissingSignature, HeaderShopifyHmac+" header is missing")
-	}
-	for _, k := range p.keys {
-		want := base64.StdEncoding.EncodeToString(mac(sha256.New, k, body))
-		if hmac.Equal([]byte(sig), []byte(want)) {
-			return nil
-		}
-	}
-	return fail(ReasonBadSignature, "no secret matches")
-}
-
-// EventID returns X-Shopify-Webhook-Id (unique per webhook delivery), else
-// X-Shopify-Event-Id (shared by the webhooks one event triggers).
+// shopifyEventID is X-Shopify-Event-Id, the header Shopify's "Ignore
+// duplicate webhooks" names: the same value across webhooks means a
+// duplicate. It is joined with the topic, so that one event which triggers
+// webhooks of two topics on the same route keeps both. Without it, the
+// id is X-Shopify-Webhook-Id (unique per webhook, kept across retries).
 // https://shopify.dev/docs/apps/build/webhooks/ignore-duplicates
-func (shopify) EventID(h http.Header, _ []byte) string {
-	if id := h.Get(HeaderShopifyWebhookID); id != "" {
+func shopifyEventID(r *Request) string {
+	if id := r.Header.Get(HeaderShopifyEventID); id != "" {
+		if topic := r.Header.Get(HeaderShopifyTopic); topic != "" {
+			return topic + ":" + id
+		}
 		return id
 	}
-	return h.Get(HeaderShopifyEventID)
-}
-
-// Sign sets X-Shopify-Hmac-Sha256, and X-Shopify-Webhook-Id when h lacks one.
-func (shopify) Sign(h http.Header, body []byte, secret string, _ time.Time) error {
-	if secret == "" {
-		return errors.New("shopify: empty secret")
-	}
-	h.Set(HeaderShopifyHmac, base64.StdEncoding.EncodeToString(mac(sha256.New, []byte(secret), body)))
-	setID(h, HeaderShopifyWebhookID)
-	return nil
+	return r.Header.Get(HeaderShopifyWebhookID)
 }

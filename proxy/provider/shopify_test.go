@@ -27,11 +27,11 @@ func TestShopifyMatchesAnIndependentHMAC(t *testing.T) {
 	m.Write(body)
 	sig := base64.StdEncoding.EncodeToString(m.Sum(nil))
 	p := mustNew(t, provider.Config{Name: "shopify", Secrets: []string{secret}})
-	if err := p.Verify(http.Header{"X-Shopify-Hmac-Sha256": {sig}}, body); err != nil {
+	if err := p.Verify(req(http.Header{"X-Shopify-Hmac-Sha256": {sig}}, body)); err != nil {
 		t.Fatal(err)
 	}
 	h := http.Header{}
-	if err := p.Sign(h, body, secret, epoch); err != nil {
+	if err := p.Sign(req(h, body), secret, epoch); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.Get("X-Shopify-Hmac-Sha256"); got != sig {
@@ -47,18 +47,19 @@ func TestShopifyEventID(t *testing.T) {
 		h    http.Header
 		want string
 	}{
-		{"the webhook id wins", http.Header{"X-Shopify-Webhook-Id": {"w1"}, "X-Shopify-Event-Id": {"e1"}}, "w1"},
-		{"the event id is the fallback", http.Header{"X-Shopify-Event-Id": {"e1"}}, "e1"},
+		{"the event id wins, with the topic", http.Header{"X-Shopify-Webhook-Id": {"w1"}, "X-Shopify-Event-Id": {"e1"}, "X-Shopify-Topic": {"orders/create"}}, "orders/create:e1"},
+		{"the event id alone without a topic", http.Header{"X-Shopify-Webhook-Id": {"w1"}, "X-Shopify-Event-Id": {"e1"}}, "e1"},
+		{"the webhook id is the fallback", http.Header{"X-Shopify-Webhook-Id": {"w1"}}, "w1"},
 		{"no header means no id", http.Header{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := p.EventID(tc.h, nil); got != tc.want {
+			if got := p.EventID(req(tc.h, nil)); got != tc.want {
 				t.Fatalf("EventID = %q, want %q", got, tc.want)
 			}
 		})
 	}
 	h := http.Header{}
-	if err := p.Sign(h, nil, "s", epoch); err != nil {
+	if err := p.Sign(req(h, nil), "s", epoch); err != nil {
 		t.Fatal(err)
 	}
 	if h.Get("X-Shopify-Webhook-Id") == "" {
@@ -77,7 +78,7 @@ func FuzzShopifyHeader(f *testing.F) {
 	}
 	p := mustNew(f, provider.Config{Name: "shopify", Secrets: []string{secret}})
 	f.Fuzz(func(t *testing.T, sig string) {
-		err := p.Verify(http.Header{"X-Shopify-Hmac-Sha256": {sig}}, body)
+		err := p.Verify(req(http.Header{"X-Shopify-Hmac-Sha256": {sig}}, body))
 		if err == nil && sig != want {
 			t.Fatalf("accepted %q, the correct signature is %q", sig, want)
 		}

@@ -46,26 +46,26 @@ func TestSlackVector(t *testing.T) {
 	h.Set("X-Slack-Signature", sig)
 	t.Run("the published signature verifies at its time", func(t *testing.T) {
 		p := mustNew(t, provider.Config{Name: "slack", Secrets: []string{slackSecret}, Now: fixed(then.Add(time.Minute))})
-		if err := p.Verify(h, []byte(body)); err != nil {
+		if err := p.Verify(req(h, []byte(body))); err != nil {
 			t.Fatal(err)
 		}
-		if id := p.EventID(h, []byte(body)); id != "" {
+		if id := p.EventID(req(h, []byte(body))); id != "" {
 			t.Fatalf("a slash command has no event id, got %q", id)
 		}
-		if _, _, _, ok := p.Handshake(h, []byte(body)); ok {
+		if _, _, _, ok := p.Handshake(req(h, []byte(body))); ok {
 			t.Fatal("a slash command is not a handshake")
 		}
 	})
 	t.Run("the published signature is stale today", func(t *testing.T) {
 		p := mustNew(t, provider.Config{Name: "slack", Secrets: []string{slackSecret}})
-		if got := reason(t, p.Verify(h, []byte(body))); got != provider.ReasonStaleTimestamp {
+		if got := reason(t, p.Verify(req(h, []byte(body)))); got != provider.ReasonStaleTimestamp {
 			t.Fatalf("reason %q, want %q", got, provider.ReasonStaleTimestamp)
 		}
 	})
 	t.Run("Sign produces the published signature", func(t *testing.T) {
 		p := mustNew(t, provider.Config{Name: "slack", Secrets: []string{slackSecret}})
 		signed := http.Header{}
-		if err := p.Sign(signed, []byte(body), slackSecret, then); err != nil {
+		if err := p.Sign(req(signed, []byte(body)), slackSecret, then); err != nil {
 			t.Fatal(err)
 		}
 		if signed.Get("X-Slack-Signature") != sig || signed.Get("X-Slack-Request-Timestamp") != ts {
@@ -98,7 +98,7 @@ func TestSlackHeaders(t *testing.T) {
 			if tc.ts != "" {
 				h.Set("X-Slack-Request-Timestamp", tc.ts)
 			}
-			if got := reason(t, p.Verify(h, body)); got != tc.want {
+			if got := reason(t, p.Verify(req(h, body))); got != tc.want {
 				t.Fatalf("reason %q, want %q", got, tc.want)
 			}
 		})
@@ -111,13 +111,13 @@ func TestSlackURLVerification(t *testing.T) {
 	body := []byte(`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
 	p := mustNew(t, provider.Config{Name: "slack", Secrets: []string{slackSecret}, Now: fixed(epoch)})
 	h := http.Header{}
-	if err := p.Sign(h, body, slackSecret, epoch); err != nil {
+	if err := p.Sign(req(h, body), slackSecret, epoch); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Verify(h, body); err != nil {
+	if err := p.Verify(req(h, body)); err != nil {
 		t.Fatal(err)
 	}
-	status, ct, resp, ok := p.Handshake(h, body)
+	status, ct, resp, ok := p.Handshake(req(h, body))
 	if !ok || status != http.StatusOK || !strings.HasPrefix(ct, "text/plain") || string(resp) != "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" {
 		t.Fatalf("Handshake = %d %q %q %v", status, ct, resp, ok)
 	}
@@ -127,7 +127,7 @@ func TestSlackURLVerification(t *testing.T) {
 		`{"type":"url_verification","challenge":7}`,
 		`payload=%7B%22type%22%3A%22url_verification%22%7D`,
 	} {
-		if _, _, _, ok := p.Handshake(h, []byte(other)); ok {
+		if _, _, _, ok := p.Handshake(req(h, []byte(other))); ok {
 			t.Errorf("Handshake answered %s", other)
 		}
 	}
@@ -137,7 +137,7 @@ func TestSlackEventID(t *testing.T) {
 	t.Parallel()
 	p := mustNew(t, provider.Config{Name: "slack", Secrets: []string{slackSecret}})
 	body := []byte(`{"type":"event_callback","event_id":"Ev0PV52K21","event":{"type":"app_mention"}}`)
-	if got := p.EventID(http.Header{}, body); got != "Ev0PV52K21" {
+	if got := p.EventID(req(http.Header{}, body)); got != "Ev0PV52K21" {
 		t.Fatalf("EventID = %q", got)
 	}
 }
@@ -167,7 +167,7 @@ func FuzzSlackHeader(f *testing.F) {
 		h := http.Header{}
 		h.Set("X-Slack-Signature", sig)
 		h.Set("X-Slack-Request-Timestamp", ts)
-		err := p.Verify(h, body)
+		err := p.Verify(req(h, body))
 		reason(t, err)
 		if err != nil {
 			return

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -24,82 +23,6 @@ const (
 // is the key.
 const standardSecretPrefix = "whsec_"
 
-// standardWebhooks verifies the Standard Webhooks scheme: webhook-signature is
-// a space-separated list of "v1,<base64 HMAC-SHA256(key, id.timestamp.body)>";
-// entries of other versions (v1a) are ignored.
-// https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md#verifying-webhook-authenticity
-type standardWebhooks struct {
-	noHandshake
-	keys [][]byte
-	clock
-}
-
-// Verify checks the signature first and the timestamp second, so
-// stale_timestamp always means an authentic but old (or early) request.
-func (p standardWebhooks) Verify(h http.Header, body []byte) error {
-	list := h.Get(HeaderWebhookSignature)
-	if list == "" {
-		return fail(ReasonMissingSignature, HeaderWebhookSignature+" header is missing")
-	}
-	ts := h.Get(HeaderWebhookTimestamp)
-	if ts == "" {
-		return fail(ReasonMissingTimestamp, HeaderWebhookTimestamp+" header is missing")
-	}
-	id := h.Get(HeaderWebhookID)
-	if id == "" {
-		return fail(ReasonMalformedSignature, HeaderWebhookID+" header is missing")
-	}
-	if _, ok := parseUnix(ts); !ok {
-		return fail(ReasonMalformedSignature, HeaderWebhookTimestamp+" is not Unix seconds")
-	}
-	var sigs []string
-	for _, entry := range strings.Fields(list) {
-		version, sig, ok := strings.Cut(entry, ",")
-		if !ok {
-			return fail(ReasonMalformedSignature, HeaderWebhookSignature+" has an entry without a version")
-		}
-		if version == "v1" {
-			sigs = append(sigs, sig)
-		}
-	}
-	if len(sigs) == 0 {
-		return fail(ReasonMissingSignature, HeaderWebhookSignature+" has no v1 entry")
-	}
-	if !p.match(id, ts, body, sigs) {
-		return fail(ReasonBadSignature, "no secret matches")
-	}
-	return p.check(ts)
-}
-
-func (p standardWebhooks) match(id, ts string, body []byte, sigs []string) bool {
-	for _, k := range p.keys {
-		want := []byte(base64.StdEncoding.EncodeToString(standardMAC(k, id, ts, body)))
-		for _, s := range sigs {
-			if hmac.Equal([]byte(s), want) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func standardMAC(key []byte, id, ts string, body []byte) []byte {
-	return mac(sha256.New, key, []byte(id+"."+ts+"."), body)
-}
-
-// EventID returns webhook-id.
-func (standardWebhooks) EventID(h http.Header, _ []byte) string { return h.Get(HeaderWebhookID) }
-
-// Sign sets webhook-timestamp and webhook-signature, and a fresh webhook-id
-// when h lacks one. secret is "whsec_<base64>" or raw base64.
-func (standardWebhooks) Sign(h http.Header, body []byte, secret string, now time.Time) error {
-	id := h.Get(HeaderWebhookID)
-	if id == "" {
-		id = NewMessageID()
-	}
-	return Resign(h, id, body, secret, now)
-}
-
 // Resign sets fresh Standard Webhooks headers on h (webhook-id = id,
 // webhook-timestamp = now, webhook-signature = "v1,<base64>"), replacing any
 // existing ones, so a backend can verify each delivery attempt with a secret
@@ -117,7 +40,7 @@ func Resign(h http.Header, id string, body []byte, secret string, now time.Time)
 	ts := strconv.FormatInt(now.Unix(), 10)
 	h.Set(HeaderWebhookID, id)
 	h.Set(HeaderWebhookTimestamp, ts)
-	h.Set(HeaderWebhookSignature, "v1,"+base64.StdEncoding.EncodeToString(standardMAC(key, id, ts, body)))
+	h.Set(HeaderWebhookSignature, "v1,"+base64.StdEncoding.EncodeToString(mac(sha256.New, key, []byte(id+"."+ts+"."), body)))
 	return nil
 }
 
@@ -134,10 +57,10 @@ func standardKey(secret string) ([]byte, error) {
 		key, err = base64.RawStdEncoding.DecodeString(b64)
 	}
 	if err != nil {
-		return nil, errors.New("standard-webhooks: secret is not whsec_ followed by base64")
+		return nil, errors.New("the secret is neither whsec_<base64> nor base64")
 	}
 	if len(key) == 0 {
-		return nil, errors.New("standard-webhooks: secret is empty")
+		return nil, errors.New("the secret's key is empty")
 	}
 	return key, nil
 }

@@ -39,10 +39,10 @@ func TestStandardWebhooksOracleSignsWeVerify(t *testing.T) {
 	t.Run("a fresh signature verifies and yields the id", func(t *testing.T) {
 		t.Parallel()
 		h := signed(wh, "msg_oracle", now)
-		if err := p.Verify(h, body); err != nil {
+		if err := p.Verify(req(h, body)); err != nil {
 			t.Fatal(err)
 		}
-		if got := p.EventID(h, body); got != "msg_oracle" {
+		if got := p.EventID(req(h, body)); got != "msg_oracle" {
 			t.Fatalf("EventID = %q", got)
 		}
 	})
@@ -50,7 +50,7 @@ func TestStandardWebhooksOracleSignsWeVerify(t *testing.T) {
 		t.Parallel()
 		changed := append([]byte(nil), body...)
 		changed[0] = '['
-		if got := reason(t, p.Verify(signed(wh, "msg_oracle", now), changed)); got != provider.ReasonBadSignature {
+		if got := reason(t, p.Verify(req(signed(wh, "msg_oracle", now), changed))); got != provider.ReasonBadSignature {
 			t.Fatalf("reason %q", got)
 		}
 	})
@@ -61,12 +61,12 @@ func TestStandardWebhooksOracleSignsWeVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := signed(other, "msg_oracle", now)
-		if got := reason(t, p.Verify(h, body)); got != provider.ReasonBadSignature {
+		if got := reason(t, p.Verify(req(h, body))); got != provider.ReasonBadSignature {
 			t.Fatalf("reason %q", got)
 		}
 		rotated := mustNew(t, provider.Config{Name: "standard-webhooks", Secrets: []string{swSecret, "YW5vdGhlciBrZXk="}})
 		for _, hh := range []http.Header{h, signed(wh, "msg_oracle", now)} {
-			if err := rotated.Verify(hh, body); err != nil {
+			if err := rotated.Verify(req(hh, body)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -74,7 +74,7 @@ func TestStandardWebhooksOracleSignsWeVerify(t *testing.T) {
 	t.Run("an old or future signature is stale", func(t *testing.T) {
 		t.Parallel()
 		for _, at := range []time.Time{now.Add(-10 * time.Minute), now.Add(10 * time.Minute)} {
-			if got := reason(t, p.Verify(signed(wh, "msg_oracle", at), body)); got != provider.ReasonStaleTimestamp {
+			if got := reason(t, p.Verify(req(signed(wh, "msg_oracle", at), body))); got != provider.ReasonStaleTimestamp {
 				t.Fatalf("reason %q", got)
 			}
 		}
@@ -93,7 +93,7 @@ func TestStandardWebhooksOracleVerifiesWhatWeSign(t *testing.T) {
 	t.Run("Sign", func(t *testing.T) {
 		t.Parallel()
 		h := http.Header{}
-		if err := p.Sign(h, body, swSecret, time.Now()); err != nil {
+		if err := p.Sign(req(h, body), swSecret, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if err := wh.Verify(body, h); err != nil {

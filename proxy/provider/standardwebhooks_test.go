@@ -49,10 +49,10 @@ func TestStandardWebhooksVector(t *testing.T) {
 	h.Set("webhook-signature", sig)
 	for _, secret := range []string{swSecret, strings.TrimPrefix(swSecret, "whsec_")} {
 		p := mustNew(t, provider.Config{Name: "standard-webhooks", Secrets: []string{secret}, Now: fixed(then)})
-		if err := p.Verify(h, []byte(body)); err != nil {
+		if err := p.Verify(req(h, []byte(body))); err != nil {
 			t.Fatalf("secret with prefix %v: %v", strings.HasPrefix(secret, "whsec_"), err)
 		}
-		if got := p.EventID(h, []byte(body)); got != id {
+		if got := p.EventID(req(h, []byte(body))); got != id {
 			t.Fatalf("EventID = %q", got)
 		}
 	}
@@ -60,13 +60,13 @@ func TestStandardWebhooksVector(t *testing.T) {
 		p := mustNew(t, provider.Config{Name: "standard-webhooks", Secrets: []string{swSecret}, Now: fixed(then)})
 		hh := h.Clone()
 		hh.Set("webhook-signature", "v1a,abc v1,AAAA "+sig+" v2,zzz")
-		if err := p.Verify(hh, []byte(body)); err != nil {
+		if err := p.Verify(req(hh, []byte(body))); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("the vector is stale today", func(t *testing.T) {
 		p := mustNew(t, provider.Config{Name: "standard-webhooks", Secrets: []string{swSecret}})
-		if got := reason(t, p.Verify(h, []byte(body))); got != provider.ReasonStaleTimestamp {
+		if got := reason(t, p.Verify(req(h, []byte(body)))); got != provider.ReasonStaleTimestamp {
 			t.Fatalf("reason %q", got)
 		}
 	})
@@ -110,7 +110,7 @@ func TestStandardWebhooksHeaders(t *testing.T) {
 					h.Set(k, v)
 				}
 			}
-			if got := reason(t, p.Verify(h, body)); got != tc.want {
+			if got := reason(t, p.Verify(req(h, body))); got != tc.want {
 				t.Fatalf("reason %q, want %q", got, tc.want)
 			}
 		})
@@ -127,13 +127,13 @@ func TestResign(t *testing.T) {
 		if err := provider.Resign(h, "evt_1", body, swSecret, epoch.Add(-time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		if got := reason(t, p.Verify(h, body)); got != provider.ReasonStaleTimestamp {
+		if got := reason(t, p.Verify(req(h, body))); got != provider.ReasonStaleTimestamp {
 			t.Fatalf("before: reason %q", got)
 		}
 		if err := provider.Resign(h, "evt_1", body, swSecret, epoch); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Verify(h, body); err != nil {
+		if err := p.Verify(req(h, body)); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -143,7 +143,7 @@ func TestResign(t *testing.T) {
 		if err := provider.Resign(h, "evt_1", body, strings.TrimPrefix(swSecret, "whsec_"), epoch); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Verify(h, body); err != nil {
+		if err := p.Verify(req(h, body)); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -158,17 +158,17 @@ func TestResign(t *testing.T) {
 	t.Run("Sign sets a fresh id and keeps an existing one", func(t *testing.T) {
 		t.Parallel()
 		h := http.Header{}
-		if err := p.Sign(h, body, swSecret, epoch); err != nil {
+		if err := p.Sign(req(h, body), swSecret, epoch); err != nil {
 			t.Fatal(err)
 		}
 		if id := h.Get("webhook-id"); !strings.HasPrefix(id, "msg_") || len(id) < 20 {
 			t.Fatalf("fresh id %q", id)
 		}
 		h.Set("webhook-id", "mine")
-		if err := p.Sign(h, body, swSecret, epoch); err != nil {
+		if err := p.Sign(req(h, body), swSecret, epoch); err != nil {
 			t.Fatal(err)
 		}
-		if h.Get("webhook-id") != "mine" || p.Verify(h, body) != nil {
+		if h.Get("webhook-id") != "mine" || p.Verify(req(h, body)) != nil {
 			t.Fatalf("Sign replaced the id or signed wrongly: %v", h)
 		}
 	})
@@ -201,7 +201,7 @@ func FuzzStandardWebhooksHeader(f *testing.F) {
 		h.Set("webhook-id", id)
 		h.Set("webhook-timestamp", ts)
 		h.Set("webhook-signature", sigs)
-		err := p.Verify(h, body)
+		err := p.Verify(req(h, body))
 		reason(t, err)
 		if err != nil {
 			return

@@ -23,31 +23,31 @@ func TestStripeOracleSignsWeVerify(t *testing.T) {
 		t.Parallel()
 		sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: stripeSecret, Timestamp: now})
 		h := http.Header{"Stripe-Signature": {sp.Header}}
-		if err := p.Verify(h, body); err != nil {
+		if err := p.Verify(req(h, body)); err != nil {
 			t.Fatalf("Verify(%q): %v", sp.Header, err)
 		}
-		if got := p.EventID(h, body); got != "evt_oracle" {
+		if got := p.EventID(req(h, body)); got != "evt_oracle" {
 			t.Fatalf("EventID = %q", got)
 		}
 	})
 	t.Run("a signature with another secret is bad", func(t *testing.T) {
 		t.Parallel()
 		sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: "whsec_other", Timestamp: now})
-		if got := reason(t, p.Verify(http.Header{"Stripe-Signature": {sp.Header}}, body)); got != provider.ReasonBadSignature {
+		if got := reason(t, p.Verify(req(http.Header{"Stripe-Signature": {sp.Header}}, body))); got != provider.ReasonBadSignature {
 			t.Fatalf("reason %q", got)
 		}
 	})
 	t.Run("an old signature is stale", func(t *testing.T) {
 		t.Parallel()
 		sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: stripeSecret, Timestamp: now.Add(-time.Hour)})
-		if got := reason(t, p.Verify(http.Header{"Stripe-Signature": {sp.Header}}, body)); got != provider.ReasonStaleTimestamp {
+		if got := reason(t, p.Verify(req(http.Header{"Stripe-Signature": {sp.Header}}, body))); got != provider.ReasonStaleTimestamp {
 			t.Fatalf("reason %q", got)
 		}
 	})
 	t.Run("a v0 scheme alone is not accepted", func(t *testing.T) {
 		t.Parallel()
 		sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: stripeSecret, Timestamp: now, Scheme: "v0"})
-		if err := p.Verify(http.Header{"Stripe-Signature": {sp.Header}}, body); err == nil {
+		if err := p.Verify(req(http.Header{"Stripe-Signature": {sp.Header}}, body)); err == nil {
 			t.Fatal("accepted a v0-only header")
 		}
 	})
@@ -56,7 +56,7 @@ func TestStripeOracleSignsWeVerify(t *testing.T) {
 		rotated := mustNew(t, provider.Config{Name: "stripe", Secrets: []string{"whsec_old", stripeSecret}})
 		for _, s := range []string{"whsec_old", stripeSecret} {
 			sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: s, Timestamp: now})
-			if err := rotated.Verify(http.Header{"Stripe-Signature": {sp.Header}}, body); err != nil {
+			if err := rotated.Verify(req(http.Header{"Stripe-Signature": {sp.Header}}, body)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -69,7 +69,7 @@ func TestStripeOracleVerifiesWhatWeSign(t *testing.T) {
 	p := mustNew(t, provider.Config{Name: "stripe", Secrets: []string{stripeSecret}})
 	sign := func(at time.Time) string {
 		h := http.Header{}
-		if err := p.Sign(h, body, stripeSecret, at); err != nil {
+		if err := p.Sign(req(h, body), stripeSecret, at); err != nil {
 			t.Fatal(err)
 		}
 		return h.Get("Stripe-Signature")

@@ -58,7 +58,7 @@ func TestStripeHeader(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := reason(t, p.Verify(http.Header{"Stripe-Signature": {tc.header}}, body)); got != tc.want {
+			if got := reason(t, p.Verify(req(http.Header{"Stripe-Signature": {tc.header}}, body))); got != tc.want {
 				t.Fatalf("reason %q, want %q", got, tc.want)
 			}
 		})
@@ -76,7 +76,7 @@ func TestStripeEventID(t *testing.T) {
 		{`not json`, ""},
 		{``, ""},
 	} {
-		if got := p.EventID(http.Header{}, []byte(tc.body)); got != tc.want {
+		if got := p.EventID(req(http.Header{}, []byte(tc.body))); got != tc.want {
 			t.Errorf("EventID(%s) = %q, want %q", tc.body, got, tc.want)
 		}
 	}
@@ -105,7 +105,7 @@ func FuzzStripeHeader(f *testing.F) {
 	}
 	p := mustNew(f, provider.Config{Name: "stripe", Secrets: []string{stripeSecret}, Now: fixed(epoch)})
 	f.Fuzz(func(t *testing.T, header string) {
-		err := p.Verify(http.Header{"Stripe-Signature": {header}}, body)
+		err := p.Verify(req(http.Header{"Stripe-Signature": {header}}, body))
 		reason(t, err)
 		if err != nil {
 			return

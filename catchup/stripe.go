@@ -1,0 +1,218 @@
+package catchup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	stripeapi "github.com/stripe/stripe-go/v82"
+
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/store"
+)
+
+// HeaderCaughtUp tells the backend that catch-up stored the event rather
+// than ingress: its value names the provider whose API it came from. It is
+// informational, since a sender may set any header; the store's own mark
+// is Envelope.CaughtUp.
+const HeaderCaughtUp = "Jethook-Caught-Up"
+
+// maxEventID is the longest event id catch-up stores, as ingress.
+const maxEventID = 200
+
+// maxPerPass bounds the events a Stripe pass stores (and holds the ids
+// of); more wait for the next pass.
+const maxPerPass = 10_000
+
+// listed is an event the list showed.
+type listed struct {
+	id      string
+	created int64
+}
+
+// stripe lists a Stripe account's events created since the last pass
+// (at first, since the newest one the route has stored) and stores those
+// the store lacks. They are
+// authentic: they come from Stripe's API over TLS, fetched with the key.
+// Each is stored with the body the API gives for it, a Jethook-Caught-Up
+// header and, when the route has a secret, a Stripe-Signature made with
+// it, so the backend verifies it as it verifies a live one.
+type stripe struct {
+	route   policy.Route
+	window  time.Duration
+	client  *stripeapi.Client
+	store   *store.Store
+	signer  provider.Provider // nil without a secret
+	started time.Time         // when the runner started
+	log     *slog.Logger
+
+	// cursor is the creation time (Unix seconds) of the newest event the
+	// last complete pass saw; 0 before the first. It is saved in the
+	// store's checkpoints, so a restart resumes there.
+	cursor int64
+}
+
+func newStripe(rt policy.Route, client *http.Client, st *store.Store, started time.Time, log *slog.Logger) *stripe {
+	c := rt.CatchUp.Stripe
+	backend := stripeapi.GetBackendWithConfig(stripeapi.APIBackend, &stripeapi.BackendConfig{
+		HTTPClient: client,
+		URL:        stripeapi.String(c.APIURL),
+		// transport obeys Retry-After; stripe-go's own retries would not.
+		MaxNetworkRetries: stripeapi.Int64(0),
+		LeveledLogger:     &stripeapi.LeveledLogger{Level: stripeapi.LevelNull},
+	})
+	s := &stripe{route: rt, window: rt.CatchUp.Window, store: st, started: started, log: log,
+		client: stripeapi.NewClient(c.APIKey, stripeapi.WithBackends(&stripeapi.Backends{
+			API: backend, Connect: backend, Uploads: backend, MeterEvents: backend}))}
+	if len(rt.Secrets) > 0 {
+		s.signer, _ = provider.New(provider.Config{Name: provider.NameStripe, Secrets: rt.Secrets})
+	}
+	return s
+}
+
+func (s *stripe) run(ctx context.Context) (recovered, requested int, err error) {
+	now := time.Now()
+	since := s.cursor
+	if since == 0 {
+		if since, err = s.resume(ctx); err != nil {
+			return 0, 0, err
+		}
+	}
+	from := max(now.Add(-min(s.window, s.store.DedupWindow())).Unix(), since-int64(overlap/time.Second))
+	params := &stripeapi.EventListParams{CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: from}}
+	params.Limit = stripeapi.Int64(perPage)
+	// The missing events, newest first as the API lists them, at most
+	// maxPerPass: the oldest are kept, and the next pass goes on from the
+	// newest of them.
+	var missing []listed
+	truncated := false
+	newest := since
+	for ev, err := range s.client.V1Events.List(ctx, params) {
+		if err != nil {
+			return 0, 0, fmt.Errorf("list events: %w", err)
+		}
+		newest = max(newest, ev.Created)
+		if ev.ID == "" || len(ev.ID) > maxEventID || !s.wanted(string(ev.Type)) {
+			continue
+		}
+		has, err := s.store.Has(ctx, s.route.Name, ev.ID)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !has {
+			if missing = append(missing, listed{ev.ID, ev.Created}); len(missing) > maxPerPass {
+				missing, truncated = missing[1:], true
+			}
+		}
+	}
+	if truncated {
+		newest = missing[0].created
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		stored, err := s.fetch(ctx, missing[i].id)
+		if err != nil {
+			return recovered, 0, err
+		}
+		if stored {
+			recovered++
+		}
+	}
+	s.cursor = newest
+	if err := s.store.SetCheckpoint(ctx, s.checkpoint(), strconv.FormatInt(newest, 10)); err != nil {
+		return recovered, 0, err
+	}
+	return recovered, 0, nil
+}
+
+// wanted reports whether the endpoint is subscribed to events of type t.
+func (s *stripe) wanted(t string) bool {
+	types := s.route.CatchUp.Stripe.Events
+	if len(types) == 0 {
+		return true
+	}
+	for _, w := range types {
+		if w == "*" || w == t || strings.HasSuffix(w, ".*") && strings.HasPrefix(t, w[:len(w)-1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkpoint is the key of the route's cursor in the store's checkpoints.
+func (s *stripe) checkpoint() string { return "catch-up.stripe." + s.route.Name }
+
+// resume is where the first pass of this process begins: the cursor the
+// last complete pass saved (by this process before a restart, or by
+// another replica), else the newest event the route stored.
+func (s *stripe) resume(ctx context.Context) (int64, error) {
+	v, ok, err := s.store.Checkpoint(ctx, s.checkpoint())
+	if err != nil {
+		return 0, err
+	}
+	if c, perr := strconv.ParseInt(v, 10, 64); ok && perr == nil && c > 0 {
+		return c, nil
+	}
+	return s.newestStored(ctx)
+}
+
+// newestStored is the creation time of the newest event the route stored
+// before the runner started, or the start if it has none: a pass after a
+// restart begins where the store's events end.
+func (s *stripe) newestStored(ctx context.Context) (int64, error) {
+	e, err := s.store.Newest(ctx, s.route.Name, s.started)
+	if err != nil || e == nil {
+		return s.started.Unix(), err
+	}
+	var ev struct {
+		Created int64 `json:"created"`
+	}
+	if json.Unmarshal(e.Body, &ev) == nil && ev.Created > 0 {
+		return ev.Created, nil
+	}
+	return e.ReceivedAt.Unix(), nil
+}
+
+// fetch retrieves event id, for its body byte for byte as the API gives
+// it, and stores it; stored is false when the store already had it (from
+// another replica, or ingress a moment ago).
+func (s *stripe) fetch(ctx context.Context, id string) (stored bool, err error) {
+	ev, err := s.client.V1Events.Retrieve(ctx, id, nil)
+	if err != nil {
+		return false, fmt.Errorf("retrieve event %s: %w", id, err)
+	}
+	if ev.LastResponse == nil || len(ev.LastResponse.RawJSON) == 0 {
+		return false, fmt.Errorf("retrieve event %s: empty answer", id)
+	}
+	body := ev.LastResponse.RawJSON
+	if int64(len(body)) > s.route.MaxBody {
+		s.log.Warn("missed event is larger than the route's max_body; not stored", "event_id", id, "size", len(body))
+		return false, nil
+	}
+	now := time.Now()
+	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}, HeaderCaughtUp: {"stripe"}}
+	if s.signer != nil {
+		if err := s.signer.Sign(&provider.Request{Method: http.MethodPost, Header: h, Body: body}, s.route.Secrets[0], now); err != nil {
+			return false, fmt.Errorf("sign event %s: %w", id, err)
+		}
+	}
+	res, err := s.store.Publish(ctx, &store.Envelope{
+		Route:      s.route.Name,
+		EventID:    id,
+		Method:     http.MethodPost,
+		Proto:      "https",
+		ReceivedAt: now,
+		Header:     h,
+		Body:       body,
+		CaughtUp:   "stripe",
+	})
+	if err != nil {
+		return false, err
+	}
+	return !res.Duplicate, nil
+}
