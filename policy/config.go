@@ -83,6 +83,9 @@ type Destination struct {
 	Resign      *Resign       // re-signing for the backend, nil if absent
 	Breaker     Breaker       // YAML `breaker: {failures: 5, cooldown: 30s}`
 	SlowStart   time.Duration // YAML `slow_start`, default 30s; 0 turns it off
+	// Filter is a CEL expression (package filter) an event must match to
+	// be delivered here; empty delivers every event of the route.
+	Filter string
 }
 
 // Breaker stops deliveries to a destination that keeps failing: after

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/jethook/jethook/filter"
 )
 
 // Route and destination defaults.
@@ -333,7 +335,7 @@ func (d *decoder) destinations(e entry, timeout time.Duration) []Destination {
 // destination decodes one item of `destinations`.
 func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination, name entry, ok bool) {
 	n := d.resolve(it.val, it.path)
-	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start")
+	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter")
 	if !ok {
 		return dst, name, false
 	}
@@ -390,6 +392,15 @@ func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination,
 	if e, ok := m["slow_start"]; ok {
 		if v, ok := d.duration(e); ok {
 			dst.SlowStart = v
+		}
+	}
+	if e, ok := m["filter"]; ok {
+		if s, ok := d.str(e); ok {
+			if _, err := filter.Compile(s); err != nil {
+				d.failf(e.node(), e.path, "%v", err)
+			} else {
+				dst.Filter = s
+			}
 		}
 	}
 	return dst, name, nameOK
