@@ -32,6 +32,8 @@ type Metrics struct {
 	deliveryAge    *prometheus.HistogramVec
 	breakerOpen    *prometheus.GaugeVec
 	inFlight       *prometheus.GaugeVec
+	filtered       *prometheus.CounterVec
+	filterFailed   *prometheus.CounterVec
 
 	backlog *backlogCollector
 	store   *storeCollector
@@ -80,11 +82,16 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "1 while a destination's circuit breaker is open or half-open, else 0."}, rd),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight",
 			Help: "Attempts to a destination in progress now."}, rd),
+		filtered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filtered_total",
+			Help: "Webhooks a destination's filter did not match (run-time errors included): acked, not attempted."}, rd),
+		filterFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filter_errors_total",
+			Help: "Webhooks on which a destination's filter failed at run time (counted as no match), by kind of error."},
+			[]string{"route", "destination", "kind"}),
 	}
 	m.backlog = newBacklogCollector()
 	m.store = newStoreCollector()
 	reg.MustRegister(m.received, m.rejected, m.stored, m.duplicates, m.publishSeconds, m.attempts,
-		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.inFlight, m.backlog, m.store)
+		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.inFlight, m.filtered, m.filterFailed, m.backlog, m.store)
 	return m
 }
 
@@ -177,6 +184,23 @@ func (m *Metrics) DeadLettered(route, destination, reason string) {
 		return
 	}
 	m.deadLettered.WithLabelValues(route, destination, reason).Inc()
+}
+
+// Filtered counts a webhook a destination's filter did not match.
+func (m *Metrics) Filtered(route, destination string) {
+	if m == nil {
+		return
+	}
+	m.filtered.WithLabelValues(route, destination).Inc()
+}
+
+// FilterFailed counts a filter that failed at run time; kind is one of
+// filter.Kinds.
+func (m *Metrics) FilterFailed(route, destination, kind string) {
+	if m == nil {
+		return
+	}
+	m.filterFailed.WithLabelValues(route, destination, kind).Inc()
 }
 
 // Breaker sets a destination's breaker gauge.

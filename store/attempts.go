@@ -27,7 +27,9 @@ type Attempt struct {
 	Status      int           // HTTP status, 0 if no response arrived
 	Error       string        // network or timeout error, if any
 	Latency     time.Duration // until the response headers or the error
-	Outcome     string        // "delivered", "transient" or "permanent"
+	// Outcome is "delivered", "transient" or "permanent"; "filtered"
+	// when the destination's filter did not match and no request was made.
+	Outcome string
 	// Next is the delay before the next attempt; 0 when there is none
 	// (delivered, or dead-lettered).
 	Next time.Duration
