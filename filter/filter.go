@@ -6,7 +6,6 @@
 package filter
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -15,8 +14,10 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
+	"github.com/tidwall/gjson"
 )
 
 // CostLimit bounds one evaluation in CEL's cost units (about one per
@@ -174,8 +175,7 @@ type activation struct {
 	ev *Event
 
 	headers map[string]string
-	body    any
-	parsed  bool
+	body    ref.Val // nil until read
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -189,14 +189,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		}
 		return a.headers, true
 	case "body":
-		if !a.parsed {
-			a.parsed = true
-			if json.Unmarshal(a.ev.Body, &a.body) != nil {
-				a.body = nil
-			}
-		}
 		if a.body == nil {
-			return types.NullValue, true
+			a.body = types.NullValue
+			if s := string(a.ev.Body); gjson.Valid(s) {
+				a.body = jsonValue(gjson.Parse(s))
+			}
 		}
 		return a.body, true
 	case "raw":
