@@ -43,14 +43,21 @@ func jsonValue(r gjson.Result) ref.Val {
 // maps and lists.
 func decoded(r gjson.Result) ref.Val { return types.DefaultTypeAdapter.NativeToValue(r.Value()) }
 
-// jsonObject is a JSON object; it implements traits.Mapper.
-type jsonObject struct{ r gjson.Result }
+// jsonObject is a JSON object; it implements traits.Mapper. It lives for
+// one evaluation.
+type jsonObject struct {
+	r     gjson.Result
+	found map[types.String]ref.Val // values read so far, so a path read twice is scanned once
+}
 
 // Find returns the value of key; the first, if the object repeats it.
 func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	k, ok := key.(types.String)
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(key), false
+	}
+	if v, ok := o.found[k]; ok {
+		return v, true
 	}
 	var v gjson.Result
 	found := false
@@ -64,7 +71,11 @@ func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	if !found {
 		return nil, false
 	}
-	return jsonValue(v), true
+	if o.found == nil {
+		o.found = make(map[types.String]ref.Val, 2)
+	}
+	o.found[k] = jsonValue(v)
+	return o.found[k], true
 }
 
 func (o *jsonObject) Get(key ref.Val) ref.Val {
