@@ -3,6 +3,8 @@ package filter
 import (
 	"errors"
 	"reflect"
+	"strings"
+	"unicode/utf8"
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
@@ -31,12 +33,25 @@ func jsonValue(r gjson.Result) ref.Val {
 	case gjson.Number:
 		return types.Double(r.Num)
 	case gjson.String:
-		return types.String(r.Str)
+		return types.String(validUTF8(r.Str))
 	}
 	if r.IsArray() {
 		return &jsonList{r: r}
 	}
 	return &jsonObject{r: r}
+}
+
+// validUTF8 is s with each byte that is not UTF-8 replaced by U+FFFD, as
+// encoding/json decodes it.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // decoded is r decoded in full, for what the lazy values leave to CEL's own
