@@ -43,32 +43,22 @@ type Event struct {
 
 // Filter is a compiled filter expression. It is safe for concurrent use.
 type Filter struct {
-	expr string
-	prg  cel.Program
+	prg cel.Program
 }
-
-var (
-	envOnce sync.Once
-	env     *cel.Env
-	envErr  error
-)
 
 // environment is the CEL environment every filter compiles in: the
-// variables below, the standard functions and the strings extension.
-func environment() (*cel.Env, error) {
-	envOnce.Do(func() {
-		env, envErr = cel.NewEnv(
-			cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
-			cel.Variable("body", cel.DynType),
-			cel.Variable("raw", cel.BytesType),
-			cel.Variable("route", cel.StringType),
-			cel.Variable("method", cel.StringType),
-			cel.CrossTypeNumericComparisons(true),
-			ext.Strings(),
-		)
-	})
-	return env, envErr
-}
+// variables of an Event, the standard functions and the strings extension.
+var environment = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
+		cel.Variable("body", cel.DynType),
+		cel.Variable("raw", cel.BytesType),
+		cel.Variable("route", cel.StringType),
+		cel.Variable("method", cel.StringType),
+		cel.CrossTypeNumericComparisons(true),
+		ext.Strings(),
+	)
+})
 
 // Compile parses and type-checks expr, which must be a boolean CEL
 // expression. Its error is one line fit for a config error.
@@ -91,11 +81,8 @@ func Compile(expr string) (*Filter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filter: %v", err)
 	}
-	return &Filter{expr: expr, prg: prg}, nil
+	return &Filter{prg: prg}, nil
 }
-
-// String returns the expression as written.
-func (f *Filter) String() string { return f.expr }
 
 // Match evaluates the filter on ev. A run-time error (a missing key, a
 // wrong type, the cost limit) returns false with an *Error. Only what the
