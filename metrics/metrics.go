@@ -28,12 +28,12 @@ type Metrics struct {
 	attempts       *prometheus.CounterVec
 	delivered      *prometheus.CounterVec
 	deadLettered   *prometheus.CounterVec
+	filtered       *prometheus.CounterVec
+	filterFailed   *prometheus.CounterVec
 	attemptSeconds *prometheus.HistogramVec
 	deliveryAge    *prometheus.HistogramVec
 	breakerOpen    *prometheus.GaugeVec
 	inFlight       *prometheus.GaugeVec
-	filtered       *prometheus.CounterVec
-	filterFailed   *prometheus.CounterVec
 
 	backlog *backlogCollector
 	store   *storeCollector
@@ -72,6 +72,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dead_lettered_total",
 			Help: "Deliveries given up and stored as dead letters, by reason (permanent, exhausted)."},
 			[]string{"route", "destination", "reason"}),
+		filtered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filtered_total",
+			Help: "Webhooks a destination's filter did not match (run-time errors included): acked, not attempted."}, rd),
+		filterFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filter_errors_total",
+			Help: "Webhooks on which a destination's filter failed at run time (counted as no match), by kind of error."},
+			[]string{"route", "destination", "kind"}),
 		attemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "attempt_seconds",
 			Help:    "Duration of one HTTP attempt to a destination, until the response headers (or the error).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, rd),
@@ -82,16 +87,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "1 while a destination's circuit breaker is open or half-open, else 0."}, rd),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight",
 			Help: "Attempts to a destination in progress now."}, rd),
-		filtered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filtered_total",
-			Help: "Webhooks a destination's filter did not match (run-time errors included): acked, not attempted."}, rd),
-		filterFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filter_errors_total",
-			Help: "Webhooks on which a destination's filter failed at run time (counted as no match), by kind of error."},
-			[]string{"route", "destination", "kind"}),
 	}
+	reg.MustRegister(m.filtered, m.filterFailed)
 	m.backlog = newBacklogCollector()
 	m.store = newStoreCollector()
 	reg.MustRegister(m.received, m.rejected, m.stored, m.duplicates, m.publishSeconds, m.attempts,
-		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.inFlight, m.filtered, m.filterFailed, m.backlog, m.store)
+		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.inFlight, m.backlog, m.store)
 	return m
 }
 

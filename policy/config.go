@@ -77,15 +77,13 @@ type HMAC struct {
 type Destination struct {
 	Name        string        // [A-Za-z0-9_-]+
 	URL         string        // absolute http or https URL with a host
+	Filter      string        // CEL expression an event must match to be sent here (package filter); empty: every event
 	Timeout     time.Duration // per-attempt timeout, default the route's
 	Concurrency int           // most requests in flight, default 8, at least 1
 	Rate        Rate          // YAML `rate: 50/s` (or /m, /h) and `burst: 10`; zero is unlimited
 	Resign      *Resign       // re-signing for the backend, nil if absent
 	Breaker     Breaker       // YAML `breaker: {failures: 5, cooldown: 30s}`
 	SlowStart   time.Duration // YAML `slow_start`, default 30s; 0 turns it off
-	// Filter is a CEL expression (package filter) an event must match to
-	// be delivered here; empty delivers every event of the route.
-	Filter string
 }
 
 // Breaker stops deliveries to a destination that keeps failing: after

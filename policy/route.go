@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/jethook/jethook/filter"
 )
 
 // Route and destination defaults.
@@ -395,13 +393,7 @@ func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination,
 		}
 	}
 	if e, ok := m["filter"]; ok {
-		if s, ok := d.str(e); ok {
-			if _, err := filter.Compile(s); err != nil {
-				d.failf(e.node(), e.path, "%v", err)
-			} else {
-				dst.Filter = s
-			}
-		}
+		dst.Filter = d.filter(e)
 	}
 	return dst, name, nameOK
 }
