@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -178,7 +179,12 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	case "body":
 		if a.body == nil {
 			a.body = types.NullValue
-			if s := string(a.ev.Body); gjson.Valid(s) {
+			// The body is read in place, not copied (it may be megabytes):
+			// nothing changes it while a filter runs, and nothing the
+			// filter reads from it outlives the evaluation, whose result
+			// is a bool.
+			s := unsafe.String(unsafe.SliceData(a.ev.Body), len(a.ev.Body))
+			if gjson.Valid(s) {
 				a.body = jsonValue(gjson.Parse(s))
 			}
 		}
