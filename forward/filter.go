@@ -11,10 +11,6 @@ import (
 	"github.com/jethook/jethook/store"
 )
 
-// Outcome of a webhook a destination's filter did not match, in the
-// attempt log: no request was made, and the message was acked.
-const outcomeFiltered = "filtered"
-
 // destFilter is a destination's compiled filter and the kinds of run-time
 // error it has logged (at most len(filter.Kinds)).
 type destFilter struct {
@@ -64,7 +60,7 @@ func (d *destination) filtered(ctx context.Context, h held, e *store.Envelope) b
 		return false
 	}
 	route, dest := d.route.Name, d.dest.Name
-	a := store.Attempt{Time: d.f.Now(), Route: route, Destination: dest, EventID: e.EventID, Attempt: h.n, Outcome: outcomeFiltered}
+	a := store.Attempt{Time: d.f.Now(), Route: route, Destination: dest, EventID: e.EventID, Attempt: h.n, Outcome: store.OutcomeFiltered}
 	var fe *filter.Error
 	if errors.As(err, &fe) {
 		a.Error = fe.Error()

@@ -145,7 +145,7 @@ func (s *Store) Delivery(ctx context.Context, e *Envelope, seq uint64, destinati
 			return d, err
 		} else if last != nil && last.Outcome == "transient" && last.Next > 0 {
 			d.State = StateAttempting
-		} else if last != nil && last.Outcome == StateFiltered {
+		} else if last != nil && last.Outcome == OutcomeFiltered {
 			d.State = StateFiltered
 		}
 	case target > info.Delivered.Stream:
