@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -43,6 +44,19 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// filterRig starts jethook on yaml with a forwarder that logs to logs and
+// parks a webhook whose next attempt is parkAfter away or more.
+func filterRig(t *testing.T, yaml, backendURL string, logs io.Writer, parkAfter time.Duration) *rig {
+	t.Helper()
+	r := newRig(t, parseConfig(t, yaml, backendURL), store.Options{})
+	r.fwd.Stop(time.Second)
+	r.startForwarder(100*time.Millisecond, func(f *forward.Forwarder) {
+		f.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		f.ParkAfter = parkAfter
+	})
+	return r
 }
 
 // drained waits until no destination's consumer holds anything: nothing
@@ -107,12 +121,8 @@ func received(b *backend, path string, names map[string]string) []string {
 func TestAFanOutRouteDeliversEachDestinationOnlyWhatItsFilterMatches(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusOK))
-	r := newRig(t, parseConfig(t, fanOut, b.URL), store.Options{})
 	logs := &syncBuffer{}
-	r.fwd.Stop(time.Second)
-	r.startForwarder(100*time.Millisecond, func(f *forward.Forwarder) {
-		f.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	})
+	r := filterRig(t, fanOut, b.URL, logs, forward.DefaultParkAfter)
 
 	events := []struct {
 		id, event, body string
@@ -216,14 +226,14 @@ func TestAReloadedFilterAppliesToNewEventsButNotToParkedRetriesOrReplays(t *test
 			w.WriteHeader(http.StatusOK)
 		}
 	})
+	// A second between attempts, each wait parked.
 	yaml := func(filter string) string {
-		cfg := strings.Replace(parkingRetry, `      - {name: app, url: "${BACKEND}/hook"}`,
+		cfg := strings.Replace(fastRetry, "backoff: exponential, base: 20ms, multiplier: 2, max_delay: 200ms, jitter: none",
+			"backoff: fixed, delay: 1s, jitter: none", 1)
+		return strings.Replace(cfg, `      - {name: app, url: "${BACKEND}/hook"}`,
 			"      - {name: app, url: \"${BACKEND}/hook\", filter: '"+filter+"'}", 1)
-		return strings.Replace(cfg, "delay: 400ms", "delay: 1s", 1)
 	}
-	r := newRig(t, parseConfig(t, yaml(`body.kind == "a"`), b.URL), store.Options{})
-	r.fwd.Stop(time.Second)
-	r.startForwarder(100*time.Millisecond, parkAfter(100*time.Millisecond))
+	r := filterRig(t, yaml(`body.kind == "a"`), b.URL, io.Discard, 100*time.Millisecond)
 
 	names, idOf := map[string]string{}, map[string]string{}
 	post := func(name, kind string) {
