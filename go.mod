@@ -3,6 +3,7 @@ module github.com/jethook/jethook
 go 1.26.0
 
 require (
+	cel.dev/cel-go v0.33.3
 	code.gitea.io/sdk/gitea v0.25.1
 	github.com/KimMachineGun/automemlimit v1.0.2
 	github.com/PaddleHQ/paddle-go-sdk/v4 v4.1.0
@@ -20,6 +21,7 @@ require (
 	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/stripe/stripe-go/v82 v82.5.1
 	github.com/svix/svix-webhooks v1.44.0
+	github.com/tidwall/gjson v1.20.4
 	github.com/twilio/twilio-go v1.31.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.60.0
@@ -28,11 +30,13 @@ require (
 )
 
 require (
+	cel.dev/expr v0.25.1 // indirect
 	github.com/42wim/httpsig v1.2.4 // indirect
 	github.com/DataDog/zstd v1.5.7 // indirect
 	github.com/RaduBerinde/axisds v0.1.0 // indirect
 	github.com/RaduBerinde/btreemap v0.0.0-20250419174037-3d62b7205d54 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
+	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.160.1 // indirect
@@ -76,10 +80,14 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rogpeppe/go-internal v1.11.0 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.3.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
+	golang.org/x/exp v0.0.0-20240823005443-9b4947da3948 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261104224025-d1e00e9f33ab // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/validator.v2 v2.0.1 // indirect
 )

@@ -24,7 +24,8 @@ type Event struct {
 
 // EventDestination is one destination's view of an event. State is
 // delivered, pending (not attempted yet), attempting (in flight or waiting
-// for its next attempt), dead_lettered, or unknown (no consumer).
+// for its next attempt), dead_lettered, filtered (the destination's filter
+// did not match: never attempted), or unknown (no consumer).
 type EventDestination struct {
 	Destination string      `json:"destination"`
 	State       string      `json:"state"`

@@ -63,6 +63,8 @@ func TestCheckReportsEveryMistakeOfAFileWithItsLineAndKey(t *testing.T) {
 			`testdata/mistakes.yaml:43: routes[7].destinations[0].concurrency: must be at least 1, got -4`,
 			`testdata/mistakes.yaml:46: routes[8].timeout: invalid duration "soon"`,
 			`testdata/mistakes.yaml:48: routes[8].destinations[0].rate: invalid rate "fast": want N/s, N/m or N/h, e.g. "50/s"`,
+			`testdata/mistakes.yaml:54: routes[9].destinations[0].filter: filter does not compile: line 1 column 32: Syntax error: missing ')' at '<EOF>'`,
+			`testdata/mistakes.yaml:57: routes[9].destinations[1].filter: filter must be a boolean expression, but gives string (compare it: e.g. body.active == true)`,
 		}},
 		{"testdata/tabs.yaml", []string{`testdata/tabs.yaml:3: yaml: found a tab character that violates indentation`}},
 		{"testdata/unclosed.yaml", []string{`testdata/unclosed.yaml:4: yaml: did not find expected ',' or ']'`}},

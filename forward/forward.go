@@ -119,11 +119,15 @@ func (f *Forwarder) Start(ctx context.Context, cfg *policy.Config) error {
 // newDestination creates or updates route r's destination d's consumer and
 // returns its loop, not yet running.
 func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy.Destination) (*destination, error) {
+	flt, err := newFilter(d)
+	if err != nil {
+		return nil, fmt.Errorf("route %q destination %q: %w", r.Name, d.Name, err)
+	}
 	c, err := f.Store.Consumer(ctx, r.Name, d.Name, d.Timeout+ackMargin)
 	if err != nil {
 		return nil, err
 	}
-	return &destination{f: f, route: r, dest: d, cons: c,
+	return &destination{f: f, route: r, dest: d, cons: c, filter: flt,
 		log:   f.Logger.With("route", r.Name, "destination", d.Name),
 		gate:  newGate(d, f.Now),
 		ended: make(chan struct{}, 1)}, nil
@@ -171,6 +175,8 @@ type destination struct {
 	inflight atomic.Int64
 	ended    chan struct{} // a signal each time an attempt ends
 	last     lastAttempt   // latest success and failure, for Status
+
+	filter *destFilter // nil: every event is attempted
 
 	fetchMu  sync.Mutex
 	endFetch context.CancelFunc // ends the fetch in progress; nil between fetches
@@ -341,7 +347,7 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 // attempt makes one HTTP attempt for m and settles it.
 func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	e, h, ok := d.hold(ctx, m)
-	if !ok {
+	if !ok || d.filtered(ctx, h, e) {
 		return
 	}
 	n := h.n

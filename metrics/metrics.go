@@ -30,6 +30,8 @@ type Metrics struct {
 	attempts       *prometheus.CounterVec
 	delivered      *prometheus.CounterVec
 	deadLettered   *prometheus.CounterVec
+	filtered       *prometheus.CounterVec
+	filterFailed   *prometheus.CounterVec
 	attemptSeconds *prometheus.HistogramVec
 	deliveryAge    *prometheus.HistogramVec
 	breakerOpen    *prometheus.GaugeVec
@@ -74,6 +76,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dead_lettered_total",
 			Help: "Deliveries given up and stored as dead letters, by reason (permanent, exhausted)."},
 			[]string{"route", "destination", "reason"}),
+		filtered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filtered_total",
+			Help: "Webhooks a destination's filter did not match (run-time errors included): acked, not attempted."}, rd),
+		filterFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filter_errors_total",
+			Help: "Webhooks on which a destination's filter failed at run time (counted as no match), by kind of error."},
+			[]string{"route", "destination", "kind"}),
 		attemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "attempt_seconds",
 			Help:    "Duration of one HTTP attempt to a destination, until the response headers (or the error).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, rd),
@@ -85,6 +92,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight",
 			Help: "Attempts to a destination in progress now."}, rd),
 	}
+	reg.MustRegister(m.filtered, m.filterFailed)
 	m.backlog = newBacklogCollector()
 	m.store = newStoreCollector()
 	m.minutes = newMinutes()
@@ -184,6 +192,23 @@ func (m *Metrics) DeadLettered(route, destination, reason string) {
 		return
 	}
 	m.deadLettered.WithLabelValues(route, destination, reason).Inc()
+}
+
+// Filtered counts a webhook a destination's filter did not match.
+func (m *Metrics) Filtered(route, destination string) {
+	if m == nil {
+		return
+	}
+	m.filtered.WithLabelValues(route, destination).Inc()
+}
+
+// FilterFailed counts a filter that failed at run time; kind is one of
+// filter.Kinds.
+func (m *Metrics) FilterFailed(route, destination, kind string) {
+	if m == nil {
+		return
+	}
+	m.filterFailed.WithLabelValues(route, destination, kind).Inc()
 }
 
 // Breaker sets a destination's breaker gauge.

@@ -72,6 +72,7 @@ func TestParseFullExample(t *testing.T) {
 		}, {
 			Name: "audit", URL: "http://audit:9000/in", Timeout: 5 * time.Second, Concurrency: 8,
 			Breaker: Breaker{Failures: 5, Cooldown: 30 * time.Second}, SlowStart: 30 * time.Second,
+			Filter: `body.type.startsWith("invoice.")`,
 		}},
 	}
 	if !reflect.DeepEqual(*stripe, want) {
@@ -102,7 +103,7 @@ func TestParseFullExample(t *testing.T) {
 	}
 	wantWarnings := []string{
 		`policies.yaml:14: route "stripe": destination "audit": provider stripe signatures expire after 10m0s but retries run for up to 72h0m0s; set resign if the backend verifies them`,
-		`policies.yaml:54: route "internal": provider none: requests are not verified; unsafe on a public URL`,
+		`policies.yaml:55: route "internal": provider none: requests are not verified; unsafe on a public URL`,
 	}
 	if got := cfg.Warnings(); !reflect.DeepEqual(got, wantWarnings) {
 		t.Errorf("Warnings() =\n%q\nwant\n%q", got, wantWarnings)
@@ -241,6 +242,14 @@ func TestParseErrors(t *testing.T) {
 			nil, `p.yaml:2: defaults.retry.retry_on[0]: status 200 is not an error status (want 400-599)`},
 		{"merge keys are not supported", "routes:\n  - <<: {name: a}\n    path: /a\n    destinations: [{name: a, url: 'http://a'}]\n",
 			nil, `p.yaml:2: routes[0].<<: YAML merge keys are not supported`},
+		{"a filter that does not parse names its line and column", "routes:\n  - name: a\n    path: /a\n    destinations:\n      - name: a\n        url: 'http://a'\n        filter: 'body.type =='\n",
+			nil, `p.yaml:7: routes[0].destinations[0].filter: filter does not compile: line 1 column 13: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}`},
+		{"a filter over an unknown variable is rejected", "routes:\n  - name: a\n    path: /a\n    destinations:\n      - {name: a, url: 'http://a'}\n      - {name: b, url: 'http://b', filter: 'event.type == \"push\"'}\n",
+			nil, `p.yaml:6: routes[0].destinations[1].filter: filter does not compile: line 1 column 1: undeclared reference to 'event'`},
+		{"a filter that is not boolean is rejected", "routes:\n  - name: a\n    path: /a\n    destinations:\n      - name: a\n        url: 'http://a'\n        filter: |\n          body.data.object\n",
+			nil, `p.yaml:7: routes[0].destinations[0].filter: filter must be a boolean expression, but gives dyn (compare it: e.g. body.active == true)`},
+		{"an empty filter is rejected", "routes:\n  - name: a\n    path: /a\n    destinations: [{name: a, url: 'http://a', filter: ''}]\n",
+			nil, `p.yaml:4: routes[0].destinations[0].filter: filter is empty`},
 		{"a second document is rejected", "routes:\n" + route + "---\nroutes: []\n",
 			nil, `p.yaml:6: document: only one YAML document is allowed`},
 	}
@@ -315,6 +324,10 @@ func TestParseValues(t *testing.T) {
 			func(r Route) bool { return reflect.DeepEqual(r.Methods, []string{"GET", "POST"}) }},
 		{"hmac defaults to sha256 hex", "    provider: hmac\n    secret: s\n    hmac: {header: X-Sig}\n    destinations: [{name: a, url: 'http://a'}]\n",
 			func(r Route) bool { return r.HMAC == HMAC{Header: "X-Sig", Algorithm: "sha256", Encoding: "hex"} }},
+		{"a filter is kept as written", "    destinations:\n      - name: a\n        url: 'http://a'\n        filter: >-\n          headers[\"x-github-event\"] == \"push\" &&\n          body.ref == \"refs/heads/main\"\n",
+			func(r Route) bool {
+				return r.Destinations[0].Filter == `headers["x-github-event"] == "push" && body.ref == "refs/heads/main"`
+			}},
 		{"an alias reuses a destination", "    destinations: [&d {name: a, url: 'http://a'}]\n  - name: b\n    path: /b\n    destinations: [*d]\n",
 			func(r Route) bool { return r.Destinations[0].URL == "http://a" }},
 	}

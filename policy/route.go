@@ -467,7 +467,7 @@ func (d *decoder) destinations(e entry, timeout time.Duration) []Destination {
 // destination decodes one item of `destinations`.
 func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination, name entry, ok bool) {
 	n := d.resolve(it.val, it.path)
-	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start")
+	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter")
 	if !ok {
 		return dst, name, false
 	}
@@ -525,6 +525,9 @@ func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination,
 		if v, ok := d.duration(e); ok {
 			dst.SlowStart = v
 		}
+	}
+	if e, ok := m["filter"]; ok {
+		dst.Filter = d.filter(e)
 	}
 	return dst, name, nameOK
 }

@@ -27,11 +27,17 @@ type Attempt struct {
 	Status      int           // HTTP status, 0 if no response arrived
 	Error       string        // network or timeout error, if any
 	Latency     time.Duration // until the response headers or the error
-	Outcome     string        // "delivered", "transient" or "permanent"
+	// Outcome is "delivered", "transient" or "permanent", or
+	// OutcomeFiltered when no request was made.
+	Outcome string
 	// Next is the delay before the next attempt; 0 when there is none
 	// (delivered, or dead-lettered).
 	Next time.Duration
 }
+
+// OutcomeFiltered is the Outcome of a webhook the destination's filter did
+// not match: it was acked, and no request was made.
+const OutcomeFiltered = "filtered"
 
 // attemptRecord is an Attempt on the wire.
 type attemptRecord struct {

@@ -73,6 +73,7 @@ const (
 	StatePending      = "pending"       // stored, not attempted yet
 	StateAttempting   = "attempting"    // attempted, in flight or waiting for its next attempt
 	StateDeadLettered = "dead_lettered" // in WEBHOOKS_DLQ
+	StateFiltered     = "filtered"      // the destination's filter did not match; acked, never attempted
 	StateUnknown      = "unknown"       // the destination has no consumer
 )
 
@@ -137,13 +138,15 @@ func (s *Store) Delivery(ctx context.Context, e *Envelope, seq uint64, destinati
 	case info == nil:
 		d.State = StateUnknown
 	case target <= info.AckFloor.Stream:
-		// Acked: delivered, or parked for a later attempt (park.go),
-		// which the attempt log tells apart.
+		// Acked: delivered, parked for a later attempt (park.go), or
+		// filtered out, which the attempt log tells apart.
 		d.State = StateDelivered
 		if last, err := s.lastAttempt(ctx, e, destination); err != nil {
 			return d, err
 		} else if last != nil && last.Outcome == "transient" && last.Next > 0 {
 			d.State = StateAttempting
+		} else if last != nil && last.Outcome == OutcomeFiltered {
+			d.State = StateFiltered
 		}
 	case target > info.Delivered.Stream:
 		d.State = StatePending

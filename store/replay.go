@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,6 +84,10 @@ func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayCounts, err
 	}
 	return r, nil
 }
+
+// IsReplay reports whether m, fetched from a destination's consumer, is a
+// replay of a dead letter rather than a webhook or a due record.
+func IsReplay(m jetstream.Msg) bool { return strings.HasPrefix(m.Subject(), "replay.") }
 
 // replayID is the Nats-Msg-Id of the replay of dead letter dlqSeq.
 func replayID(dlqSeq uint64) string { return "replay/" + strconv.FormatUint(dlqSeq, 10) }
