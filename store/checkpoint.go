@@ -20,14 +20,14 @@ func (s *Store) Checkpoint(ctx context.Context, key string) (value string, ok bo
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("%w: checkpoint %s: %v", ErrUnavailable, key, err)
+		return "", false, fmt.Errorf("%w: checkpoint %s: %w", ErrUnavailable, key, err)
 	}
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("%w: checkpoint %s: %v", ErrUnavailable, key, err)
+		return "", false, fmt.Errorf("%w: checkpoint %s: %w", ErrUnavailable, key, err)
 	}
 	return string(e.Value()), true, nil
 }
@@ -46,10 +46,10 @@ func (s *Store) SetCheckpoint(ctx context.Context, key, value string) error {
 		})
 	}
 	if err != nil {
-		return fmt.Errorf("%w: checkpoint %s: %v", ErrUnavailable, key, err)
+		return fmt.Errorf("%w: checkpoint %s: %w", ErrUnavailable, key, err)
 	}
 	if _, err := kv.PutString(ctx, key, value); err != nil {
-		return fmt.Errorf("%w: checkpoint %s: %v", ErrUnavailable, key, err)
+		return fmt.Errorf("%w: checkpoint %s: %w", ErrUnavailable, key, err)
 	}
 	return nil
 }

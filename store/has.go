@@ -47,7 +47,7 @@ func (s *Store) Newest(ctx context.Context, route string, before time.Time) (*En
 	}
 	for i := 0; ; i++ {
 		if err != nil {
-			return nil, fmt.Errorf("%w: newest webhook of route %q: %v", ErrUnavailable, route, err)
+			return nil, fmt.Errorf("%w: newest webhook of route %q: %w", ErrUnavailable, route, err)
 		}
 		if m.Subject == subject {
 			e, err := decodeEnvelope(m.Subject, m.Header, m.Data)

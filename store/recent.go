@@ -51,7 +51,7 @@ func (s *Store) RecentEvents(ctx context.Context, route string, before uint64, l
 	}
 	info, err := s.main.Info(ctx)
 	if err != nil {
-		return p, fmt.Errorf("%w: recent events: %v", ErrUnavailable, err)
+		return p, fmt.Errorf("%w: recent events: %w", ErrUnavailable, err)
 	}
 	first, end := max(info.State.FirstSeq, 1), info.State.LastSeq+1
 	if before > 0 && before < end {
@@ -94,13 +94,13 @@ func (s *Store) eventsBetween(ctx context.Context, route string, start, end uint
 		HeadersOnly:    true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: recent events: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: recent events: %w", ErrUnavailable, err)
 	}
 	var out []EventSummary
 	for {
 		batch, err := c.FetchNoWait(256)
 		if err != nil {
-			return nil, fmt.Errorf("%w: recent events: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: recent events: %w", ErrUnavailable, err)
 		}
 		got, done := 0, false
 		for m := range batch.Messages() {
@@ -121,7 +121,7 @@ func (s *Store) eventsBetween(ctx context.Context, route string, start, end uint
 			done = done || md.NumPending == 0
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, fmt.Errorf("%w: recent events: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: recent events: %w", ErrUnavailable, err)
 		}
 		if done || got == 0 {
 			return out, nil
