@@ -10,19 +10,20 @@ func TestBacklogParksEveryMessageAndStillDeliversToTheHealthyDestination(t *test
 	t.Parallel()
 	for _, tc := range []struct {
 		name           string
+		delay          time.Duration // long enough that no parked slot comes due before the reading
 		parkAfter      time.Duration
 		maxAckPending  int
 		wantParked     uint64
 		wantAckPending uint64
 	}{
-		{"waits past ParkAfter park every message, whatever MaxAckPending", 100 * time.Millisecond, 100, 300, 0},
-		{"shorter waits stay in the consumer, as far as MaxAckPending lets them", 0, 100, 0, 100},
+		{"waits past ParkAfter park every message, whatever MaxAckPending", 5 * time.Second, 100 * time.Millisecond, 100, 300, 0},
+		{"shorter waits stay in the consumer, as far as MaxAckPending lets them", time.Second, 0, 100, 0, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r, err := Backlog(context.Background(), BacklogOptions{
 				Messages:      300,
-				Delay:         time.Second,
+				Delay:         tc.delay,
 				MaxAckPending: tc.maxAckPending,
 				ParkAfter:     tc.parkAfter,
 				Probes:        3,

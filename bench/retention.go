@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -452,6 +453,9 @@ func (r RetentionResult) Report(w io.Writer) {
 			fmt.Sprintf("%.0f–%s", float64(row.rd.RSSMin)/(1<<20), mib(row.rd.RSSMax)), mib(row.rd.Peak), mib(uint64(row.rd.DataDir)))
 	}
 	rss, disk := r.PerWebhook()
+	if math.Round(rss) == 0 { // a slope just under zero prints 0, not -0
+		rss = 0
+	}
 	fmt.Fprintf(w, "%-16s %.0f bytes of RSS, %.0f bytes of data dir per retained webhook, (2N − N) ÷ N\n", "per webhook", rss, disk)
 	fmt.Fprintf(w, "%-16s N in %s (%.0f/s), 2N in %s (%.0f/s); accepted %d, duplicates %d, failed %d; delivered %d, %d repeated\n",
 		"posts", seconds(r.Post[0]), rate(o.Retained, r.Post[0]), seconds(r.Post[1]), rate(o.Retained, r.Post[1]),
