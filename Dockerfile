@@ -28,7 +28,7 @@ EXPOSE 8080
 # check it without a runAsUser.
 USER 65532:65532
 # No shell or curl in the image: jethook asks its own admin listener, which
-# stays on loopback (README: Running in a container).
+# stays on loopback (docs/scale.md: Running in a container).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
   CMD ["/usr/local/bin/jethook", "probe", "ready"]
 ENTRYPOINT ["/usr/local/bin/jethook"]

@@ -24,7 +24,7 @@ func TestCheckListsTheShippedRoutesAndWarnsAboutUnverifiedOnes(t *testing.T) {
 	}
 }
 
-// The README's example of a config error, reproduced.
+// The example of a config error in docs/configuration.md, reproduced.
 func TestCheckReportsAConfigMistakeWithFileLineAndKey(t *testing.T) {
 	t.Parallel()
 	file := t.TempDir() + "/broken.yaml"

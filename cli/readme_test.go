@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,16 +12,31 @@ import (
 	"github.com/jethook/jethook/proxy/provider"
 )
 
-// Every README block that starts with "$ jethook schedule" or
-// "$ jethook simulate" shows exactly what that command prints for the
-// shipped policies.yaml, so the published numbers cannot drift.
-func TestTheREADMEsCommandExamplesPrintWhatTheyShow(t *testing.T) {
-	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+// docsText is the README and every page under docs/, one after another.
+func docsText(t *testing.T) string {
+	t.Helper()
+	pages, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := strings.Split(string(readme), "```")
+	var all strings.Builder
+	for _, p := range append([]string{"../README.md"}, pages...) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(b)
+		all.WriteString("\n")
+	}
+	return all.String()
+}
+
+// Every block in the README or docs/ that starts with "$ jethook schedule"
+// or "$ jethook simulate" shows exactly what that command prints for the
+// shipped policies.yaml, so the published numbers cannot drift.
+func TestTheDocsCommandExamplesPrintWhatTheyShow(t *testing.T) {
+	t.Parallel()
+	blocks := strings.Split(docsText(t), "```")
 	run := map[string]func(context.Context, []string, *bytes.Buffer) error{
 		"schedule": func(ctx context.Context, a []string, b *bytes.Buffer) error { return runSchedule(ctx, a, b) },
 		"simulate": func(ctx context.Context, a []string, b *bytes.Buffer) error { return runSimulate(ctx, a, b) },
@@ -39,13 +55,36 @@ func TestTheREADMEsCommandExamplesPrintWhatTheyShow(t *testing.T) {
 				t.Fatal(err)
 			}
 			if strings.TrimSpace(out.String()) != strings.TrimSpace(want) {
-				t.Errorf("README shows:\n%s\nthe command prints:\n%s", want, out.String())
+				t.Errorf("the docs show:\n%s\nthe command prints:\n%s", want, out.String())
 			}
 		})
 		checked++
 	}
 	if checked < 5 {
-		t.Fatalf("only %d README examples found", checked)
+		t.Fatalf("only %d examples found in the docs", checked)
+	}
+}
+
+// The README's configuration example is a policies.yaml that jethook
+// check accepts.
+func TestTheREADMEsConfigurationExamplePassesCheck(t *testing.T) {
+	t.Setenv("GITHUB_WEBHOOK_SECRET", "a-secret")
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "```yaml\ndefaults:")
+	if !ok {
+		t.Fatal("README has no yaml block starting with defaults:")
+	}
+	example, _, _ := strings.Cut(rest, "```")
+	file := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(file, []byte("defaults:"+example), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runCheck(context.Background(), []string{"-config", file}, &out); err != nil {
+		t.Fatalf("jethook check refuses the README's example: %v\n%s", err, out.String())
 	}
 }
 
@@ -68,7 +107,7 @@ func TestEveryProviderIsDocumentedWithARouteThatLoads(t *testing.T) {
 		switch {
 		case strings.Contains(v, "SENDGRID"):
 			return sendgridKey, true
-		case strings.Contains(v, "BILLING"), strings.Contains(v, "CLERK"):
+		case strings.Contains(v, "BILLING"), strings.Contains(v, "CLERK"), strings.Contains(v, "APP_WEBHOOK"):
 			return "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true
 		}
 		return "s3cret-" + strings.ToLower(v), true

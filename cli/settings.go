@@ -202,7 +202,7 @@ func printSettings(w io.Writer) {
 		}
 		fmt.Fprintln(w, line)
 	}
-	fmt.Fprintln(w, "\nWhat each one does: README.md, Configuration.")
+	fmt.Fprintln(w, "\nWhat each one does: docs/configuration.md.")
 }
 
 // envError names the variable behind each parse error: the env library

@@ -10,13 +10,13 @@ import (
 	"github.com/jethook/jethook/policy"
 )
 
-// Every filter docs/filters.md and the README show compiles, and every
+// Every filter docs/filters.md, docs/configuration.md and the README show compiles, and every
 // whole policies file there loads.
 func TestTheDocumentedFiltersCompile(t *testing.T) {
 	t.Parallel()
 	oneLine := regexp.MustCompile(`filter: '(.*)'`)
 	checked := 0
-	for _, doc := range []string{"../docs/filters.md", "../README.md"} {
+	for _, doc := range []string{"../docs/filters.md", "../docs/configuration.md", "../README.md"} {
 		text, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

@@ -16,7 +16,7 @@ type Stored struct {
 }
 
 // Publish writes e to its route's subject and waits for the stream's ack,
-// so a nil error means the message is on disk (README, Durability). An
+// so a nil error means the message is on disk (docs/durability.md). An
 // event id the index holds from the last DedupWindow is a
 // duplicate and is not written again; one stored a moment ago, not yet
 // indexed, is caught by the stream itself (Nats-Msg-Id =
