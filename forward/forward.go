@@ -183,12 +183,12 @@ func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 			d.idle(fetchCtx, wait)
 			continue
 		}
-		if n = d.tokens(fetchCtx, n); n == 0 {
-			continue
+		got := 0
+		if k := d.tokens(fetchCtx, n); k > 0 {
+			got = d.fetch(fetchCtx, attemptCtx, k)
 		}
-		got := d.fetch(fetchCtx, attemptCtx, n)
-		if probe && got == 0 {
-			d.gate.unprobe()
+		if probe && got < n {
+			d.gate.unprobe(n - got)
 		}
 	}
 }
@@ -367,11 +367,12 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	if o.Unsent {
 		// Says nothing about the backend; if this was the breaker's
 		// probe, the next message probes instead.
-		d.gate.unprobe()
+		d.gate.unprobe(1)
 	} else {
-		if d.gate.record(o.Kind, o.RetryAfter) {
+		if d.gate.record(o, n == 1) {
+			g := d.gate.status()
 			d.eventLog(e, n).Warn("breaker open: no attempts to this destination until the cooldown ends",
-				"failures", d.dest.Breaker.Failures, "cooldown", d.dest.Breaker.Cooldown)
+				"failures", g.Failures, "attempts", g.Attempts, "cooldown", g.Cooldown)
 		}
 		if d.gate.shut() {
 			d.stopFetch()

@@ -185,8 +185,9 @@ func TestMessagesInBackoffSurviveAStoreRestart(t *testing.T) {
 	})
 	yaml := strings.Replace(fastRetry, "base: 20ms", "base: 300ms", 1)
 	yaml = strings.Replace(yaml, "max_delay: 200ms", "max_delay: 300ms", 1)
-	// No breaker: every event must get its first attempt before the restart.
-	yaml = strings.Replace(yaml, `url: "${BACKEND}/hook"}`, `url: "${BACKEND}/hook", breaker: {failures: 0}}`, 1)
+	// No breaker and no learned limit (the 503s would teach one of 1/s):
+	// every event must get its first attempt before the restart.
+	yaml = strings.Replace(yaml, `url: "${BACKEND}/hook"}`, `url: "${BACKEND}/hook", breaker: {failures: 0}, slow_start: 0s}`, 1)
 	cfg := parseConfig(t, yaml, b.URL)
 	dir := t.TempDir()
 	r := newRig(t, cfg, store.Options{DataDir: dir})
