@@ -215,6 +215,9 @@ func (d *destination) tokens(ctx context.Context, n int) int {
 	if l == nil {
 		return n
 	}
+	if l.Tokens() < 1 {
+		d.gate.contend()
+	}
 	if err := l.Wait(ctx); err != nil {
 		return 0
 	}
@@ -350,7 +353,7 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	defer d.f.Metrics.AttemptEnded(d.route.Name, d.dest.Name)
 	actx, cancel := context.WithTimeout(ctx, d.dest.Timeout)
 	defer cancel()
-	start := time.Now()
+	start, began := time.Now(), d.f.Now()
 	o := d.send(actx, e, n)
 	latency := time.Since(start)
 	if ctx.Err() != nil && o.Kind != Delivered {
@@ -369,7 +372,7 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		// probe, the next message probes instead.
 		d.gate.unprobe(1)
 	} else {
-		if d.gate.record(o, n == 1) {
+		if d.gate.record(o, n == 1, began) {
 			g := d.gate.status()
 			d.eventLog(e, n).Warn("breaker open: no attempts to this destination until the cooldown ends",
 				"failures", g.Failures, "attempts", g.Attempts, "cooldown", g.Cooldown)
@@ -446,12 +449,13 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 }
 
 // retryLater has the next attempt made at due: a short wait is a
-// NakWithDelay; a long one, or any wait of a webhook that was parked
-// already, parks it (store.Park) and acks the message. If parking fails the
-// message is nak'd with the delay instead, so nothing is lost.
+// NakWithDelay; a long one, any wait of a webhook that was parked already,
+// or any wait while the destination is busy (its retries must not jump
+// the queue), parks it (store.Park) and acks the message. If parking fails
+// the message is nak'd with the delay instead, so nothing is lost.
 func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope, due time.Time, log *slog.Logger) {
 	m, wait := h.m, due.Sub(d.f.Now())
-	if wait >= d.f.ParkAfter || h.due {
+	if wait >= d.f.ParkAfter || h.due || d.gate.busy() {
 		_ = m.InProgress() // parking may take up to settleWait
 		p := store.Parked{Seq: h.seq, Attempts: h.n, FirstSeen: h.first, Due: due}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)

@@ -34,6 +34,13 @@ const firstCooldown = time.Second
 // poison event cannot keep a working destination shut.
 const probes = 3
 
+// contendedFor is how long after an attempt last waited for capacity the
+// destination counts as busy: its retries are then parked, whatever their
+// wait, so that they come back behind the webhooks already waiting
+// instead of ahead of them (JetStream hands a consumer's redeliveries out
+// before its new messages).
+const contendedFor = time.Second
+
 // gate decides when one destination may start attempts and how many: it
 // holds the Retry-After pause, the circuit breaker, the learned limit and
 // the token bucket that enforces it under the configured rate. While it
@@ -59,6 +66,8 @@ type gate struct {
 	closedAt    time.Time     // when the breaker last closed
 	launched    int           // probes admitted in this half-open spell
 	probing     int           // of which in flight
+	refusals    int           // attempts in a row that reached no backend
+	contended   time.Time     // when an attempt last waited for a free slot or a token
 }
 
 func newGate(d policy.Destination, now func() time.Time) *gate {
@@ -114,9 +123,26 @@ func (g *gate) admit(inflight int) (n int, wait time.Duration, probe bool) {
 		return 1, 0, true
 	}
 	if inflight >= g.concurrency {
+		g.contended = now
 		return 0, 0, false
 	}
 	return g.concurrency - inflight, 0, false
+}
+
+// contend records that an attempt waits for a token of the rate limit.
+func (g *gate) contend() {
+	g.mu.Lock()
+	g.contended = g.now()
+	g.mu.Unlock()
+}
+
+// busy reports whether attempts waited for a free slot or a token within
+// the last contendedFor: the destination's capacity is all in use, and
+// what is attempted next takes it from something else.
+func (g *gate) busy() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.contended.IsZero() && g.now().Sub(g.contended) < contendedFor
 }
 
 // shut reports whether the gate admits no new attempts for now: the
@@ -155,6 +181,14 @@ func down(o Outcome) bool {
 	return o.Kind == Transient && o.Status != http.StatusTooManyRequests
 }
 
+// noBackend reports whether o reached no backend at all: a connection
+// refused or reset, a DNS or TLS error. No event can cause that, so a
+// streak of them opens the breaker without waiting for a share over the
+// health window.
+func noBackend(o Outcome) bool {
+	return o.Kind == Transient && o.Status == 0 && o.Reason != "timeout"
+}
+
 // unreachable reports whether o says the whole backend is down, not just
 // this event's handler: no answer at all, or a gateway's 502, 503 or 504.
 func unreachable(o Outcome) bool {
@@ -165,11 +199,23 @@ func unreachable(o Outcome) bool {
 	return false
 }
 
-// record feeds one attempt's outcome to the breaker, the learned limit and
-// the pause; first is true for an event's first attempt. o.RetryAfter is
+// answerOf is what o says to the learned limit.
+func answerOf(o Outcome) answer {
+	switch {
+	case o.Kind == Delivered:
+		return answerGood
+	case overload(o):
+		return answerOverload
+	}
+	return answerOther
+}
+
+// record feeds the outcome of one attempt, started at began, to the
+// breaker, the learned limit and the pause; first is true for an event's
+// first attempt. o.RetryAfter is
 // the (already bounded) wait a 429 or 503 asked for. opened is true when
 // this outcome opened the breaker.
-func (g *gate) record(o Outcome, first bool) (opened bool) {
+func (g *gate) record(o Outcome, first bool, began time.Time) (opened bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -190,27 +236,44 @@ func (g *gate) record(o Outcome, first bool) (opened bool) {
 	default:
 		t.ok = 1
 	}
+	if o.Kind == Delivered {
+		t.good = 1
+	}
 	g.health.add(now, t)
-	if g.adaptive && g.limit.ended(now, overload(o), g.health.goodput(now)) {
+	switch {
+	case noBackend(o):
+		g.refusals++
+	case o.Status != 0:
+		g.refusals = 0
+	}
+	if g.adaptive && g.limit.ended(began, now, answerOf(o), g.health.goodput(now)) {
 		g.setLimiter(now)
 	}
 	switch {
 	case g.state == BreakerHalfOpen && !isDown:
-		g.state, g.closedAt, g.health = BreakerClosed, now, window{}
+		g.state, g.closedAt, g.health, g.refusals = BreakerClosed, now, window{}, 0
 	case g.state == BreakerHalfOpen:
 		g.probing = max(0, g.probing-1)
 		if unreachable(o) || g.launched >= probes {
 			g.open(now)
 		}
-	case g.state == BreakerClosed && isDown && g.health.sum(now).isDown(g.breaker.Failures):
+	case g.state == BreakerClosed && isDown && g.isDown(now):
 		if g.adaptive {
-			g.limit.learn(float64(g.health.sum(now).ok) / healthWindow.Seconds())
+			g.limit.learn(float64(g.health.sum(now).good) / healthWindow.Seconds())
 			g.setLimiter(now)
 		}
 		g.open(now)
 		return true
 	}
 	return false
+}
+
+// isDown reports whether a closed breaker should open: a streak of
+// Failures attempts that reached no backend, or the health window's share
+// of failures.
+func (g *gate) isDown(now time.Time) bool {
+	f := g.breaker.Failures
+	return f > 0 && g.refusals >= f || g.health.sum(now).isDown(f)
 }
 
 // open opens the breaker for a cooldown that doubles with each opening

@@ -36,12 +36,12 @@ func TestTheBreakerOpensWhenNearlyEveryAttemptSaysTheBackendIsDown(t *testing.T)
 	if n, _, _ := g.admit(0); n != 10 {
 		t.Fatalf("closed gate admits %d, want 10", n)
 	}
-	g.record(refused, true)
-	g.record(refused, true)
+	g.record(refused, true, c.now())
+	g.record(refused, true, c.now())
 	if n, _, _ := g.admit(0); n != 10 {
 		t.Fatalf("two failures, under the minimum of 3, closed the gate: admits %d", n)
 	}
-	if !g.record(refused, true) {
+	if !g.record(refused, true, c.now()) {
 		t.Fatal("three failures out of three did not open the breaker")
 	}
 	n, wait, _ := g.admit(0)
@@ -61,11 +61,11 @@ func TestPoisonEventsAmongDeliveriesDoNotOpenTheBreaker(t *testing.T) {
 		for i := range 30 {
 			switch {
 			case i < 7:
-				g.record(ok, true)
+				g.record(ok, true, c.now())
 			case i < 10:
-				g.record(err500, true)
+				g.record(err500, true, c.now())
 			default:
-				g.record(err500, false)
+				g.record(err500, false, c.now())
 			}
 		}
 		c.advance(time.Second)
@@ -80,7 +80,7 @@ func TestTheCooldownStartsShortAndDoublesUpToTheConfiguredOne(t *testing.T) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	g := newTestGate(c)
 	for range 3 {
-		g.record(refused, true)
+		g.record(refused, true, c.now())
 	}
 	var got []time.Duration
 	for range 7 {
@@ -90,7 +90,7 @@ func TestTheCooldownStartsShortAndDoublesUpToTheConfiguredOne(t *testing.T) {
 		if n, _, probe := g.admit(0); n != 1 || !probe {
 			t.Fatalf("after the cooldown: admits %d (probe %v), want one probe", n, probe)
 		}
-		g.record(refused, false)
+		g.record(refused, false, c.now())
 	}
 	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
 	for i := range want {
@@ -102,10 +102,10 @@ func TestTheCooldownStartsShortAndDoublesUpToTheConfiguredOne(t *testing.T) {
 	// makes the next opening short again.
 	c.advance(30 * time.Second)
 	g.admit(0)
-	g.record(ok, false)
+	g.record(ok, false, c.now())
 	c.advance(31 * time.Second)
 	for range 3 {
-		g.record(refused, true)
+		g.record(refused, true, c.now())
 	}
 	if _, wait, _ := g.admit(0); wait != time.Second {
 		t.Fatalf("after staying closed: cooldown %s, want 1s", wait)
@@ -131,7 +131,7 @@ func TestAHalfOpenBreakerTriesAnotherProbeWhenOneFailsOnItsOwnEvent(t *testing.T
 			c := &clock{t: time.Unix(1_700_000_000, 0)}
 			g := newTestGate(c)
 			for range 3 {
-				g.record(refused, true)
+				g.record(refused, true, c.now())
 			}
 			c.advance(time.Second)
 			for i, o := range tc.probes {
@@ -142,7 +142,7 @@ func TestAHalfOpenBreakerTriesAnotherProbeWhenOneFailsOnItsOwnEvent(t *testing.T
 				if n, _, _ := g.admit(1); n != 0 {
 					t.Fatalf("probe %d: a second attempt admitted while the probe is in flight", i+1)
 				}
-				g.record(o, false)
+				g.record(o, false, c.now())
 			}
 			if s := g.status(); s.Breaker != tc.want {
 				t.Fatalf("breaker %s, want %s", s.Breaker, tc.want)
@@ -156,7 +156,7 @@ func TestAProbeWithNothingToSendIsGivenBack(t *testing.T) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	g := newTestGate(c)
 	for range 3 {
-		g.record(refused, true)
+		g.record(refused, true, c.now())
 	}
 	c.advance(time.Minute)
 	if n, _, probe := g.admit(0); n != 1 || !probe {
@@ -176,9 +176,9 @@ func TestOverloadTeachesALimitThatGoodSecondsRaise(t *testing.T) {
 		t.Fatalf("a new destination has a limit: %+v", s)
 	}
 	for range 40 {
-		g.record(ok, true)
+		g.record(ok, true, c.now())
 	}
-	g.record(err503, true)
+	g.record(err503, true, c.now())
 	if l := g.status().Limit; l != 36 {
 		t.Fatalf("after 40 answers then a 503: limit %g/s, want 0.9 × 40", l)
 	}
@@ -186,7 +186,7 @@ func TestOverloadTeachesALimitThatGoodSecondsRaise(t *testing.T) {
 	for range 3 {
 		c.advance(time.Second)
 		for range 36 {
-			g.record(ok, true)
+			g.record(ok, true, c.now())
 		}
 	}
 	if l := g.status().Limit; l < 39 || l > 42 {
@@ -203,13 +203,13 @@ func TestTheConfiguredRateIsACeilingTheLimitNeverPasses(t *testing.T) {
 	g := newGate(policy.Destination{Concurrency: 10, Rate: policy.Rate{PerSecond: 20, Burst: 1},
 		Breaker: policy.Breaker{Failures: 3, Cooldown: 30 * time.Second}, SlowStart: time.Second}, c.now)
 	for range 20 {
-		g.record(ok, true)
+		g.record(ok, true, c.now())
 	}
-	g.record(err503, true)
+	g.record(err503, true, c.now())
 	for range 20 {
 		c.advance(time.Second)
 		for range 20 {
-			g.record(ok, true)
+			g.record(ok, true, c.now())
 		}
 	}
 	if l := float64(g.limiter.Limit()); l != 20 {
@@ -223,13 +223,13 @@ func TestRetryAfterPausesTheWholeDestination(t *testing.T) {
 	g := newTestGate(c)
 	o := err503
 	o.RetryAfter = 20 * time.Second
-	g.record(o, true)
+	g.record(o, true, c.now())
 	n, wait, _ := g.admit(0)
 	if n != 0 || wait != 20*time.Second {
 		t.Fatalf("paused gate admits %d and waits %s, want 0 and 20s", n, wait)
 	}
 	o.RetryAfter = 5 * time.Second // a shorter Retry-After does not shorten the pause
-	g.record(o, true)
+	g.record(o, true, c.now())
 	if _, wait, _ := g.admit(0); wait != 20*time.Second {
 		t.Fatalf("pause shortened to %s", wait)
 	}

@@ -24,13 +24,16 @@ const downShare = 0.9
 
 // tally counts attempts by what they say about the destination. ok is an
 // answer (2xx, another 4xx, 429); down is a sign of a down backend
-// (network error, timeout, 5xx). fresh counts first attempts only.
+// (network error, timeout, 5xx). fresh counts first attempts only; good,
+// deliveries.
 type tally struct {
 	ok, down           int
 	freshOK, freshDown int
+	good               int
 }
 
 func (t *tally) add(u tally) {
+	t.good += u.good
 	t.ok += u.ok
 	t.down += u.down
 	t.freshOK += u.freshOK
@@ -72,13 +75,14 @@ func (w *window) sum(now time.Time) tally {
 	return s
 }
 
-// goodput estimates the answers per second over the last second: the head
-// bucket and the part of the one before that the last second still covers.
+// goodput estimates the deliveries per second over the last second: the
+// head bucket and the part of the one before that the last second still
+// covers.
 func (w *window) goodput(now time.Time) float64 {
 	w.advance(now)
 	prev := w.buckets[(w.head+healthBuckets-1)%healthBuckets]
 	f := 1 - float64(now.Sub(w.start))/float64(healthBucket)
-	return float64(w.buckets[w.head].ok) + f*float64(prev.ok)
+	return float64(w.buckets[w.head].good) + f*float64(prev.good)
 }
 
 // isDown reports whether the window says the destination is down: at least

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/store"
@@ -54,5 +55,57 @@ func TestPoisonEventsNeitherOpenTheBreakerNorHoldBackTheOthers(t *testing.T) {
 		if !strings.Contains(string(dl.Envelope.Body), `"poison":true`) || dl.Attempts != 6 {
 			t.Errorf("dead letter %s after %d attempts; want only poison events, after all 6", dl.Envelope.Body, dl.Attempts)
 		}
+	}
+}
+
+// Due retries do not jump the queue: with the destination's one slot
+// taken by poison events that keep failing, webhooks stored behind them
+// are attempted once the poison events have had their first attempts, not
+// after every retry of theirs (JetStream hands out redeliveries first, so
+// a busy destination parks its retries behind what is already waiting).
+func TestRetriesOfFailingEventsDoNotStarveTheWebhooksBehindThem(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var poisonSeen, poisonBeforeLastGood, good int
+	b := newBackend(t, func(int, http.ResponseWriter) {})
+	b.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		if bytes.Contains(body, []byte(`"poison":true`)) {
+			poisonSeen++
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		good++
+		poisonBeforeLastGood = poisonSeen
+		w.WriteHeader(http.StatusOK)
+	})
+	r := newRig(t, parseConfig(t, limited(t, "concurrency: 1, breaker: {failures: 0}", ""), b.URL), store.Options{})
+	if err := r.fwd.Pause("shop", "app"); err != nil {
+		t.Fatal(err)
+	}
+	const poison, healthy = 20, 10
+	for i := range poison + healthy {
+		if code, resp := r.post("/hooks/shop", nil, fmt.Appendf(nil, `{"i":%d,"poison":%t}`, i, i < poison)); code != http.StatusOK {
+			t.Fatalf("post %d: %d %s", i, code, resp)
+		}
+	}
+	if err := r.fwd.Resume("shop", "app"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every event delivered or dead-lettered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return good == healthy && len(r.deadLetters()) == poison
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	// 20 first attempts come first (they were stored first); each poison
+	// event makes 6 attempts, so 120 would mean the retries went first.
+	if poisonBeforeLastGood > poison+10 {
+		t.Fatalf("%d poison attempts before the last healthy event was delivered; want about %d, their first attempts",
+			poisonBeforeLastGood, poison)
 	}
 }

@@ -5,18 +5,29 @@ import (
 	"time"
 )
 
-// The learned limit is a rate, requests per second, kept by additive
-// increase and multiplicative decrease (AIMD, as TCP's congestion
-// avoidance): it falls to a share of what the backend answered in the last
-// second when the backend shows overload, and climbs a step each second in
-// which the destination used most of it and the backend showed none. A
-// rate, not a count in flight, because a backend's capacity is often a
-// rate (a rate limiter, a queue drained by workers) that a fast backend
-// reaches with a single request in flight.
+// The learned limit is a rate, requests per second, kept as TCP keeps its
+// congestion window: slow start (doubling each second) up to a threshold,
+// the rate the backend last delivered at, then additive increase; a
+// multiplicative decrease to what the backend delivered (its goodput) when
+// it shows overload. A rate, not a count in flight, because a backend's
+// capacity is often a rate (a rate limiter, a queue drained by workers)
+// that a fast backend reaches with a single request in flight.
+//
+// Only overload lowers it: a 429, 503, 504 or timeout while the backend
+// still delivers other events. A backend that delivers nothing is down,
+// which is the breaker's business: the limit keeps its value through an
+// outage, and the recovery starts from it. Failures that are no sign of
+// overload (connection refused, a poison event's 500) never lower it.
+//
+// Some backends answer 503 to a share of events whatever the load (each
+// event fails a few times, then passes). Each decrease is a trial: if, at
+// the lower rate, the backend still shows overload while it delivers,
+// the overload answers do not come from the load; the limit goes back to
+// where it was and their share becomes the backend's baseline, which later
+// answers must exceed (by more than chance) to count as overload.
 const (
-	limitDecrease = 0.9             // share of the goodput the first decrease keeps
-	limitBackoff  = 0.8             // share of the limit a later decrease keeps, at least the goodput
-	limitIncrease = 0.05            // share of the limit one good second adds…
+	limitDecrease = 0.9             // share of the goodput a decrease keeps
+	limitIncrease = 0.05            // share of the limit one good second adds above the threshold…
 	limitStep     = 0.5             // …but at least this many requests per second
 	limitFloor    = 1.0             // the lowest limit, requests per second
 	limitUsed     = 0.8             // share of the limit a second must use to earn an increase
@@ -26,23 +37,85 @@ const (
 	noLimit       = math.MaxFloat64 // no limit learned yet
 )
 
+// The overload test: a second's (or a partial second's) answers show
+// overload when at least overloadMin of them are 429, 503, 504 or
+// timeouts, and their share exceeds the baseline by overloadMargin plus
+// two standard errors of the share at the baseline.
+const (
+	overloadMin    = 1
+	overloadMargin = 0.02
+)
+
+// A trial judges the attempts started from trialSettle after the decrease
+// (a backend that counts its load per second still refuses, for the rest
+// of that second, what the higher rate sent it): after a second of them,
+// once it has trialMin attempts, or after trialMax whatever it has.
+const (
+	trialSettle = time.Second
+	trialMin    = 5
+	trialMax    = 3 * time.Second
+)
+
+// baselineDecay is the share of the gap to a lower observed share of
+// overload answers the baseline gives up each second.
+const baselineDecay = 0.1
+
+// answer is what one attempt says to the learned limit.
+type answer int
+
+const (
+	answerOther    answer = iota // neither delivered nor overload (another 4xx, a 500, no connection)
+	answerGood                   // delivered
+	answerOverload               // 429, 503, 504 or a timeout
+)
+
+// counts are the attempts that ended in one second.
+type counts struct{ sent, good, over int }
+
+func (c *counts) add(a answer) {
+	c.sent++
+	switch a {
+	case answerGood:
+		c.good++
+	case answerOverload:
+		c.over++
+	}
+}
+
+// share is the share of overload answers.
+func (c counts) share() float64 {
+	if c.sent == 0 {
+		return 0
+	}
+	return float64(c.over) / float64(c.sent)
+}
+
 // limit is a destination's learned rate. Until the backend first shows
 // overload, or its breaker first opens, nothing is learned and only the
 // configured concurrency and rate bound the load.
 type limit struct {
-	rate         float64 // requests per second; noLimit until learned
-	ceiling      float64 // the configured rate; noLimit if none
-	lastDecrease time.Time
-	tickStart    time.Time
-	done         int  // attempts ended since tickStart
-	overloaded   bool // the backend showed overload since tickStart
+	rate     float64 // requests per second; noLimit until learned
+	ceiling  float64 // the configured rate; noLimit if none
+	ssthresh float64 // slow start doubles the rate up to here; additive increase above
+	baseline float64 // share of overload answers the backend gives whatever the load
+	lastCut  time.Time
+	start    time.Time // start of the second being counted
+	cur      counts    // attempts ended since start
+
+	// A trial runs from a decrease until its verdict, judging attempts
+	// started from trialStart on; before and beforeThresh restore the
+	// limit if the decrease was not needed.
+	trial        bool
+	trialStart   time.Time
+	before       float64
+	beforeThresh float64
 }
 
 func newLimit(ceiling float64) limit {
 	if ceiling <= 0 {
 		ceiling = noLimit
 	}
-	return limit{rate: noLimit, ceiling: ceiling}
+	return limit{rate: noLimit, ceiling: ceiling, ssthresh: noLimit}
 }
 
 // learned reports whether a limit has been learned.
@@ -52,55 +125,106 @@ func (l *limit) learned() bool { return l.rate < noLimit }
 // limit and the ceiling.
 func (l *limit) effective() float64 { return math.Min(l.rate, l.ceiling) }
 
-// ended counts one attempt that ended at now; overload is true when its
-// answer was a sign of overload (429, 503, 504, a timeout). goodput is the
-// destination's answers per second over the last second. It reports
-// whether the limit changed.
-func (l *limit) ended(now time.Time, overload bool, goodput float64) bool {
+// overloaded reports whether c shows overload beyond the baseline.
+func (l *limit) overloaded(c counts) bool {
+	if c.over < overloadMin {
+		return false
+	}
+	b := l.baseline
+	noise := 2 * math.Sqrt(b*(1-b)/float64(c.sent))
+	return c.share() > b+overloadMargin+noise
+}
+
+// ended counts one attempt that started at began and ended at now with
+// answer a. goodput is the destination's deliveries per second over the
+// last second. It reports whether the limit changed.
+func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 	changed := l.tick(now)
-	l.done++
-	if !overload {
+	if l.trial && began.Before(l.trialStart) {
+		return changed // sent at the rate on trial, not at the lower one
+	}
+	l.cur.add(a)
+	if a != answerOverload || l.trial || goodput <= 0 || !l.overloaded(l.cur) {
 		return changed
 	}
-	l.overloaded = true
-	if l.learned() && now.Sub(l.lastDecrease) < limitHold {
+	if l.learned() && now.Sub(l.lastCut) < limitHold {
 		return changed
 	}
-	l.lastDecrease = now
-	if !l.learned() {
-		l.rate = math.Max(limitFloor, limitDecrease*goodput)
-		return true
-	}
-	l.rate = math.Max(limitFloor, math.Max(limitBackoff*l.rate, math.Min(goodput, l.rate)))
+	l.cut(now, goodput)
 	return true
 }
 
-// tick closes the second that began at tickStart, if it has passed: one
-// without overload that used most of the limit raises it a step.
+// cut lowers the limit to what the backend delivers, and starts a trial.
+func (l *limit) cut(now time.Time, goodput float64) {
+	l.trial, l.trialStart = true, now.Add(trialSettle)
+	l.before, l.beforeThresh = l.rate, l.ssthresh
+	l.ssthresh = math.Max(limitFloor, goodput)
+	l.rate = math.Max(limitFloor, limitDecrease*math.Min(l.rate, goodput))
+	l.lastCut = now
+	l.start, l.cur = l.trialStart, counts{}
+}
+
+// tick closes the second that began at start, if it has passed.
 func (l *limit) tick(now time.Time) bool {
-	if l.tickStart.IsZero() {
-		l.tickStart = now
+	if l.start.IsZero() {
+		l.start = now
 		return false
 	}
-	elapsed := now.Sub(l.tickStart)
+	elapsed := now.Sub(l.start)
 	if elapsed < limitTick {
 		return false
 	}
-	used := float64(l.done) >= limitUsed*l.rate*elapsed.Seconds()
-	grow := l.learned() && !l.overloaded && used && l.rate < l.ceiling
-	if grow {
+	if l.trial {
+		if l.cur.sent < trialMin && now.Sub(l.trialStart) < trialMax {
+			return false
+		}
+		changed := l.verdict()
+		l.start, l.cur = now, counts{}
+		return changed
+	}
+	c := l.cur
+	l.start, l.cur = now, counts{}
+	if c.sent >= trialMin && c.share() < l.baseline {
+		l.baseline -= baselineDecay * (l.baseline - c.share())
+	}
+	used := float64(c.sent) >= limitUsed*l.rate*elapsed.Seconds()
+	if !l.learned() || l.rate >= l.ceiling || !used || c.good == 0 || l.overloaded(c) {
+		return false
+	}
+	if l.rate < l.ssthresh {
+		l.rate = math.Min(l.ssthresh, 2*l.rate)
+	} else {
 		l.rate = math.Min(l.ceiling, l.rate+math.Max(limitStep, limitIncrease*l.rate))
 	}
-	l.tickStart, l.done, l.overloaded = now, 0, false
-	return grow
+	return true
+}
+
+// verdict ends a trial: the decrease stands if at the lower rate the
+// backend delivers and shows no overload (or was sent nothing to judge
+// by). If it delivered nothing (it went down: the breaker's business) or
+// still showed overload, the limit goes back to where it was; the share
+// of overload answers it still gave becomes the baseline.
+func (l *limit) verdict() bool {
+	l.trial = false
+	c := l.cur
+	switch {
+	case c.sent == 0 || c.good > 0 && !l.overloaded(c):
+		return false
+	case c.good > 0:
+		l.baseline = math.Max(l.baseline, math.Min(0.95, c.share()))
+	}
+	l.rate, l.ssthresh = l.before, l.beforeThresh
+	return true
 }
 
 // learn sets a limit from goodput when none is learned yet: a breaker that
-// opens calls it, so that the recovery starts from what the backend took
-// before, not from the whole ceiling.
+// opens calls it, so that the recovery starts from what the backend
+// delivered before, not from the whole ceiling, and climbs additively
+// from there.
 func (l *limit) learn(goodput float64) {
 	if !l.learned() && l.ceiling >= noLimit {
 		l.rate = math.Max(limitFloor, goodput)
+		l.ssthresh = l.rate
 	}
 }
 

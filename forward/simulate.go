@@ -142,7 +142,7 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 				kept = append(kept, f)
 				continue
 			}
-			g.record(f.o, f.ev.attempt == 1)
+			g.record(f.o, f.ev.attempt == 1, base.Add(f.end-s.Latency))
 			if f.o.Kind == Delivered {
 				res.Delivered++
 				delays = append(delays, f.end-f.ev.arrive)
