@@ -258,7 +258,10 @@ func (g *gate) record(o Outcome, first bool, began time.Time) (opened bool) {
 			g.open(now)
 		}
 	case g.state == BreakerClosed && isDown && g.isDown(now):
-		if g.adaptive {
+		// Only a backend that did not answer, or a gateway's answer for it,
+		// teaches a limit for the recovery: 500s come from a backend that is
+		// up, and its failing events (when nothing else is left to send).
+		if g.adaptive && unreachable(o) {
 			g.limit.learn(float64(g.health.sum(now).good) / healthWindow.Seconds())
 			g.setLimiter(now)
 		}

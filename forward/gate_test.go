@@ -50,6 +50,25 @@ func TestTheBreakerOpensWhenNearlyEveryAttemptSaysTheBackendIsDown(t *testing.T)
 	}
 }
 
+func TestRefusedConnectionsInARowOpenTheBreakerWhateverWasDeliveredBefore(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newTestGate(c)
+	for range 100 {
+		g.record(ok, true, c.now())
+	}
+	g.record(refused, true, c.now())
+	g.record(err500, false, c.now()) // an answer ends the streak
+	g.record(refused, true, c.now())
+	g.record(refused, true, c.now())
+	if s := g.status(); s.Breaker != BreakerClosed {
+		t.Fatalf("breaker %s after two refusals in a row", s.Breaker)
+	}
+	if !g.record(refused, true, c.now()) {
+		t.Fatal("three refused connections in a row, after 100 deliveries, did not open the breaker")
+	}
+}
+
 func TestPoisonEventsAmongDeliveriesDoNotOpenTheBreaker(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
@@ -182,7 +201,8 @@ func TestOverloadTeachesALimitThatGoodSecondsRaise(t *testing.T) {
 	if l := g.status().Limit; l != 36 {
 		t.Fatalf("after 40 answers then a 503: limit %g/s, want 0.9 × 40", l)
 	}
-	// Seconds that use the limit and see no overload raise it 5 %.
+	// A trial second confirms it; seconds that use the limit and see no
+	// overload bring it back to the goodput it fell from.
 	for range 3 {
 		c.advance(time.Second)
 		for range 36 {
@@ -190,7 +210,7 @@ func TestOverloadTeachesALimitThatGoodSecondsRaise(t *testing.T) {
 		}
 	}
 	if l := g.status().Limit; l < 39 || l > 42 {
-		t.Fatalf("after three good seconds: limit %g/s, want about 36 × 1.05³", l)
+		t.Fatalf("after three good seconds: limit %g/s, want 40, the goodput before the 503", l)
 	}
 	if float64(g.limiter.Limit()) != g.status().Limit {
 		t.Fatalf("the token bucket enforces %g/s, the limit is %g/s", g.limiter.Limit(), g.status().Limit)

@@ -39,6 +39,7 @@ type SimResult struct {
 	Drain        time.Duration // from the end of the outage until every event that arrived before it was settled
 	P95          time.Duration // 95th percentile of arrival-to-delivery time
 	P99          time.Duration // 99th percentile of arrival-to-delivery time
+	MaxDelay     time.Duration // longest arrival-to-delivery time
 	Healthy      int           // events that are not poison
 	Limit        float64       // the learned limit at the end, requests per second; 0 if none
 	PerSecond    []int         // requests started in each second, for charts
@@ -211,6 +212,7 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 		slices.Sort(delays)
 		res.P95 = delays[min(len(delays)-1, len(delays)*95/100)]
 		res.P99 = delays[min(len(delays)-1, len(delays)*99/100)]
+		res.MaxDelay = delays[len(delays)-1]
 	}
 	res.Limit = g.status().Limit
 	return res

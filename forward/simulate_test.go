@@ -105,5 +105,18 @@ func TestWithTheDefaultsTroubledBackendsDrainNearTheirCapacity(t *testing.T) {
 		if res.Delivered != 3100 || res.Drain > 270*time.Second || res.PeakAfter > 11 {
 			t.Fatalf("%d delivered, drained %s, peak %d/s after; want all, ≤ 1.5 × 180s, ≤ 11/s", res.Delivered, res.Drain, res.PeakAfter)
 		}
+		// A fixed 30 s cooldown makes 35 attempts in 15 minutes: 5 failures,
+		// then a probe every 30 s. The growing cooldown's early probes (at 1,
+		// 3, 7 and 15 s) add 4.
+		if res.InOutage > 39 {
+			t.Fatalf("%d attempts during the 15-minute outage; want at most 39", res.InOutage)
+		}
+	})
+	t.Run("events that fail their first few attempts with 503 are not taken for overload", func(t *testing.T) {
+		t.Parallel()
+		res := Simulate(Scenario{Arrival: 20, Events: 400, Flaky: 3}, r, defaults)
+		if res.Delivered != 400 || res.MaxDelay > 30*time.Second {
+			t.Fatalf("%d delivered, the last %s after it arrived; want all 400, each within 30s", res.Delivered, res.MaxDelay)
+		}
 	})
 }
