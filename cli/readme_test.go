@@ -8,16 +8,21 @@ import (
 	"testing"
 )
 
-// Every README block that starts with "$ jethook schedule" or
-// "$ jethook simulate" shows exactly what that command prints for the
-// shipped policies.yaml, so the published numbers cannot drift.
+// Every block of the README (and of the docs pages that show commands)
+// that starts with "$ jethook schedule" or "$ jethook simulate" shows
+// exactly what that command prints for the shipped policies.yaml, so the
+// published numbers cannot drift.
 func TestTheREADMEsCommandExamplesPrintWhatTheyShow(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
+	var text []byte
+	for _, f := range []string{"../README.md", "../docs/protection.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text = append(text, b...)
 	}
-	blocks := strings.Split(string(readme), "```")
+	blocks := strings.Split(string(text), "```")
 	run := map[string]func(context.Context, []string, *bytes.Buffer) error{
 		"schedule": func(ctx context.Context, a []string, b *bytes.Buffer) error { return runSchedule(ctx, a, b) },
 		"simulate": func(ctx context.Context, a []string, b *bytes.Buffer) error { return runSimulate(ctx, a, b) },
