@@ -300,6 +300,7 @@ type held struct {
 	seq   uint64    // the webhook's sequence in WEBHOOKS
 	first time.Time // when the webhook was stored
 	due   bool      // came back from parking
+	queue bool      // messages not yet delivered waited behind it when it was fetched
 }
 
 // hold reads m into an envelope and its held facts. ok is false when m was
@@ -311,7 +312,7 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 		_ = m.Nak()
 		return nil, h, false
 	}
-	h = held{m: m, n: int(md.NumDelivered), seq: md.Sequence.Stream, first: md.Timestamp}
+	h = held{m: m, n: int(md.NumDelivered), seq: md.Sequence.Stream, first: md.Timestamp, queue: md.NumPending > 0}
 	if store.IsDue(m) {
 		e, p, err := d.f.Store.LoadDue(ctx, m)
 		switch {
@@ -327,7 +328,7 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 			_ = m.NakWithDelay(wait) // early (the clocks of two replicas differ): wait out the rest
 			return nil, h, false
 		}
-		return e, held{m: m, n: p.Attempts + 1, seq: p.Seq, first: p.FirstSeen, due: true}, true
+		return e, held{m: m, n: p.Attempts + 1, seq: p.Seq, first: p.FirstSeen, due: true, queue: h.queue}, true
 	}
 	e, err = store.Decode(m)
 	if err != nil {
@@ -450,12 +451,13 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 
 // retryLater has the next attempt made at due: a short wait is a
 // NakWithDelay; a long one, any wait of a webhook that was parked already,
-// or any wait while the destination is busy (its retries must not jump
-// the queue), parks it (store.Park) and acks the message. If parking fails
-// the message is nak'd with the delay instead, so nothing is lost.
+// or any wait while the destination is busy and webhooks wait behind this
+// one (its retry must not jump their queue), parks it (store.Park) and
+// acks the message. If parking fails the message is nak'd with the delay
+// instead, so nothing is lost.
 func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope, due time.Time, log *slog.Logger) {
 	m, wait := h.m, due.Sub(d.f.Now())
-	if wait >= d.f.ParkAfter || h.due || d.gate.busy() {
+	if wait >= d.f.ParkAfter || h.due || h.queue && d.gate.busy() {
 		_ = m.InProgress() // parking may take up to settleWait
 		p := store.Parked{Seq: h.seq, Attempts: h.n, FirstSeen: h.first, Due: due}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)

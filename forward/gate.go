@@ -35,10 +35,10 @@ const firstCooldown = time.Second
 const probes = 3
 
 // contendedFor is how long after an attempt last waited for capacity the
-// destination counts as busy: its retries are then parked, whatever their
-// wait, so that they come back behind the webhooks already waiting
-// instead of ahead of them (JetStream hands a consumer's redeliveries out
-// before its new messages).
+// destination counts as busy: while webhooks wait behind them, its retries
+// are then parked, whatever their wait, so that they come back behind the
+// webhooks already waiting instead of ahead of them (JetStream hands a
+// consumer's redeliveries out before its new messages).
 const contendedFor = time.Second
 
 // gate decides when one destination may start attempts and how many: it

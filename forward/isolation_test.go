@@ -104,6 +104,7 @@ func TestRetriesOfFailingEventsDoNotStarveTheWebhooksBehindThem(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
+	t.Logf("%d poison attempts before the last healthy event was delivered", poisonBeforeLastGood)
 	// 20 first attempts come first (they were stored first); each poison
 	// event makes 6 attempts, so 120 would mean the retries went first.
 	if poisonBeforeLastGood > poison+10 {

@@ -19,6 +19,11 @@ import (
 // outage, and the recovery starts from it. Failures that are no sign of
 // overload (connection refused, a poison event's 500) never lower it.
 //
+// Rising latency is overload too: a second whose deliveries took on
+// average twice the least the backend has shown lately, and at least
+// latencySlack more, lowers the limit as a 503 would (timeouts, where a
+// slowing backend ends, already count).
+//
 // Some backends answer 503 to a share of events whatever the load (each
 // event fails a few times, then passes). Each decrease is a trial: if, at
 // the lower rate, the backend still shows overload while it delivers,
@@ -60,6 +65,18 @@ const (
 // overload answers the baseline gives up each second.
 const baselineDecay = 0.1
 
+// Latency: a second is slow when its deliveries' mean latency is over
+// latencyRise times the floor and over it by latencySlack, which keeps a
+// fast backend's jitter (a pause of the collector, a busy machine) from
+// counting. The floor is the least mean of a second seen, which drifts up
+// by latencyDrift of the gap each second so that a backend that became
+// slower for good is accepted as such.
+const (
+	latencyRise  = 2.0
+	latencySlack = 100 * time.Millisecond
+	latencyDrift = 0.01
+)
+
 // answer is what one attempt says to the learned limit.
 type answer int
 
@@ -69,17 +86,31 @@ const (
 	answerOverload               // 429, 503, 504 or a timeout
 )
 
-// counts are the attempts that ended in one second.
-type counts struct{ sent, good, over int }
+// counts are the attempts that ended in one second, and the total
+// latency of its deliveries.
+type counts struct {
+	sent, good, over int
+	latency          time.Duration
+}
 
-func (c *counts) add(a answer) {
+func (c *counts) add(a answer, latency time.Duration) {
 	c.sent++
 	switch a {
 	case answerGood:
 		c.good++
+		c.latency += latency
 	case answerOverload:
 		c.over++
 	}
+}
+
+// meanLatency is the mean latency of the deliveries; 0 if there are too
+// few to judge by.
+func (c counts) meanLatency() time.Duration {
+	if c.good < trialMin {
+		return 0
+	}
+	return c.latency / time.Duration(c.good)
 }
 
 // share is the share of overload answers.
@@ -94,10 +125,11 @@ func (c counts) share() float64 {
 // overload, or its breaker first opens, nothing is learned and only the
 // configured concurrency and rate bound the load.
 type limit struct {
-	rate     float64 // requests per second; noLimit until learned
-	ceiling  float64 // the configured rate; noLimit if none
-	ssthresh float64 // slow start doubles the rate up to here; additive increase above
-	baseline float64 // share of overload answers the backend gives whatever the load
+	rate     float64       // requests per second; noLimit until learned
+	ceiling  float64       // the configured rate; noLimit if none
+	ssthresh float64       // slow start doubles the rate up to here; additive increase above
+	baseline float64       // share of overload answers the backend gives whatever the load
+	floor    time.Duration // the least mean latency of a second lately; 0 until one is seen
 	lastCut  time.Time
 	start    time.Time // start of the second being counted
 	cur      counts    // attempts ended since start
@@ -107,6 +139,7 @@ type limit struct {
 	// limit if the decrease was not needed.
 	trial        bool
 	trialStart   time.Time
+	settling     counts // attempts that ended in the trial but started before trialStart
 	before       float64
 	beforeThresh float64
 }
@@ -135,15 +168,22 @@ func (l *limit) overloaded(c counts) bool {
 	return c.share() > b+overloadMargin+noise
 }
 
+// slow reports whether c's deliveries took far longer than the floor.
+func (l *limit) slow(c counts) bool {
+	m := c.meanLatency()
+	return l.floor > 0 && m > time.Duration(latencyRise*float64(l.floor)) && m-l.floor > latencySlack
+}
+
 // ended counts one attempt that started at began and ended at now with
 // answer a. goodput is the destination's deliveries per second over the
 // last second. It reports whether the limit changed.
 func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 	changed := l.tick(now)
 	if l.trial && began.Before(l.trialStart) {
-		return changed // sent at the rate on trial, not at the lower one
+		l.settling.add(a, now.Sub(began)) // not judged by: sent before the lower rate took hold
+		return changed
 	}
-	l.cur.add(a)
+	l.cur.add(a, now.Sub(began))
 	if a != answerOverload || l.trial || goodput <= 0 || !l.overloaded(l.cur) {
 		return changed
 	}
@@ -161,7 +201,7 @@ func (l *limit) cut(now time.Time, goodput float64) {
 	l.ssthresh = math.Max(limitFloor, goodput)
 	l.rate = math.Max(limitFloor, limitDecrease*math.Min(l.rate, goodput))
 	l.lastCut = now
-	l.start, l.cur = l.trialStart, counts{}
+	l.start, l.cur, l.settling = l.trialStart, counts{}, counts{}
 }
 
 // tick closes the second that began at start, if it has passed.
@@ -187,6 +227,15 @@ func (l *limit) tick(now time.Time) bool {
 	if c.sent >= trialMin && c.share() < l.baseline {
 		l.baseline -= baselineDecay * (l.baseline - c.share())
 	}
+	if l.slow(c) && now.Sub(l.lastCut) >= limitHold {
+		l.cut(now, float64(c.good)/elapsed.Seconds())
+		return true
+	}
+	if m := c.meanLatency(); m > 0 && (l.floor == 0 || m < l.floor) {
+		l.floor = m
+	} else if m > 0 {
+		l.floor += time.Duration(latencyDrift * float64(m-l.floor))
+	}
 	used := float64(c.sent) >= limitUsed*l.rate*elapsed.Seconds()
 	if !l.learned() || l.rate >= l.ceiling || !used || c.good == 0 || l.overloaded(c) {
 		return false
@@ -201,17 +250,22 @@ func (l *limit) tick(now time.Time) bool {
 
 // verdict ends a trial: the decrease stands if at the lower rate the
 // backend delivers and shows no overload (or was sent nothing to judge
-// by). If it delivered nothing (it went down: the breaker's business) or
-// still showed overload, the limit goes back to where it was; the share
-// of overload answers it still gave becomes the baseline.
+// by). If it delivered nothing, in the trial or while the lower rate took
+// hold (it went down: the breaker's business), or still showed overload, the limit goes back to where it was; the share
+// of overload answers it still gave becomes the baseline, and a latency
+// that stayed high the floor.
 func (l *limit) verdict() bool {
 	l.trial = false
 	c := l.cur
+	down := l.settling.sent > 0 && l.settling.good == 0
 	switch {
-	case c.sent == 0 || c.good > 0 && !l.overloaded(c):
+	case !down && (c.sent == 0 || c.good > 0 && !l.overloaded(c) && !l.slow(c)):
 		return false
-	case c.good > 0:
+	case c.good > 0 && l.overloaded(c):
 		l.baseline = math.Max(l.baseline, math.Min(0.95, c.share()))
+	}
+	if c.good > 0 && l.slow(c) {
+		l.floor = c.meanLatency()
 	}
 	l.rate, l.ssthresh = l.before, l.beforeThresh
 	return true

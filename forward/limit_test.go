@@ -1,19 +1,22 @@
 package forward
 
 import (
+	"cmp"
 	"math"
 	"testing"
 	"time"
 )
 
-// second is one second of attempts, each 10 ms long, ending evenly spread:
-// good delivered, over answered 429/503/504 or timed out, other failed
-// otherwise. The overload answers come last, as from a backend that takes
-// so many a second and refuses the rest, unless mixed spreads them among
-// the others, as from a backend that refuses some events whatever the load.
+// second is one second of attempts, each latency long (10 ms if 0),
+// ending evenly spread: good delivered, over answered 429/503/504 or timed
+// out, other failed otherwise. The overload answers come last, as from a
+// backend that takes so many a second and refuses the rest, unless mixed
+// spreads them among the others, as from a backend that refuses some
+// events whatever the load.
 type second struct {
 	good, over, other int
 	mixed             bool
+	latency           time.Duration
 }
 
 // answers lists s's answers in the order they end.
@@ -45,15 +48,18 @@ func (s second) answers() []answer {
 }
 
 // play feeds l one second after another, starting at t0, and returns the
-// limit at the end of each (0 while none is learned).
+// limit at the end of each (0 while none is learned). The limit's seconds
+// start at its first attempt, so a second judged on latency is judged
+// during the next one.
 func play(l *limit, t0 time.Time, seconds []second) []float64 {
 	var got []float64
 	for i, s := range seconds {
 		start := t0.Add(time.Duration(i) * time.Second)
 		as := s.answers()
+		latency := cmp.Or(s.latency, 10*time.Millisecond)
 		for j, a := range as {
 			end := start.Add(time.Duration(j+1) * time.Second / time.Duration(len(as)+1))
-			l.ended(end.Add(-10*time.Millisecond), end, a, float64(s.good))
+			l.ended(end.Add(-latency), end, a, float64(s.good))
 		}
 		l.tick(start.Add(time.Second))
 		r := l.rate
@@ -89,12 +95,25 @@ func TestTheLearnedLimit(t *testing.T) {
 		{"an outage during the trial puts the limit back", 0,
 			[]second{{good: 100, over: 10}, {over: 90}, {over: 90}, {good: 100}},
 			[]float64{90, 90, 0, 0}},
+		{"an outage that begins as the limit falls undoes the fall, even if the backend is back for the trial", 0,
+			[]second{{good: 40, over: 5}, {over: 36}, {good: 40}, {good: 40}},
+			[]float64{36, 36, 0, 0}},
 		{"500s and refused connections are no overload", 0,
 			[]second{{good: 70, other: 30, mixed: true}, {other: 100}, {good: 10, other: 90}},
 			[]float64{0, 0, 0}},
 		{"a second that does not use the limit does not raise it", 0,
 			[]second{{good: 20, over: 2}, {good: 18}, {good: 18}, {good: 5}, {good: 5}},
 			[]float64{18, 18, 18, 18, 18}},
+		{"deliveries that take far longer than they did are overload: the limit falls, and stays when they are quick again at the lower rate", 0,
+			[]second{{good: 40}, {good: 40, latency: 400 * time.Millisecond}, {good: 36}, {good: 36}, {good: 36}, {good: 36}},
+			[]float64{0, 0, 35.9, 35.9, 35.9, 39.9}},
+		{"deliveries that stay slow at the lower rate are the backend's new pace: the limit goes back", 0,
+			[]second{{good: 40}, {good: 40, latency: 400 * time.Millisecond}, {good: 36, latency: 400 * time.Millisecond},
+				{good: 36, latency: 400 * time.Millisecond}, {good: 40, latency: 400 * time.Millisecond}},
+			[]float64{0, 0, 35.9, 35.9, 0}},
+		{"a fast backend's jitter is no overload", 0,
+			[]second{{good: 40, latency: 2 * time.Millisecond}, {good: 40, latency: 50 * time.Millisecond}, {good: 40, latency: 90 * time.Millisecond}},
+			[]float64{0, 0, 0}},
 		{"the configured rate is a ceiling growth never passes", 20,
 			[]second{{good: 19, over: 1}, {good: 17}, {good: 17}, {good: 17}, {good: 19}, {good: 20}, {good: 20}},
 			[]float64{17.1, 17.1, 17.1, 19, 20, 20, 20}},

@@ -91,9 +91,11 @@ type Destination struct {
 // Breaker stops deliveries to a destination that is down: when, over the
 // last 10 s, at least Failures attempts failed with a sign of a down
 // backend (no answer, a timeout, a 5xx) and they were 90 % of the attempts
-// (of first attempts, when there were enough), it opens for a cooldown that
-// starts at 1 s and doubles with each opening up to Cooldown, then lets up
-// to three probes through one at a time; a success closes it.
+// (of first attempts, when there were enough), or when Failures attempts
+// in a row reached no backend (connection refused, DNS, TLS), it opens for
+// a cooldown that starts at 1 s and doubles with each opening up to
+// Cooldown, then lets up to three probes through one at a time; a success
+// closes it.
 type Breaker struct {
 	Failures int           // default 5; 0 means no breaker
 	Cooldown time.Duration // default 30s: the longest cooldown
