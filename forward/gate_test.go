@@ -194,12 +194,21 @@ func TestOverloadTeachesALimitThatGoodSecondsRaise(t *testing.T) {
 	if s := g.status(); s.Limit != 0 || g.limiter.Limit() != rate.Inf {
 		t.Fatalf("a new destination has a limit: %+v", s)
 	}
-	for range 40 {
-		g.record(ok, true, c.now())
+	// Two seconds of 40 deliveries and a 503: overload.
+	for i := range 2 {
+		if l := g.status().Limit; l != 0 {
+			t.Fatalf("after %d second(s) of overload: limit %g/s, want none yet", i, l)
+		}
+		if i > 0 {
+			c.advance(time.Second)
+		}
+		for range 40 {
+			g.record(ok, true, c.now())
+		}
+		g.record(err503, true, c.now())
 	}
-	g.record(err503, true, c.now())
 	if l := g.status().Limit; l != 36 {
-		t.Fatalf("after 40 answers then a 503: limit %g/s, want 0.9 × 40", l)
+		t.Fatalf("after two seconds of 40 deliveries and a 503: limit %g/s, want 0.9 × 40", l)
 	}
 	// A trial second confirms it; seconds that use the limit and see no
 	// overload bring it back to the goodput it fell from.

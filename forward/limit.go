@@ -13,8 +13,9 @@ import (
 // capacity is often a rate (a rate limiter, a queue drained by workers)
 // that a fast backend reaches with a single request in flight.
 //
-// Only overload lowers it: a 429, 503, 504 or timeout while the backend
-// still delivers other events. A backend that delivers nothing is down,
+// Only overload lowers it: 429s, 503s, 504s or timeouts while the backend
+// still delivers other events, for two seconds in a row. A backend that
+// delivers nothing is down,
 // which is the breaker's business: the limit keeps its value through an
 // outage, and the recovery starts from it. Failures that are no sign of
 // overload (connection refused, a poison event's 500) never lower it.
@@ -131,8 +132,14 @@ type limit struct {
 	baseline float64       // share of overload answers the backend gives whatever the load
 	floor    time.Duration // the least mean latency of a second lately; 0 until one is seen
 	lastCut  time.Time
-	start    time.Time // start of the second being counted
-	cur      counts    // attempts ended since start
+	// last is the second before the current one. A decrease needs it to
+	// have shown overload while the backend delivered, as the current one
+	// does, so that the second in which an outage begins (deliveries, then
+	// 503s) or ends (503s, then deliveries) is not taken for overload.
+	last        counts
+	lastSeconds float64   // its length
+	start       time.Time // start of the second being counted
+	cur         counts    // attempts ended since start
 
 	// A trial runs from a decrease until its verdict, judging attempts
 	// started from trialStart on; before and beforeThresh restore the
@@ -142,6 +149,7 @@ type limit struct {
 	settling     counts // attempts that ended in the trial but started before trialStart
 	before       float64
 	beforeThresh float64
+	beforeShare  float64 // the share of overload answers of the second before the decrease
 }
 
 func newLimit(ceiling float64) limit {
@@ -184,24 +192,31 @@ func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 		return changed
 	}
 	l.cur.add(a, now.Sub(began))
-	if a != answerOverload || l.trial || goodput <= 0 || !l.overloaded(l.cur) {
+	if a != answerOverload || l.trial || !l.wasOverloaded() || goodput <= 0 || l.cur.good == 0 || !l.overloaded(l.cur) {
 		return changed
 	}
 	if l.learned() && now.Sub(l.lastCut) < limitHold {
 		return changed
 	}
-	l.cut(now, goodput)
+	l.cut(now, math.Min(goodput, float64(l.last.good)/l.lastSeconds))
 	return true
 }
 
-// cut lowers the limit to what the backend delivers, and starts a trial.
+// wasOverloaded reports whether the last second showed overload while the
+// backend delivered.
+func (l *limit) wasOverloaded() bool {
+	return l.lastSeconds > 0 && l.last.good > 0 && l.overloaded(l.last)
+}
+
+// cut lowers the limit to what the backend delivers (the lower of the
+// last second's deliveries and goodput), and starts a trial.
 func (l *limit) cut(now time.Time, goodput float64) {
 	l.trial, l.trialStart = true, now.Add(trialSettle)
 	l.before, l.beforeThresh = l.rate, l.ssthresh
 	l.ssthresh = math.Max(limitFloor, goodput)
 	l.rate = math.Max(limitFloor, limitDecrease*math.Min(l.rate, goodput))
-	l.lastCut = now
-	l.start, l.cur, l.settling = l.trialStart, counts{}, counts{}
+	l.lastCut, l.beforeShare = now, l.last.share()
+	l.start, l.cur, l.settling, l.last, l.lastSeconds = l.trialStart, counts{}, counts{}, counts{}, 0
 }
 
 // tick closes the second that began at start, if it has passed.
@@ -223,12 +238,13 @@ func (l *limit) tick(now time.Time) bool {
 		return changed
 	}
 	c := l.cur
-	l.start, l.cur = now, counts{}
+	l.start, l.cur, l.last, l.lastSeconds = now, counts{}, c, elapsed.Seconds()
 	if c.sent >= trialMin && c.share() < l.baseline {
 		l.baseline -= baselineDecay * (l.baseline - c.share())
 	}
 	if l.slow(c) && now.Sub(l.lastCut) >= limitHold {
 		l.cut(now, float64(c.good)/elapsed.Seconds())
+		l.beforeShare = c.share()
 		return true
 	}
 	if m := c.meanLatency(); m > 0 && (l.floor == 0 || m < l.floor) {
@@ -249,8 +265,8 @@ func (l *limit) tick(now time.Time) bool {
 }
 
 // verdict ends a trial: the decrease stands if at the lower rate the
-// backend delivers and shows no overload (or was sent nothing to judge
-// by). If it delivered nothing, in the trial or while the lower rate took
+// backend delivers and shows no overload, or half the share of overload
+// answers it showed before (or was sent nothing to judge by). If it delivered nothing, in the trial or while the lower rate took
 // hold (it went down: the breaker's business), or still showed overload, the limit goes back to where it was; the share
 // of overload answers it still gave becomes the baseline, and a latency
 // that stayed high the floor.
@@ -258,10 +274,11 @@ func (l *limit) verdict() bool {
 	l.trial = false
 	c := l.cur
 	down := l.settling.sent > 0 && l.settling.good == 0
+	eased := !l.overloaded(c) || c.share() < l.beforeShare/2
 	switch {
-	case !down && (c.sent == 0 || c.good > 0 && !l.overloaded(c) && !l.slow(c)):
+	case !down && (c.sent == 0 || c.good > 0 && eased && !l.slow(c)):
 		return false
-	case c.good > 0 && l.overloaded(c):
+	case c.good > 0 && !eased:
 		l.baseline = math.Max(l.baseline, math.Min(0.95, c.share()))
 	}
 	if c.good > 0 && l.slow(c) {

@@ -83,27 +83,31 @@ func TestTheLearnedLimit(t *testing.T) {
 		{"deliveries alone teach nothing", 0,
 			[]second{{good: 100}, {good: 200}},
 			[]float64{0, 0}},
-		{"overload cuts it to 90 % of the goodput; once the trial confirms it, slow start doubles back to the goodput, then it adds 5 % a second", 0,
-			[]second{{good: 50, over: 50}, {good: 45}, {good: 45}, {good: 45}, {good: 50}, {good: 52}},
-			[]float64{45, 45, 45, 50, 52.5, 55.1}},
+		{"two seconds of overload cut it to 90 % of the goodput; once the trial confirms it, slow start doubles it back to the goodput, then it adds 5 % a second", 0,
+			[]second{{good: 50, over: 50}, {good: 50, over: 50}, {good: 45}, {good: 45}, {good: 45}, {good: 50}, {good: 52}},
+			[]float64{0, 45, 45, 45, 50, 52.5, 55.1}},
+		{"one second of overload is not enough: it may be an outage beginning", 0,
+			[]second{{good: 50, over: 50}, {good: 50}, {good: 50}},
+			[]float64{0, 0, 0}},
+		{"a trial that halves the share of overload answers confirms the cut, even if some remain", 0,
+			[]second{{good: 50, over: 110}, {good: 50, over: 110}, {good: 45, over: 20}, {good: 45, over: 20}, {good: 45}},
+			[]float64{0, 45, 45, 45, 45}},
 		{"503s whose share stays at the lower rate are the events', not the load's: the limit goes back", 0,
-			[]second{{good: 40, over: 60, mixed: true}, {good: 8, over: 12, mixed: true}, {good: 8, over: 12, mixed: true}, {good: 40, over: 60, mixed: true}},
-			[]float64{36, 36, 0, 0}},
+			[]second{{good: 40, over: 60, mixed: true}, {good: 40, over: 60, mixed: true}, {good: 16, over: 24, mixed: true},
+				{good: 16, over: 24, mixed: true}, {good: 40, over: 60, mixed: true}},
+			[]float64{0, 36, 36, 0, 0}},
 		{"a backend that delivers nothing is down, the breaker's business: the limit stays", 0,
-			[]second{{good: 40, over: 5}, {good: 36}, {good: 36}, {over: 36}, {over: 36}, {good: 36}, {good: 36}},
-			[]float64{36, 36, 36, 36, 36, 36, 40}},
-		{"an outage during the trial puts the limit back", 0,
-			[]second{{good: 100, over: 10}, {over: 90}, {over: 90}, {good: 100}},
-			[]float64{90, 90, 0, 0}},
+			[]second{{good: 40, over: 5}, {good: 40, over: 5}, {good: 36}, {good: 36}, {over: 36}, {over: 36}, {good: 36}, {good: 36}},
+			[]float64{0, 36, 36, 36, 36, 36, 36, 40}},
 		{"an outage that begins as the limit falls undoes the fall, even if the backend is back for the trial", 0,
-			[]second{{good: 40, over: 5}, {over: 36}, {good: 40}, {good: 40}},
-			[]float64{36, 36, 0, 0}},
+			[]second{{good: 40, over: 5}, {good: 40, over: 5}, {over: 36}, {good: 40}, {good: 40}},
+			[]float64{0, 36, 36, 0, 0}},
 		{"500s and refused connections are no overload", 0,
 			[]second{{good: 70, other: 30, mixed: true}, {other: 100}, {good: 10, other: 90}},
 			[]float64{0, 0, 0}},
 		{"a second that does not use the limit does not raise it", 0,
-			[]second{{good: 20, over: 2}, {good: 18}, {good: 18}, {good: 5}, {good: 5}},
-			[]float64{18, 18, 18, 18, 18}},
+			[]second{{good: 20, over: 2}, {good: 20, over: 2}, {good: 18}, {good: 18}, {good: 5}, {good: 5}},
+			[]float64{0, 18, 18, 18, 18, 18}},
 		{"deliveries that take far longer than they did are overload: the limit falls, and stays when they are quick again at the lower rate", 0,
 			[]second{{good: 40}, {good: 40, latency: 400 * time.Millisecond}, {good: 36}, {good: 36}, {good: 36}, {good: 36}},
 			[]float64{0, 0, 35.9, 35.9, 35.9, 39.9}},
@@ -115,8 +119,8 @@ func TestTheLearnedLimit(t *testing.T) {
 			[]second{{good: 40, latency: 2 * time.Millisecond}, {good: 40, latency: 50 * time.Millisecond}, {good: 40, latency: 90 * time.Millisecond}},
 			[]float64{0, 0, 0}},
 		{"the configured rate is a ceiling growth never passes", 20,
-			[]second{{good: 19, over: 1}, {good: 17}, {good: 17}, {good: 17}, {good: 19}, {good: 20}, {good: 20}},
-			[]float64{17.1, 17.1, 17.1, 19, 20, 20, 20}},
+			[]second{{good: 19, over: 1}, {good: 19, over: 1}, {good: 17}, {good: 17}, {good: 17}, {good: 19}, {good: 20}, {good: 20}},
+			[]float64{0, 17.1, 17.1, 17.1, 19, 20, 20, 20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -136,16 +140,16 @@ func TestAFlakyBackendLearnsABaselineAndOnlyOverloadAboveItCuts(t *testing.T) {
 	l := newLimit(0)
 	t0 := time.Unix(1_700_000_000, 0)
 	// 60 % of answers are 503 at any rate: the trial says so.
-	play(&l, t0, []second{{good: 40, over: 60, mixed: true}, {good: 8, over: 12, mixed: true}, {good: 8, over: 12, mixed: true}})
+	play(&l, t0, []second{{good: 40, over: 60, mixed: true}, {good: 40, over: 60, mixed: true}, {good: 16, over: 24, mixed: true}, {good: 16, over: 24, mixed: true}})
 	if l.learned() || l.baseline < 0.55 || l.baseline > 0.65 {
 		t.Fatalf("after the trial: rate %g, baseline %.2f; want no limit and a baseline of 0.6", l.rate, l.baseline)
 	}
 	// The same share again is no overload; a far larger one is.
-	play(&l, t0.Add(3*time.Second), []second{{good: 40, over: 60, mixed: true}, {good: 38, over: 62, mixed: true}})
+	play(&l, t0.Add(4*time.Second), []second{{good: 40, over: 60, mixed: true}, {good: 38, over: 62, mixed: true}})
 	if l.learned() {
 		t.Fatalf("the baseline share cut the limit to %g", l.rate)
 	}
-	play(&l, t0.Add(5*time.Second), []second{{good: 10, over: 90, mixed: true}})
+	play(&l, t0.Add(6*time.Second), []second{{good: 10, over: 90, mixed: true}, {good: 10, over: 90, mixed: true}})
 	if !l.learned() {
 		t.Fatal("90 % 503s over a baseline of 60 % did not cut the limit")
 	}
