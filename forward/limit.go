@@ -15,10 +15,10 @@ import (
 //
 // Only overload lowers it: 429s, 503s, 504s or timeouts while the backend
 // still delivers other events, for two seconds in a row. A backend that
-// delivers nothing is down,
-// which is the breaker's business: the limit keeps its value through an
-// outage, and the recovery starts from it. Failures that are no sign of
-// overload (connection refused, a poison event's 500) never lower it.
+// delivers nothing is down, which is the breaker's business: the limit
+// keeps its value through an outage, and the recovery starts from it.
+// Failures that are no sign of overload (connection refused, a poison
+// event's 500) never lower it.
 //
 // Rising latency is overload too: a second whose deliveries took on
 // average twice the least the backend has shown lately, and at least
@@ -264,25 +264,29 @@ func (l *limit) tick(now time.Time) bool {
 	return true
 }
 
-// verdict ends a trial: the decrease stands if at the lower rate the
-// backend delivers and shows no overload, or half the share of overload
-// answers it showed before (or was sent nothing to judge by). If it delivered nothing, in the trial or while the lower rate took
-// hold (it went down: the breaker's business), or still showed overload, the limit goes back to where it was; the share
-// of overload answers it still gave becomes the baseline, and a latency
-// that stayed high the floor.
+// verdict ends a trial. If the backend delivered nothing, in the trial
+// or while the lower rate took hold, it went down (the breaker's
+// business): the limit goes back to where it was. Otherwise the decrease
+// stands if at the lower rate the backend shows no overload, or half the
+// share of overload answers it showed before (or was sent nothing to judge
+// by); if it still shows as much, the limit goes back and that share
+// becomes the baseline, as a latency that stayed high becomes the floor.
 func (l *limit) verdict() bool {
 	l.trial = false
 	c := l.cur
-	down := l.settling.sent > 0 && l.settling.good == 0
 	eased := !l.overloaded(c) || c.share() < l.beforeShare/2
 	switch {
-	case !down && (c.sent == 0 || c.good > 0 && eased && !l.slow(c)):
+	case l.settling.sent > 0 && l.settling.good == 0 || c.sent > 0 && c.good == 0:
+		// down: undone, nothing learned
+	case c.sent == 0 || eased && !l.slow(c):
 		return false
-	case c.good > 0 && !eased:
-		l.baseline = math.Max(l.baseline, math.Min(0.95, c.share()))
-	}
-	if c.good > 0 && l.slow(c) {
-		l.floor = c.meanLatency()
+	default:
+		if !eased {
+			l.baseline = math.Max(l.baseline, math.Min(0.95, c.share()))
+		}
+		if l.slow(c) {
+			l.floor = c.meanLatency()
+		}
 	}
 	l.rate, l.ssthresh = l.before, l.beforeThresh
 	return true
