@@ -264,9 +264,9 @@ func (l *limit) tick(now time.Time) bool {
 	return true
 }
 
-// verdict ends a trial. If the backend delivered nothing, in the trial
-// or while the lower rate took hold, it went down (the breaker's
-// business): the limit goes back to where it was. Otherwise the decrease
+// verdict ends a trial. If the backend delivered nothing in the trial, or
+// in trialMin attempts or more while the lower rate took hold, it went
+// down (the breaker's business): the limit goes back to where it was. Otherwise the decrease
 // stands if at the lower rate the backend shows no overload, or half the
 // share of overload answers it showed before (or was sent nothing to judge
 // by); if it still shows as much, the limit goes back and that share
@@ -276,7 +276,7 @@ func (l *limit) verdict() bool {
 	c := l.cur
 	eased := !l.overloaded(c) || c.share() < l.beforeShare/2
 	switch {
-	case l.settling.sent > 0 && l.settling.good == 0 || c.sent > 0 && c.good == 0:
+	case l.settling.sent >= trialMin && l.settling.good == 0 || c.sent > 0 && c.good == 0:
 		// down: undone, nothing learned
 	case c.sent == 0 || eased && !l.slow(c):
 		return false
