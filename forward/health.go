@@ -13,13 +13,14 @@ const (
 	healthWindow  = healthBucket * healthBuckets
 )
 
-// downShare is the share of attempts that must fail with a sign of a down
-// backend before the breaker opens. It is high on purpose: retries are a
-// sample biased towards the events that fail (a poison event is retried up
-// to max_attempts times, a good one is attempted once), so the share is
-// taken over first attempts whenever there are enough of them, and a
-// backend that still answers one attempt in ten is left to the adaptive
-// limit and each event's retries.
+// downShare is the share of first attempts that must fail with a sign of
+// a down backend before the breaker opens. It is taken over first attempts
+// only: retries are a sample biased towards the events that fail (a
+// poison event is retried up to max_attempts times, a good one is
+// attempted once; when new webhooks stop, only the failing ones are left),
+// so retries alone never open it. It is high on purpose: a backend that
+// still answers one first attempt in ten is left to the learned limit and
+// each event's retries.
 const downShare = 0.9
 
 // tally counts attempts by what they say about the destination. ok is an
@@ -86,15 +87,10 @@ func (w *window) goodput(now time.Time) float64 {
 }
 
 // isDown reports whether the window says the destination is down: at least
-// min failures, and downShare of the first attempts failed (of all
-// attempts when fewer than min were first attempts).
+// min first attempts failed, and they were downShare of the first attempts.
 func (t tally) isDown(min int) bool {
-	if min <= 0 || t.down < min {
+	if min <= 0 || t.freshDown < min {
 		return false
 	}
-	ok, down := t.ok, t.down
-	if t.freshOK+t.freshDown >= min {
-		ok, down = t.freshOK, t.freshDown
-	}
-	return float64(down) >= downShare*float64(ok+down)
+	return float64(t.freshDown) >= downShare*float64(t.freshOK+t.freshDown)
 }
