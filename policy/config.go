@@ -89,9 +89,9 @@ type Destination struct {
 }
 
 // Breaker stops deliveries to a destination that is down: when, over the
-// last 10 s, at least Failures attempts failed with a sign of a down
-// backend (no answer, a timeout, a 5xx) and they were 90 % of the attempts
-// (of first attempts, when there were enough), or when Failures attempts
+// last 10 s, at least Failures events' first attempts failed with a sign
+// of a down backend (no answer, a timeout, a 5xx) and they were 90 % of
+// the first attempts, or when Failures attempts
 // in a row reached no backend (connection refused, DNS, TLS), it opens for
 // a cooldown that starts at 1 s and doubles with each opening up to
 // Cooldown, then lets up to three probes through one at a time; a success
