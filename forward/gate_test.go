@@ -69,6 +69,24 @@ func TestRefusedConnectionsInARowOpenTheBreakerWhateverWasDeliveredBefore(t *tes
 	}
 }
 
+func TestFailingRetriesAloneNeverOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newTestGate(c)
+	// New webhooks have stopped; only events that fail a few times (or
+	// always) are left, retrying.
+	for range 10 {
+		for range 20 {
+			g.record(err503, false, c.now())
+			g.record(err500, false, c.now())
+		}
+		c.advance(time.Second)
+	}
+	if s := g.status(); s.Breaker != BreakerClosed {
+		t.Fatalf("breaker %s after 10 s of failing retries alone", s.Breaker)
+	}
+}
+
 func TestPoisonEventsAmongDeliveriesDoNotOpenTheBreaker(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
