@@ -34,6 +34,16 @@ const firstCooldown = time.Second
 // poison event cannot keep a working destination shut.
 const probes = 3
 
+// quietGaps is how many of the usual gaps between a destination's
+// deliveries must pass without one, while its first attempts fail, before
+// the breaker takes it for down; at least quietMin, because a backend that
+// takes so many requests a second refuses the rest of each second once it
+// has had them, and is not down.
+const (
+	quietGaps = 10
+	quietMin  = time.Second
+)
+
 // contendedFor is how long after an attempt last waited for capacity the
 // destination counts as busy: while webhooks wait behind them, its retries
 // are then parked, whatever their wait, so that they come back behind the
@@ -67,6 +77,8 @@ type gate struct {
 	launched    int           // probes admitted in this half-open spell
 	probing     int           // of which in flight
 	refusals    int           // attempts in a row that reached no backend
+	lastGood    time.Time     // the latest delivery
+	sinceGood   int           // first attempts failed with a sign of a down backend since lastGood
 	contended   time.Time     // when an attempt last waited for a free slot or a token
 }
 
@@ -246,12 +258,18 @@ func (g *gate) record(o Outcome, first bool, began time.Time) (opened bool) {
 	case o.Status != 0:
 		g.refusals = 0
 	}
+	switch {
+	case o.Kind == Delivered:
+		g.lastGood, g.sinceGood = now, 0
+	case isDown && first:
+		g.sinceGood++
+	}
 	if g.adaptive && g.limit.ended(began, now, answerOf(o), g.health.goodput(now)) {
 		g.setLimiter(now)
 	}
 	switch {
 	case g.state == BreakerHalfOpen && !isDown:
-		g.state, g.closedAt, g.health, g.refusals = BreakerClosed, now, window{}, 0
+		g.state, g.closedAt, g.health, g.refusals, g.sinceGood = BreakerClosed, now, window{}, 0, 0
 	case g.state == BreakerHalfOpen:
 		g.probing = max(0, g.probing-1)
 		if unreachable(o) || g.launched >= probes {
@@ -271,12 +289,23 @@ func (g *gate) record(o Outcome, first bool, began time.Time) (opened bool) {
 	return false
 }
 
-// isDown reports whether a closed breaker should open: a streak of
-// Failures attempts that reached no backend, or the health window's share
+// isDown reports whether a closed breaker should open: Failures attempts
+// in a row that reached no backend; Failures first attempts failed since
+// the latest delivery, which is quiet for ten times the usual gap between
+// deliveries and at least a second (an outage has begun: the health window
+// still remembers the deliveries before it); or the health window's share
 // of failures.
 func (g *gate) isDown(now time.Time) bool {
 	f := g.breaker.Failures
-	return f > 0 && g.refusals >= f || g.health.sum(now).isDown(f)
+	if f <= 0 {
+		return false
+	}
+	sum := g.health.sum(now)
+	quiet := healthWindow
+	if sum.good > 0 {
+		quiet = min(quiet, max(quietMin, quietGaps*g.health.span(now)/time.Duration(sum.good)))
+	}
+	return g.refusals >= f || g.sinceGood >= f && now.Sub(g.lastGood) >= quiet || sum.isDown(f)
 }
 
 // open opens the breaker for a cooldown that doubles with each opening

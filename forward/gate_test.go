@@ -69,6 +69,49 @@ func TestRefusedConnectionsInARowOpenTheBreakerWhateverWasDeliveredBefore(t *tes
 	}
 }
 
+func TestAnOutageAfterDeliveriesOpensTheBreakerOnceDeliveriesStopForASecond(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newTestGate(c)
+	// 10 s of 100 deliveries a second: the usual gap is 10 ms.
+	for range 1000 {
+		g.record(ok, true, c.now())
+		c.advance(10 * time.Millisecond)
+	}
+	// Then every first attempt gets 503; the window still holds 1,000
+	// deliveries, but none came for a second, a hundred gaps.
+	opened := 0
+	for i := range 200 {
+		if g.record(err503, true, c.now()) {
+			opened = i + 1
+			break
+		}
+		c.advance(10 * time.Millisecond)
+	}
+	if opened == 0 || opened > 101 {
+		t.Fatalf("breaker opened at the %d-th 503 (0: never); want by the 101st, a second with no delivery", opened)
+	}
+}
+
+func TestFlakyFirstAttemptsAmongDeliveriesDoNotOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newTestGate(c)
+	// Three first attempts in four get 503; their retries deliver.
+	for i := range 2000 {
+		if i%4 == 0 {
+			g.record(ok, true, c.now())
+		} else {
+			g.record(err503, true, c.now())
+			g.record(ok, false, c.now())
+		}
+		c.advance(10 * time.Millisecond)
+	}
+	if s := g.status(); s.Breaker != BreakerClosed {
+		t.Fatalf("breaker %s with 75 %% of first attempts failing and their retries delivered", s.Breaker)
+	}
+}
+
 func TestFailingRetriesAloneNeverOpenTheBreaker(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}

@@ -44,6 +44,7 @@ func (t *tally) add(u tally) {
 // window is a ring of per-second tallies covering healthWindow.
 type window struct {
 	start   time.Time // start of buckets[head]
+	began   time.Time // when the oldest tally began, if less than healthWindow ago
 	head    int
 	buckets [healthBuckets]tally
 }
@@ -51,7 +52,7 @@ type window struct {
 // advance rotates the ring so that its head bucket holds now.
 func (w *window) advance(now time.Time) {
 	if w.start.IsZero() || now.Sub(w.start) >= healthWindow+healthBucket {
-		*w = window{start: now}
+		*w = window{start: now, began: now}
 		return
 	}
 	for now.Sub(w.start) >= healthBucket {
@@ -93,4 +94,9 @@ func (t tally) isDown(min int) bool {
 		return false
 	}
 	return float64(t.freshDown) >= downShare*float64(t.freshOK+t.freshDown)
+}
+
+// span is how long the window has counted, at most healthWindow.
+func (w *window) span(now time.Time) time.Duration {
+	return min(healthWindow, max(healthBucket, now.Sub(w.began)))
 }
