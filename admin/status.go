@@ -23,15 +23,21 @@ type DestinationStatus struct {
 	InBackoff  int `json:"in_backoff"`
 	// DeadLetters counts the destination's dead letters still retained.
 	DeadLetters uint64 `json:"dead_letters"`
-	// Breaker is closed, open or half-open.
+	// Breaker is closed, open or half-open. BreakerFailures counts the
+	// attempts of the last 10 s that said the backend is down, out of
+	// BreakerAttempts.
 	Breaker          string     `json:"breaker"`
 	BreakerFailures  int        `json:"breaker_failures"`
+	BreakerAttempts  int        `json:"breaker_attempts"`
 	BreakerOpenUntil *time.Time `json:"breaker_open_until,omitempty"`
 	// Paused is true while an operator has paused the destination.
 	Paused bool `json:"paused"`
 	// RetryAfterUntil ends a pause the backend asked for with Retry-After.
 	RetryAfterUntil *time.Time `json:"retry_after_until,omitempty"`
-	SlowStart       bool       `json:"slow_start"`
+	// LimitPerSecond is the learned limit, absent until one is learned;
+	// SlowStart is true while it holds the destination under its rate.
+	LimitPerSecond float64 `json:"limit_per_second,omitempty"`
+	SlowStart      bool    `json:"slow_start"`
 	// OldestPendingAt is when the oldest unsettled message was stored.
 	OldestPendingAt         *time.Time `json:"oldest_pending_at,omitempty"`
 	OldestPendingAgeSeconds float64    `json:"oldest_pending_age_seconds,omitempty"`
@@ -77,6 +83,8 @@ func (h *Handler) Status(ctx context.Context) (Status, error) {
 			InFlight:         f.InFlight,
 			Breaker:          string(f.Gate.Breaker),
 			BreakerFailures:  f.Gate.Failures,
+			BreakerAttempts:  f.Gate.Attempts,
+			LimitPerSecond:   f.Gate.Limit,
 			Paused:           f.Paused,
 			RetryAfterUntil:  at(f.Gate.PausedUntil),
 			BreakerOpenUntil: at(f.Gate.OpenUntil),

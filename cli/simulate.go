@@ -26,6 +26,8 @@ func runSimulate(_ context.Context, args []string, out io.Writer) error {
 	outage := fs.Duration("outage", 15*time.Minute, "how long the backend stays down")
 	capacity := fs.String("capacity", "10/s", "requests per second the backend can answer (N/s); more get 503; 0 for unlimited")
 	latency := fs.Duration("latency", 50*time.Millisecond, "duration of one request")
+	poison := fs.Float64("poison", 0, "share of events that always get 500 (0 to 1)")
+	flaky := fs.Int("flaky", 0, "each event gets 503 on its first 0…N attempts, spread evenly")
 	all := fs.Bool("all", false, "compare every backoff × jitter combination, with the route's other settings")
 	limits := fs.Bool("limits", true, "apply the destination's concurrency, rate, breaker and slow start")
 	destRate := fs.String("dest-rate", "", "override the destination's rate (N/s, N/m or N/h)")
@@ -51,8 +53,14 @@ func runSimulate(_ context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: -capacity: %w", errUsage, err)
 	}
+	if *poison < 0 || *poison > 1 {
+		return fmt.Errorf("%w: -poison %g: want a share from 0 to 1", errUsage, *poison)
+	}
+	if *flaky < 0 {
+		return fmt.Errorf("%w: -flaky %d: want 0 or more", errUsage, *flaky)
+	}
 	sc := forward.Scenario{Arrival: perSec, Events: *events, Burst: *burst, OutageStart: *outageStart,
-		Outage: *outage, Capacity: capPerSec, Latency: *latency}
+		Outage: *outage, Capacity: capPerSec, Latency: *latency, Poison: *poison, Flaky: *flaky}
 	if sc.Events == 0 && perSec > 0 {
 		sc.Events = int(perSec * (2**outage + *outageStart).Seconds())
 	}
@@ -87,21 +95,24 @@ func runSimulate(_ context.Context, args []string, out io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(out, "route %s → %s: %d steady events at %s + %d at once; backend down %s–%s, capacity %s; limits %s\n\n",
-		r.Name, d.Name, sc.Events, *arrival, sc.Burst, short(sc.OutageStart), short(sc.OutageStart+sc.Outage), *capacity, limitsText(d, *limits))
+	fmt.Fprintf(out, "route %s → %s: %d steady events at %s + %d at once; backend down %s–%s, capacity %s%s; limits %s\n\n",
+		r.Name, d.Name, sc.Events, *arrival, sc.Burst, short(sc.OutageStart), short(sc.OutageStart+sc.Outage), *capacity,
+		troubleText(sc), limitsText(d, *limits))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "BACKOFF\tJITTER\tREQUESTS\tWASTED\tPEAK REQ/S\tPEAK AFTER\tDRAIN\tP99 DELAY\tDELIVERED\tDEAD\tLEFT\t")
+	fmt.Fprintln(tw, "BACKOFF\tJITTER\tREQUESTS\tWASTED\tIN OUTAGE\tPEAK REQ/S\tPEAK AFTER\tDRAIN\tP95 DELAY\tP99 DELAY\tDELIVERED\tDEAD\tLEFT\tLIMIT\t")
 	var series []chartSeries
 	for _, s := range strategies {
 		res := forward.Simulate(sc, s, d)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t\n", s.Kind, s.Jitter, res.Requests, res.Wasted,
-			res.PeakRPS, res.PeakAfter, short(res.Drain), short(res.P99), res.Delivered, res.DeadLettered, res.Left)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", s.Kind, s.Jitter, res.Requests, res.Wasted, res.InOutage,
+			res.PeakRPS, res.PeakAfter, short(res.Drain), short(res.P95), short(res.P99), res.Delivered, res.DeadLettered, res.Left,
+			limitText(res.Limit))
 		series = append(series, chartSeries{name: fmt.Sprintf("%s/%s", s.Kind, s.Jitter), perSecond: res.PerSecond})
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "\nWASTED: attempts that failed (outage or overload). PEAK AFTER: peak once the outage is over.")
-	fmt.Fprintln(out, "DRAIN: from the end of the outage until every event received before it was delivered or")
-	fmt.Fprintln(out, "dead-lettered. P99 DELAY: arrival to delivery.")
+	fmt.Fprintln(out, "\nWASTED: attempts that failed (outage, overload, poison or flaky events). IN OUTAGE: attempts")
+	fmt.Fprintln(out, "while the backend was down. PEAK AFTER: peak once the outage is over. DRAIN: from the end")
+	fmt.Fprintln(out, "of the outage until every event received before it was delivered or dead-lettered.")
+	fmt.Fprintln(out, "P95, P99 DELAY: arrival to delivery. LIMIT: the learned limit at the end (- if none).")
 	if *svg != "" {
 		f, err := os.Create(*svg)
 		if err != nil {
@@ -177,6 +188,30 @@ func limitsText(d policy.Destination, on bool) string {
 	if d.Rate.PerSecond > 0 {
 		rate = fmt.Sprintf("rate %g/s", d.Rate.PerSecond)
 	}
-	return fmt.Sprintf("concurrency %d, %s, breaker %d/%s, slow start %s", d.Concurrency, rate,
-		d.Breaker.Failures, short(d.Breaker.Cooldown), short(d.SlowStart))
+	learned := "learned limit"
+	if d.SlowStart <= 0 {
+		learned = "no learned limit"
+	}
+	return fmt.Sprintf("concurrency %d, %s, breaker %d/%s, %s", d.Concurrency, rate,
+		d.Breaker.Failures, short(d.Breaker.Cooldown), learned)
+}
+
+// troubleText describes the events that fail whatever the backend's state.
+func troubleText(sc forward.Scenario) string {
+	var s string
+	if sc.Poison > 0 {
+		s += fmt.Sprintf(", %g%% poison events", sc.Poison*100)
+	}
+	if sc.Flaky > 0 {
+		s += fmt.Sprintf(", events fail their first 0–%d attempts", sc.Flaky)
+	}
+	return s
+}
+
+// limitText shows a learned limit in requests per second.
+func limitText(l float64) string {
+	if l <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f/s", l)
 }

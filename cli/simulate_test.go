@@ -21,7 +21,7 @@ func TestSimulateComparesEveryStrategyAndDrawsAChart(t *testing.T) {
 	rows := 0
 	for line := range strings.SplitSeq(out.String(), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 11 && (f[0] == "fixed" || f[0] == "linear" || f[0] == "exponential") {
+		if len(f) == 14 && (f[0] == "fixed" || f[0] == "linear" || f[0] == "exponential") {
 			rows++
 		}
 	}

@@ -20,7 +20,7 @@ func runStatus(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // status prints each destination's backlog, dead letters, breaker and
-// pause state, and its last success and failure.
+// pause state, learned limit, and its last success and failure.
 func status(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("status", out)
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
@@ -40,7 +40,7 @@ func status(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROUTE\tDESTINATION\tSTATE\tPENDING\tIN FLIGHT\tIN BACKOFF\tDEAD\tOLDEST\tLAST SUCCESS\tLAST FAILURE")
+	fmt.Fprintln(tw, "ROUTE\tDESTINATION\tSTATE\tLIMIT\tPENDING\tIN FLIGHT\tIN BACKOFF\tDEAD\tOLDEST\tLAST SUCCESS\tLAST FAILURE")
 	for _, d := range st.Destinations {
 		oldest := "-"
 		if d.OldestPendingAt != nil {
@@ -50,8 +50,8 @@ func status(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 		if d.LastFailureAt != nil {
 			failure += ": " + clip(lastFailure(d), 40)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", d.Route, d.Destination, destState(d),
-			d.Pending, d.InFlight, d.InBackoff, d.DeadLetters, oldest, ago(d.LastSuccessAt, now), failure)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", d.Route, d.Destination, destState(d),
+			limitText(d.LimitPerSecond), d.Pending, d.InFlight, d.InBackoff, d.DeadLetters, oldest, ago(d.LastSuccessAt, now), failure)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -80,7 +80,8 @@ func catchUpTable(out io.Writer, st admin.Status, now time.Time) error {
 }
 
 // destState sums up a destination's gate: paused, breaker open or
-// half-open, waiting for a Retry-After, ramping up, or ok.
+// half-open, waiting for a Retry-After, held under its rate by the learned
+// limit, or ok.
 func destState(d admin.DestinationStatus) string {
 	switch {
 	case d.Paused:
@@ -90,7 +91,7 @@ func destState(d admin.DestinationStatus) string {
 	case d.RetryAfterUntil != nil:
 		return "retry-after"
 	case d.SlowStart:
-		return "slow start"
+		return "limited"
 	}
 	return "ok"
 }

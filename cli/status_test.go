@@ -19,15 +19,15 @@ func TestStatusPrintsATableOfDestinations(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("want a header and two rows:\n%s", out)
 	}
-	for _, col := range []string{"ROUTE", "DESTINATION", "STATE", "PENDING", "IN BACKOFF", "DEAD", "LAST SUCCESS", "LAST FAILURE"} {
+	for _, col := range []string{"ROUTE", "DESTINATION", "STATE", "LIMIT", "PENDING", "IN BACKOFF", "DEAD", "LAST SUCCESS", "LAST FAILURE"} {
 		if !strings.Contains(lines[0], col) {
 			t.Errorf("header lacks %s: %s", col, lines[0])
 		}
 	}
-	if f := strings.Fields(lines[1]); f[0] != "shop" || f[1] != "app" || f[2] != "ok" || f[6] != "0" {
+	if f := strings.Fields(lines[1]); f[0] != "shop" || f[1] != "app" || f[2] != "ok" || f[3] != "-" || f[7] != "0" {
 		t.Errorf("app row: %s", lines[1])
 	}
-	if f := strings.Fields(lines[2]); f[1] != "audit" || f[6] != "1" || !strings.Contains(lines[2], "status 422") {
+	if f := strings.Fields(lines[2]); f[1] != "audit" || f[7] != "1" || !strings.Contains(lines[2], "status 422") {
 		t.Errorf("audit row: %s", lines[2])
 	}
 

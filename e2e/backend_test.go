@@ -20,9 +20,10 @@ import (
 type mode int32
 
 const (
-	healthy mode = iota // 200 to everything
-	down                // 503 to everything
-	flaky               // 30 % 503, 5 % hang past jethook's timeout, else 200
+	healthy     mode = iota // 200 to everything
+	down                    // 503 to everything
+	flaky                   // 30 % 503, 5 % hang past jethook's timeout, else 200
+	flakyEvents             // webhook n gets 503 on its first n mod 4 attempts, then 200
 )
 
 // hangCap bounds a hanging answer in case the client never hangs up.
@@ -122,6 +123,12 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 	b.mu.Unlock()
 
 	status := b.answer()
+	if mode(b.mode.Load()) == flakyEvents {
+		status = http.StatusOK
+		if attempt, _ := strconv.Atoi(r.Header.Get("X-Webhook-Attempt")); attempt <= wh.N%4 {
+			status = http.StatusServiceUnavailable
+		}
+	}
 	if status == 0 {
 		select {
 		case <-r.Context().Done():

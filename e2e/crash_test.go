@@ -257,3 +257,56 @@ func eventually(t *testing.T, within time.Duration, what string, missing func() 
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestKillNineWithFlakyEventsAndTheDefaultLimitsDeliversSoon is the kill
+// -9 loop with the destination's default limits (breaker, learned limit)
+// against a backend that answers each webhook 503 on its first 0 to 3
+// attempts: the 503s are the events', not a sign of overload or of a
+// down backend, so nothing holds the webhooks back and every one arrives
+// within 30 s of the last restart.
+func TestKillNineWithFlakyEventsAndTheDefaultLimitsDeliversSoon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kill -9 loop: skipped with -short")
+	}
+	const n, kills, workers = 400, 4, 16
+	be := newBackend(t, flakyEvents)
+	// The shipped retry defaults (but a max_age under the test's
+	// retention) and destination limits; a 2 s timeout makes the ack wait
+	// after a kill 7 s.
+	jh := newProcess(t, fmt.Sprintf(`
+defaults:
+  retry: {max_age: 1h}
+  timeout: 2s
+routes:
+  - name: crash
+    path: /hooks/crash
+    destinations:
+      - {name: app, url: %s/hook}
+`, be.URL), nil)
+	jh.start()
+	po := newPoster(jh.url("/hooks/crash"), t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	posted := make(chan error, 1)
+	go func() { posted <- po.postAll(ctx, n, workers, 15*time.Millisecond) }()
+	var lastStart time.Time
+	for k := range kills {
+		for po.ackedCount() < (k+1)*n/(kills+1) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		jh.kill()
+		jh.start()
+		lastStart = time.Now()
+	}
+	if err := <-posted; err != nil {
+		t.Fatalf("posting: %v", err)
+	}
+	if acked := po.ackedCount(); acked != n {
+		t.Fatalf("jethook acknowledged %d of %d webhooks", acked, n)
+	}
+	allIn := be.awaitAll(t, jh, n, lastStart, "the last restart")
+	t.Logf("%d webhooks, %d kills: all delivered %s after the last restart", n, kills, allIn.Round(time.Millisecond))
+	if allIn > 30*time.Second {
+		t.Fatalf("the last webhook arrived %s after the last restart; want within 30s", allIn.Round(time.Second))
+	}
+}

@@ -73,7 +73,7 @@ func (d *destination) filtered(ctx context.Context, h held, e *store.Envelope) b
 	d.f.Store.LogAttempt(a)
 	d.f.Metrics.Filtered(route, dest)
 	// If this was the breaker's probe, the next message probes instead.
-	d.gate.unprobe()
+	d.gate.unprobe(1)
 	if d.log.Enabled(ctx, slog.LevelDebug) {
 		d.eventLog(e, h.n).Debug("filtered")
 	}

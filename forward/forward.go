@@ -189,12 +189,12 @@ func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 			d.idle(fetchCtx, wait)
 			continue
 		}
-		if n = d.tokens(fetchCtx, n); n == 0 {
-			continue
+		got := 0
+		if k := d.tokens(fetchCtx, n); k > 0 {
+			got = d.fetch(fetchCtx, attemptCtx, k)
 		}
-		got := d.fetch(fetchCtx, attemptCtx, n)
-		if probe && got == 0 {
-			d.gate.unprobe()
+		if probe && got < n {
+			d.gate.unprobe(n - got)
 		}
 	}
 }
@@ -220,6 +220,9 @@ func (d *destination) tokens(ctx context.Context, n int) int {
 	l := d.gate.limiter
 	if l == nil {
 		return n
+	}
+	if l.Tokens() < 1 {
+		d.gate.contend()
 	}
 	if err := l.Wait(ctx); err != nil {
 		return 0
@@ -303,6 +306,7 @@ type held struct {
 	seq   uint64    // the webhook's sequence in WEBHOOKS
 	first time.Time // when the webhook was stored
 	due   bool      // came back from parking
+	queue bool      // messages not yet delivered waited behind it when it was fetched
 }
 
 // hold reads m into an envelope and its held facts. ok is false when m was
@@ -314,7 +318,7 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 		_ = m.Nak()
 		return nil, h, false
 	}
-	h = held{m: m, n: int(md.NumDelivered), seq: md.Sequence.Stream, first: md.Timestamp}
+	h = held{m: m, n: int(md.NumDelivered), seq: md.Sequence.Stream, first: md.Timestamp, queue: md.NumPending > 0}
 	if store.IsDue(m) {
 		e, p, err := d.f.Store.LoadDue(ctx, m)
 		switch {
@@ -330,7 +334,7 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 			_ = m.NakWithDelay(wait) // early (the clocks of two replicas differ): wait out the rest
 			return nil, h, false
 		}
-		return e, held{m: m, n: p.Attempts + 1, seq: p.Seq, first: p.FirstSeen, due: true}, true
+		return e, held{m: m, n: p.Attempts + 1, seq: p.Seq, first: p.FirstSeen, due: true, queue: h.queue}, true
 	}
 	e, err = store.Decode(m)
 	if err != nil {
@@ -356,7 +360,7 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	defer d.f.Metrics.AttemptEnded(d.route.Name, d.dest.Name)
 	actx, cancel := context.WithTimeout(ctx, d.dest.Timeout)
 	defer cancel()
-	start := time.Now()
+	start, began := time.Now(), d.f.Now()
 	o := d.send(actx, e, n)
 	latency := time.Since(start)
 	if ctx.Err() != nil && o.Kind != Delivered {
@@ -373,11 +377,12 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	if o.Unsent {
 		// Says nothing about the backend; if this was the breaker's
 		// probe, the next message probes instead.
-		d.gate.unprobe()
+		d.gate.unprobe(1)
 	} else {
-		if d.gate.record(o.Kind, o.RetryAfter) {
+		if d.gate.record(o, n == 1, began) {
+			g := d.gate.status()
 			d.eventLog(e, n).Warn("breaker open: no attempts to this destination until the cooldown ends",
-				"failures", d.dest.Breaker.Failures, "cooldown", d.dest.Breaker.Cooldown)
+				"failures", g.Failures, "attempts", g.Attempts, "cooldown", g.Cooldown)
 		}
 		if d.gate.shut() {
 			d.stopFetch()
@@ -451,12 +456,14 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 }
 
 // retryLater has the next attempt made at due: a short wait is a
-// NakWithDelay; a long one, or any wait of a webhook that was parked
-// already, parks it (store.Park) and acks the message. If parking fails the
-// message is nak'd with the delay instead, so nothing is lost.
+// NakWithDelay; a long one, any wait of a webhook that was parked already,
+// or any wait while the destination is busy and webhooks wait behind this
+// one (its retry must not jump their queue), parks it (store.Park) and
+// acks the message. If parking fails the message is nak'd with the delay
+// instead, so nothing is lost.
 func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope, due time.Time, log *slog.Logger) {
 	m, wait := h.m, due.Sub(d.f.Now())
-	if wait >= d.f.ParkAfter || h.due {
+	if wait >= d.f.ParkAfter || h.due || h.queue && d.gate.busy() {
 		_ = m.InProgress() // parking may take up to settleWait
 		p := store.Parked{Seq: h.seq, Attempts: h.n, FirstSeen: h.first, Due: due}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)

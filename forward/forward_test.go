@@ -186,8 +186,9 @@ func TestMessagesInBackoffSurviveAStoreRestart(t *testing.T) {
 	})
 	yaml := edit(t, fastRetry, "base: 20ms", "base: 300ms")
 	yaml = edit(t, yaml, "max_delay: 200ms", "max_delay: 300ms")
-	// No breaker: every event must get its first attempt before the restart.
-	yaml = edit(t, yaml, `url: "${BACKEND}/hook"}`, `url: "${BACKEND}/hook", breaker: {failures: 0}}`)
+	// No breaker and no learned limit (the 503s would teach one of 1/s):
+	// every event must get its first attempt before the restart.
+	yaml = edit(t, yaml, `url: "${BACKEND}/hook"}`, `url: "${BACKEND}/hook", breaker: {failures: 0}, slow_start: 0s}`)
 	cfg := parseConfig(t, yaml, b.URL)
 	dir := t.TempDir()
 	r := newRig(t, cfg, store.Options{DataDir: dir})

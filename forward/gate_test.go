@@ -1,8 +1,11 @@
 package forward
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/jethook/jethook/policy"
 )
@@ -18,44 +21,213 @@ func newTestGate(c *clock) *gate {
 		SlowStart: 10 * time.Second}, c.now)
 }
 
-func TestTheBreakerOpensAfterConsecutiveFailuresAndProbesOnce(t *testing.T) {
+var (
+	ok       = Outcome{Kind: Delivered, Status: 200}
+	refused  = Outcome{Kind: Transient, Err: errors.New("connection refused"), Reason: "network error"}
+	err500   = Outcome{Kind: Transient, Status: 500, Reason: "status 500"}
+	err503   = Outcome{Kind: Transient, Status: 503, Reason: "status 503"}
+	rejected = Outcome{Kind: Permanent, Status: 422, Reason: "status 422"}
+)
+
+func TestTheBreakerOpensWhenNearlyEveryAttemptSaysTheBackendIsDown(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	g := newTestGate(c)
 	if n, _, _ := g.admit(0); n != 10 {
 		t.Fatalf("closed gate admits %d, want 10", n)
 	}
-	g.record(Transient, 0)
-	g.record(Delivered, 0) // a success resets the count
-	g.record(Transient, 0)
-	g.record(Transient, 0)
+	g.record(refused, true, c.now())
+	g.record(refused, true, c.now())
 	if n, _, _ := g.admit(0); n != 10 {
-		t.Fatalf("two consecutive failures closed the gate: admits %d", n)
+		t.Fatalf("two failures, under the minimum of 3, closed the gate: admits %d", n)
 	}
-	if !g.record(Transient, 0) {
-		t.Fatal("the third consecutive failure did not open the breaker")
+	if !g.record(refused, true, c.now()) {
+		t.Fatal("three failures out of three did not open the breaker")
 	}
 	n, wait, _ := g.admit(0)
-	if n != 0 || wait != 30*time.Second {
-		t.Fatalf("open breaker admits %d and waits %s, want 0 and 30s", n, wait)
+	if n != 0 || wait != time.Second {
+		t.Fatalf("open breaker admits %d and waits %s, want 0 and the first cooldown, 1s", n, wait)
 	}
-	c.advance(30 * time.Second)
-	n, _, probe := g.admit(0)
-	if n != 1 || !probe {
-		t.Fatalf("after the cooldown: admits %d (probe %v), want one probe", n, probe)
+}
+
+func TestRefusedConnectionsInARowOpenTheBreakerWhateverWasDeliveredBefore(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newTestGate(c)
+	for range 100 {
+		g.record(ok, true, c.now())
 	}
-	if n, _, _ := g.admit(1); n != 0 {
-		t.Fatalf("a second attempt was admitted while the probe is in flight")
+	g.record(refused, true, c.now())
+	g.record(err500, false, c.now()) // an answer ends the streak
+	g.record(refused, true, c.now())
+	g.record(refused, true, c.now())
+	if s := g.status(); s.Breaker != BreakerClosed {
+		t.Fatalf("breaker %s after two refusals in a row", s.Breaker)
 	}
-	g.record(Transient, 0)
-	if n, wait, _ := g.admit(0); n != 0 || wait != 30*time.Second {
-		t.Fatalf("a failed probe must reopen the breaker: admits %d, waits %s", n, wait)
+	if !g.record(refused, true, c.now()) {
+		t.Fatal("three refused connections in a row, after 100 deliveries, did not open the breaker")
 	}
+}
+
+func TestAnOutageAfterDeliveriesOpensTheBreakerOnceDeliveriesStopForASecond(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newTestGate(c)
+	// 10 s of 100 deliveries a second: the usual gap is 10 ms.
+	for range 1000 {
+		g.record(ok, true, c.now())
+		c.advance(10 * time.Millisecond)
+	}
+	// Then every first attempt gets 503; the window still holds 1,000
+	// deliveries, but none came for a second, a hundred gaps.
+	opened := 0
+	for i := range 200 {
+		if g.record(err503, true, c.now()) {
+			opened = i + 1
+			break
+		}
+		c.advance(10 * time.Millisecond)
+	}
+	if opened == 0 || opened > 101 {
+		t.Fatalf("breaker opened at the %d-th 503 (0: never); want by the 101st, a second with no delivery", opened)
+	}
+}
+
+func TestFlakyFirstAttemptsAmongDeliveriesDoNotOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newTestGate(c)
+	// Three first attempts in four get 503; their retries deliver.
+	for i := range 2000 {
+		if i%4 == 0 {
+			g.record(ok, true, c.now())
+		} else {
+			g.record(err503, true, c.now())
+			g.record(ok, false, c.now())
+		}
+		c.advance(10 * time.Millisecond)
+	}
+	if s := g.status(); s.Breaker != BreakerClosed {
+		t.Fatalf("breaker %s with 75 %% of first attempts failing and their retries delivered", s.Breaker)
+	}
+}
+
+func TestFailingRetriesAloneNeverOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newTestGate(c)
+	// New webhooks have stopped; only events that fail a few times (or
+	// always) are left, retrying.
+	for range 10 {
+		for range 20 {
+			g.record(err503, false, c.now())
+			g.record(err500, false, c.now())
+		}
+		c.advance(time.Second)
+	}
+	if s := g.status(); s.Breaker != BreakerClosed {
+		t.Fatalf("breaker %s after 10 s of failing retries alone", s.Breaker)
+	}
+}
+
+func TestPoisonEventsAmongDeliveriesDoNotOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newTestGate(c)
+	// Each second: 7 events delivered, 3 first attempts and 20 retries of
+	// poison events failing; retries outnumber deliveries, first attempts
+	// say the destination is up.
+	for range 30 {
+		for i := range 30 {
+			switch {
+			case i < 7:
+				g.record(ok, true, c.now())
+			case i < 10:
+				g.record(err500, true, c.now())
+			default:
+				g.record(err500, false, c.now())
+			}
+		}
+		c.advance(time.Second)
+	}
+	if s := g.status(); s.Breaker != BreakerClosed {
+		t.Fatalf("breaker %s after 30 s of 30%% poison events", s.Breaker)
+	}
+}
+
+func TestTheCooldownStartsShortAndDoublesUpToTheConfiguredOne(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newTestGate(c)
+	for range 3 {
+		g.record(refused, true, c.now())
+	}
+	var got []time.Duration
+	for range 7 {
+		_, wait, _ := g.admit(0)
+		got = append(got, wait)
+		c.advance(wait)
+		if n, _, probe := g.admit(0); n != 1 || !probe {
+			t.Fatalf("after the cooldown: admits %d (probe %v), want one probe", n, probe)
+		}
+		g.record(refused, false, c.now())
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
+	for i := range want {
+		if got[i] != want[i]*time.Second {
+			t.Fatalf("cooldowns %v, want %v seconds", got, want)
+		}
+	}
+	// A success closes it; staying closed for the configured cooldown
+	// makes the next opening short again.
 	c.advance(30 * time.Second)
 	g.admit(0)
-	g.record(Delivered, 0)
-	if s := g.status(); s.Breaker != BreakerClosed || !s.SlowStart {
-		t.Fatalf("after a good probe: %+v, want closed and slow start", s)
+	g.record(ok, false, c.now())
+	c.advance(31 * time.Second)
+	for range 3 {
+		g.record(refused, true, c.now())
+	}
+	if _, wait, _ := g.admit(0); wait != time.Second {
+		t.Fatalf("after staying closed: cooldown %s, want 1s", wait)
+	}
+}
+
+func TestAHalfOpenBreakerTriesAnotherProbeWhenOneFailsOnItsOwnEvent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		probes []Outcome
+		want   BreakerState
+	}{
+		{"a success closes it", []Outcome{ok}, BreakerClosed},
+		{"a refused connection opens it at once", []Outcome{refused}, BreakerOpen},
+		{"a 503 opens it at once", []Outcome{err503}, BreakerOpen},
+		{"a 500 lets the next probe decide", []Outcome{err500, ok}, BreakerClosed},
+		{"a 4xx answer closes it", []Outcome{rejected}, BreakerClosed},
+		{"three 500s open it", []Outcome{err500, err500, err500}, BreakerOpen},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := &clock{t: time.Unix(1_700_000_000, 0)}
+			g := newTestGate(c)
+			for range 3 {
+				g.record(refused, true, c.now())
+			}
+			c.advance(time.Second)
+			for i, o := range tc.probes {
+				n, _, probe := g.admit(0)
+				if n != 1 || !probe {
+					t.Fatalf("probe %d: admits %d (probe %v), want one probe", i+1, n, probe)
+				}
+				if n, _, _ := g.admit(1); n != 0 {
+					t.Fatalf("probe %d: a second attempt admitted while the probe is in flight", i+1)
+				}
+				g.record(o, false, c.now())
+			}
+			if s := g.status(); s.Breaker != tc.want {
+				t.Fatalf("breaker %s, want %s", s.Breaker, tc.want)
+			}
+		})
 	}
 }
 
@@ -64,37 +236,74 @@ func TestAProbeWithNothingToSendIsGivenBack(t *testing.T) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	g := newTestGate(c)
 	for range 3 {
-		g.record(Transient, 0)
+		g.record(refused, true, c.now())
 	}
 	c.advance(time.Minute)
 	if n, _, probe := g.admit(0); n != 1 || !probe {
 		t.Fatal("no probe admitted")
 	}
-	g.unprobe()
+	g.unprobe(1)
 	if n, _, probe := g.admit(0); n != 1 || !probe {
 		t.Fatal("the probe was not given back")
 	}
 }
 
-func TestSlowStartRampsConcurrencyFromATenthToTheLimit(t *testing.T) {
+func TestOverloadTeachesALimitThatGoodSecondsRaise(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	g := newTestGate(c)
-	for range 3 {
-		g.record(Transient, 0)
+	if s := g.status(); s.Limit != 0 || g.limiter.Limit() != rate.Inf {
+		t.Fatalf("a new destination has a limit: %+v", s)
 	}
-	c.advance(30 * time.Second)
-	g.admit(0)
-	g.record(Delivered, 0)
-	want := []int{1, 6, 10} // at 0s, 5s and 10s of a 10s slow start
-	for i, w := range want {
-		if n, _, _ := g.admit(0); n != w {
-			t.Errorf("%ds into slow start: admits %d, want %d", i*5, n, w)
+	// Two seconds of 40 deliveries and a 503: overload.
+	for i := range 2 {
+		if l := g.status().Limit; l != 0 {
+			t.Fatalf("after %d second(s) of overload: limit %g/s, want none yet", i, l)
 		}
-		c.advance(5 * time.Second)
+		if i > 0 {
+			c.advance(time.Second)
+		}
+		for range 40 {
+			g.record(ok, true, c.now())
+		}
+		g.record(err503, true, c.now())
 	}
-	if g.status().SlowStart {
-		t.Error("slow start did not end")
+	if l := g.status().Limit; l != 36 {
+		t.Fatalf("after two seconds of 40 deliveries and a 503: limit %g/s, want 0.9 × 40", l)
+	}
+	// A trial second confirms it; seconds that use the limit and see no
+	// overload bring it back to the goodput it fell from.
+	for range 3 {
+		c.advance(time.Second)
+		for range 36 {
+			g.record(ok, true, c.now())
+		}
+	}
+	if l := g.status().Limit; l < 39 || l > 42 {
+		t.Fatalf("after three good seconds: limit %g/s, want 40, the goodput before the 503", l)
+	}
+	if float64(g.limiter.Limit()) != g.status().Limit {
+		t.Fatalf("the token bucket enforces %g/s, the limit is %g/s", g.limiter.Limit(), g.status().Limit)
+	}
+}
+
+func TestTheConfiguredRateIsACeilingTheLimitNeverPasses(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newGate(policy.Destination{Concurrency: 10, Rate: policy.Rate{PerSecond: 20, Burst: 1},
+		Breaker: policy.Breaker{Failures: 3, Cooldown: 30 * time.Second}, SlowStart: time.Second}, c.now)
+	for range 20 {
+		g.record(ok, true, c.now())
+	}
+	g.record(err503, true, c.now())
+	for range 20 {
+		c.advance(time.Second)
+		for range 20 {
+			g.record(ok, true, c.now())
+		}
+	}
+	if l := float64(g.limiter.Limit()); l != 20 {
+		t.Fatalf("the token bucket enforces %g/s, want the configured 20/s", l)
 	}
 }
 
@@ -102,18 +311,21 @@ func TestRetryAfterPausesTheWholeDestination(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	g := newTestGate(c)
-	g.record(Transient, 20*time.Second)
+	o := err503
+	o.RetryAfter = 20 * time.Second
+	g.record(o, true, c.now())
 	n, wait, _ := g.admit(0)
 	if n != 0 || wait != 20*time.Second {
 		t.Fatalf("paused gate admits %d and waits %s, want 0 and 20s", n, wait)
 	}
-	g.record(Transient, 5*time.Second) // a shorter Retry-After does not shorten the pause
+	o.RetryAfter = 5 * time.Second // a shorter Retry-After does not shorten the pause
+	g.record(o, true, c.now())
 	if _, wait, _ := g.admit(0); wait != 20*time.Second {
 		t.Fatalf("pause shortened to %s", wait)
 	}
 	c.advance(20 * time.Second)
-	if n, _, _ := g.admit(0); n != 1 {
-		t.Fatalf("right after the pause admits %d, want 1 (slow start)", n)
+	if n, _, _ := g.admit(0); n != 10 {
+		t.Fatalf("right after the pause admits %d, want 10", n)
 	}
 }
 

@@ -390,7 +390,7 @@ func TestAnUnsendableProbeHandsTheProbeOn(t *testing.T) {
 func TestAnOpeningBreakerEndsTheFetchInProgress(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, unavailableFirst(1))
-	const cooldown = 2 * time.Second
+	const cooldown = time.Second // a first opening's: the shorter of 1 s and the configured cooldown
 	r, c := newCraftedRig(t, slowRetry(t, "slow_start: 0s, breaker: {failures: 1, cooldown: 2s}"), b.URL,
 		fetchWait(time.Minute)) // a fetch may wait a minute
 	cons, err := c.js.Consumer(context.Background(), store.StreamName, store.ConsumerName("shop", "app"))

@@ -34,8 +34,10 @@ func (d *destination) observe(e *store.Envelope, stored time.Time, n int, o Outc
 		Time: now, Route: route, Destination: dest, EventID: e.EventID, Attempt: n,
 		Status: o.Status, Error: errText(o.Err), Latency: latency, Outcome: o.Kind.String(), Next: next,
 	})
-	open := d.gate.status().Breaker != BreakerClosed
+	g := d.gate.status()
+	open := g.Breaker != BreakerClosed
 	d.f.Metrics.Breaker(route, dest, open)
+	d.f.Metrics.Limit(route, dest, g.Limit)
 	if d.f.Alerts != nil {
 		d.f.Alerts.Breaker(route, dest, open)
 	}

@@ -9,8 +9,9 @@ import (
 	"github.com/jethook/jethook/policy"
 )
 
-// Scenario is an outage to replay against a retry policy and a
-// destination's limits, in virtual time.
+// Scenario is a backend's trouble to replay against a retry policy and a
+// destination's limits, in virtual time: an outage, a capacity above which
+// it answers 503, events that always fail, events that fail a few times.
 type Scenario struct {
 	Arrival     float64       // events per second arriving steadily, from time 0
 	Events      int           // how many arrive steadily
@@ -18,6 +19,8 @@ type Scenario struct {
 	OutageStart time.Duration // when the backend goes down
 	Outage      time.Duration // how long it stays down (every request fails)
 	Capacity    float64       // requests per second the backend can answer; more get 503; 0 is unlimited
+	Poison      float64       // share of events that always get 500 (a handler bug), spread evenly
+	Flaky       int           // each event gets 503 on its first 0…Flaky attempts, spread evenly
 	Latency     time.Duration // how long one request takes (default 50ms)
 	Step        time.Duration // simulation resolution (default 10ms)
 	Horizon     time.Duration // stop here even if events are left (default 7 days)
@@ -26,14 +29,19 @@ type Scenario struct {
 // SimResult is what the backend saw and what the events went through.
 type SimResult struct {
 	Requests     int           // attempts made
-	Wasted       int           // attempts that failed (outage or overload)
+	Wasted       int           // attempts that failed (outage, overload, poison or flaky events)
+	InOutage     int           // attempts started while the backend was down
 	Delivered    int           // events delivered
 	DeadLettered int           // events that ran out of attempts or age
 	Left         int           // events still waiting at the horizon
 	PeakRPS      int           // most requests started in any one second
 	PeakAfter    int           // most requests started in any one second after the outage
 	Drain        time.Duration // from the end of the outage until every event that arrived before it was settled
+	P95          time.Duration // 95th percentile of arrival-to-delivery time
 	P99          time.Duration // 99th percentile of arrival-to-delivery time
+	MaxDelay     time.Duration // longest arrival-to-delivery time
+	Healthy      int           // events that are not poison
+	Limit        float64       // the learned limit at the end, requests per second; 0 if none
 	PerSecond    []int         // requests started in each second, for charts
 }
 
@@ -42,6 +50,8 @@ type simEvent struct {
 	ready   time.Duration
 	attempt int
 	key     string
+	poison  bool
+	flaky   int // attempts that fail before one can succeed
 }
 
 type readyHeap []*simEvent
@@ -60,12 +70,28 @@ func (h *readyHeap) Pop() any {
 type flight struct {
 	ev  *simEvent
 	end time.Duration
-	ok  bool
+	o   Outcome
+}
+
+// answer is what the simulated backend answers ev's attempt at now, given
+// how many requests it has taken in the current second.
+func (s Scenario) answer(ev *simEvent, now time.Duration, inSecond int) Outcome {
+	switch {
+	case now >= s.OutageStart && now < s.OutageStart+s.Outage:
+		return Outcome{Kind: Transient, Reason: "network error"}
+	case s.Capacity > 0 && float64(inSecond) > s.Capacity:
+		return Outcome{Kind: Transient, Status: 503, Reason: "status 503"}
+	case ev.poison:
+		return Outcome{Kind: Transient, Status: 500, Reason: "status 500"}
+	case ev.attempt <= ev.flaky:
+		return Outcome{Kind: Transient, Status: 503, Reason: "status 503"}
+	}
+	return Outcome{Kind: Delivered, Status: 200, Reason: "delivered"}
 }
 
 // Simulate replays s against retry r and destination d with the code the
 // forwarder runs: policy.Retry for delays and exhaustion, and the same
-// gate for concurrency, rate, breaker and slow start — on a virtual clock.
+// gate for concurrency, rate, breaker and learned limit — on a virtual clock.
 func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 	if s.Latency <= 0 {
 		s.Latency = 50 * time.Millisecond
@@ -102,7 +128,12 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 	pending := func() bool { return next < len(arrivals) || ready.Len() > 0 || len(inflight) > 0 }
 	for pending() && now <= s.Horizon {
 		for next < len(arrivals) && arrivals[next] <= now {
-			heap.Push(&ready, &simEvent{arrive: arrivals[next], ready: arrivals[next], key: fmt.Sprintf("sim-%d/%s", next, d.Name)})
+			ev := &simEvent{arrive: arrivals[next], ready: arrivals[next], key: fmt.Sprintf("sim-%d/%s", next, d.Name),
+				poison: int(float64(next+1)*s.Poison) > int(float64(next)*s.Poison), flaky: next % (s.Flaky + 1)}
+			if !ev.poison {
+				res.Healthy++
+			}
+			heap.Push(&ready, ev)
 			next++
 		}
 		// Settle attempts that ended.
@@ -112,8 +143,8 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 				kept = append(kept, f)
 				continue
 			}
-			if f.ok {
-				g.record(Delivered, 0)
+			g.record(f.o, f.ev.attempt == 1, base.Add(f.end-s.Latency))
+			if f.o.Kind == Delivered {
 				res.Delivered++
 				delays = append(delays, f.end-f.ev.arrive)
 				if f.ev.arrive < outageEnd {
@@ -121,7 +152,6 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 				}
 				continue
 			}
-			g.record(Transient, 0)
 			delay := r.Delay(f.ev.attempt, f.ev.key)
 			if r.Exhausted(f.ev.attempt, f.end-f.ev.arrive, delay) {
 				res.DeadLettered++
@@ -136,7 +166,7 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 		inflight = kept
 		// Start what the gate admits.
 		n, _, probe := g.admit(len(inflight))
-		started := 0
+		n0, started := n, 0
 		for ; n > 0 && ready.Len() > 0 && ready[0].ready <= now; n-- {
 			if g.limiter != nil && !g.limiter.AllowN(base.Add(now), 1) {
 				break
@@ -153,17 +183,18 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 				res.PerSecond = append(res.PerSecond, 0)
 			}
 			res.PerSecond[sec]++
-			down := now >= s.OutageStart && now < outageEnd
-			overloaded := s.Capacity > 0 && float64(inWindow) > s.Capacity
-			ok := !down && !overloaded
-			if !ok {
+			o := s.answer(ev, now, inWindow)
+			if o.Kind != Delivered {
 				res.Wasted++
 			}
+			if now >= s.OutageStart && now < outageEnd {
+				res.InOutage++
+			}
 			res.Requests++
-			inflight = append(inflight, flight{ev: ev, end: now + s.Latency, ok: ok})
+			inflight = append(inflight, flight{ev: ev, end: now + s.Latency, o: o})
 		}
-		if probe && started == 0 {
-			g.unprobe()
+		if probe && started < n0 {
+			g.unprobe(n0 - started)
 		}
 		now = nextTime(now, s.Step, arrivals, next, ready, inflight)
 	}
@@ -179,8 +210,11 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 	}
 	if len(delays) > 0 {
 		slices.Sort(delays)
+		res.P95 = delays[min(len(delays)-1, len(delays)*95/100)]
 		res.P99 = delays[min(len(delays)-1, len(delays)*99/100)]
+		res.MaxDelay = delays[len(delays)-1]
 	}
+	res.Limit = g.status().Limit
 	return res
 }
 

@@ -35,6 +35,7 @@ type Metrics struct {
 	attemptSeconds *prometheus.HistogramVec
 	deliveryAge    *prometheus.HistogramVec
 	breakerOpen    *prometheus.GaugeVec
+	limit          *prometheus.GaugeVec
 	inFlight       *prometheus.GaugeVec
 
 	backlog *backlogCollector
@@ -89,6 +90,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.01, .05, .1, .5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 72 * 3600}}, rd),
 		breakerOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "breaker_open",
 			Help: "1 while a destination's circuit breaker is open or half-open, else 0."}, rd),
+		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "learned_limit",
+			Help: "A destination's learned limit in requests per second; absent until one is learned."}, rd),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight",
 			Help: "Attempts to a destination in progress now."}, rd),
 	}
@@ -98,7 +101,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.minutes = newMinutes()
 	m.catchUp = newCatchUp(reg)
 	reg.MustRegister(m.received, m.rejected, m.stored, m.duplicates, m.publishSeconds, m.attempts,
-		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.inFlight, m.backlog, m.store)
+		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.limit, m.inFlight, m.backlog, m.store)
 	return m
 }
 
@@ -223,7 +226,16 @@ func (m *Metrics) Breaker(route, destination string, open bool) {
 	m.breakerOpen.WithLabelValues(route, destination).Set(v)
 }
 
-// Removed ends a destination's breaker and in-flight gauges when a reload
+// Limit sets a destination's learned limit gauge, in requests per second;
+// 0 (none learned) leaves it absent.
+func (m *Metrics) Limit(route, destination string, perSecond float64) {
+	if m == nil || perSecond <= 0 {
+		return
+	}
+	m.limit.WithLabelValues(route, destination).Set(perSecond)
+}
+
+// Removed ends a destination's breaker, learned limit and in-flight gauges when a reload
 // stops it (removed, or restarted with new settings): a breaker open at
 // that moment must not stay 1 for good. Its counters and histograms stay,
 // as counters do in Prometheus.
@@ -232,6 +244,7 @@ func (m *Metrics) Removed(route, destination string) {
 		return
 	}
 	m.breakerOpen.DeleteLabelValues(route, destination)
+	m.limit.DeleteLabelValues(route, destination)
 	m.inFlight.DeleteLabelValues(route, destination)
 }
 

@@ -92,20 +92,27 @@ type Destination struct {
 	URL         string        // absolute http or https URL with a host
 	Filter      string        // CEL expression an event must match to be sent here (package filter); empty: every event
 	Timeout     time.Duration // per-attempt timeout, default the route's
-	Concurrency int           // most requests in flight, default 8, at least 1
-	Rate        Rate          // YAML `rate: 50/s` (or /m, /h) and `burst: 10`; zero is unlimited
+	Concurrency int           // most requests in flight, default 8, at least 1: a ceiling
+	Rate        Rate          // YAML `rate: 50/s` (or /m, /h) and `burst: 10`; zero is unlimited: a ceiling
 	Resign      *Resign       // re-signing for the backend, nil if absent
 	Breaker     Breaker       // YAML `breaker: {failures: 5, cooldown: 30s}`
-	SlowStart   time.Duration // YAML `slow_start`, default 30s; 0 turns it off
+	// SlowStart is YAML `slow_start`, default 30s. 0 turns the learned
+	// limit off (only Concurrency and Rate bound the load, and a breaker
+	// that closes lets them through at once); any other value keeps it on.
+	SlowStart time.Duration
 }
 
-// Breaker stops deliveries to a destination that keeps failing: after
-// Failures consecutive transient failures it opens for Cooldown, then lets
-// one probe through; a success closes it (and slow start ramps back up), a
-// failure opens it again.
+// Breaker stops deliveries to a destination that is down: when, over the
+// last 10 s, at least Failures events' first attempts failed with a sign
+// of a down backend (no answer, a timeout, a 5xx) and they were 90 % of
+// the first attempts, or when Failures attempts
+// in a row reached no backend (connection refused, DNS, TLS), it opens for
+// a cooldown that starts at 1 s and doubles with each opening up to
+// Cooldown, then lets up to three probes through one at a time; a success
+// closes it.
 type Breaker struct {
 	Failures int           // default 5; 0 means no breaker
-	Cooldown time.Duration // default 30s
+	Cooldown time.Duration // default 30s: the longest cooldown
 }
 
 // Rate is a token-bucket limit on requests to a destination.
