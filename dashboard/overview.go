@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -50,6 +51,11 @@ func states(s admin.DestinationStatus) []state {
 	}
 	if len(out) == 0 {
 		out = append(out, state{"delivering", "ok"})
+	}
+	if s.LimitPerSecond > 0 {
+		// The learned limit (docs/protection.md): what the backend
+		// delivered before its last sign of overload.
+		out = append(out, state{fmt.Sprintf("adaptive limit %.1f/s", s.LimitPerSecond), "info"})
 	}
 	return out
 }

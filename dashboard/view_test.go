@@ -96,6 +96,10 @@ func TestStatesPutTheMostPressingFirst(t *testing.T) {
 	if want := "paused by an operator|breaker open until 09:30:00Z|slow start: ramping up"; strings.Join(texts, "|") != want {
 		t.Errorf("states: %q, want %q", strings.Join(texts, "|"), want)
 	}
+	got = states(admin.DestinationStatus{Breaker: "closed", LimitPerSecond: 42})
+	if len(got) != 2 || got[0].Text != "delivering" || got[1].Text != "adaptive limit 42.0/s" {
+		t.Errorf("a healthy destination with a learned limit: %+v", got)
+	}
 	if got := states(admin.DestinationStatus{Breaker: "closed"}); len(got) != 1 || got[0].Text != "delivering" {
 		t.Errorf("a healthy destination: %+v", got)
 	}
