@@ -38,7 +38,7 @@ type rig struct {
 	yaml    string
 	cfg     *policy.Config
 	metrics *metrics.Metrics
-	logs    *syncBuffer
+	logs    *storetest.LogBuffer
 }
 
 // newRig opens a real embedded store in dir and serves ingress for the
@@ -63,7 +63,7 @@ func newRigWith(t *testing.T, opts store.Options, yaml string) *rig {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &rig{t: t, store: st, ingress: srv, yaml: yaml, cfg: cfg, metrics: metrics.New(nil), logs: &syncBuffer{}}
+	return &rig{t: t, store: st, ingress: srv, yaml: yaml, cfg: cfg, metrics: metrics.New(nil), logs: &storetest.LogBuffer{}}
 }
 
 // start starts a runner until the test ends or stop is called.
@@ -168,24 +168,6 @@ func post(t *testing.T, url string, h http.Header, body []byte) int {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// syncBuffer is a bytes.Buffer for a logger several goroutines share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // counter is a concurrency-safe count by key.

@@ -1,7 +1,6 @@
 package forward_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,24 +28,6 @@ func fanOut(t *testing.T) string {
         url: "${BACKEND}/ci"
         filter: 'headers["x-github-event"] in ["push", "pull_request"]'
       - {name: all, url: "${BACKEND}/all"}`)
-}
-
-// syncBuffer is a log sink tests can read while the forwarder writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // filterRig starts jethook on yaml with a forwarder that logs to logs and
@@ -104,7 +84,7 @@ func received(b *backend, path string, names map[string]string) []string {
 func TestAFanOutRouteDeliversEachDestinationOnlyWhatItsFilterMatches(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusOK))
-	logs := &syncBuffer{}
+	logs := &storetest.LogBuffer{}
 	r := filterRig(t, fanOut(t), b.URL, logs, forward.DefaultParkAfter)
 
 	events := []struct {

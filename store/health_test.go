@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,7 +46,7 @@ func TestAFreshStoreIsReadyAndKnowsItsLimitAndDisk(t *testing.T) {
 func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T) {
 	storetest.SkipJetStreamRestartUnderRace(t)
 	dir := storetest.Tmpfs(t, "32m")
-	var log lockedBuffer
+	var log storetest.LogBuffer
 	st := storetest.Open(t, store.Options{DataDir: dir, DiskFloor: 64 << 10, PublishTimeout: time.Second,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	ctx := context.Background()
@@ -117,22 +115,4 @@ func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T)
 			t.Errorf("acked webhook %s after the recovery: %v", id, err)
 		}
 	}
-}
-
-// lockedBuffer is a log destination goroutines may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -3,12 +3,14 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,4 +158,23 @@ func SkipJetStreamRestartUnderRace(t testing.TB) {
 	if raceDetector {
 		t.Skip("restarts JetStream, which nats-server does not synchronise for the race detector; run without -race")
 	}
+}
+
+// LogBuffer is a log destination that goroutines may share and a test may
+// read while they write.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
