@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -126,5 +127,68 @@ func TestEveryProviderIsDocumentedWithARouteThatLoads(t *testing.T) {
 	}
 	if loaded < len(provider.Names()) {
 		t.Fatalf("%d routes loaded, want one per provider (%d)", loaded, len(provider.Names()))
+	}
+}
+
+// Every relative link of the README and docs/ points at a file that
+// exists and, with a #fragment into a Markdown page, at one of its
+// headings (GitHub's anchors: lower case, punctuation dropped, spaces as
+// hyphens).
+func TestTheDocsLinksResolve(t *testing.T) {
+	t.Parallel()
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append([]string{"../README.md"}, pages...)
+	code := regexp.MustCompile("(?s)```.*?```")
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	heading := regexp.MustCompile(`(?m)^#{1,6} (.*)$`)
+	punct := regexp.MustCompile(`[^\p{L}\p{N}_\- ]`)
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(page string) map[string]bool {
+		if a, ok := anchors[page]; ok {
+			return a
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := map[string]bool{}
+		for _, m := range heading.FindAllStringSubmatch(code.ReplaceAllString(string(b), ""), -1) {
+			slug := strings.ReplaceAll(punct.ReplaceAllString(strings.ToLower(strings.TrimSpace(m[1])), ""), " ", "-")
+			a[slug] = true
+		}
+		anchors[page] = a
+		return a
+	}
+	checked := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(code.ReplaceAllString(string(b), ""), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, fragment, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s links %s: no such file", page, target)
+				continue
+			}
+			if fragment != "" && strings.HasSuffix(path, ".md") && !anchorsOf(path)[fragment] {
+				t.Errorf("%s links %s: %s has no such heading", page, target, path)
+			}
+			checked++
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d links checked", checked)
 	}
 }
