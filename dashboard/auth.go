@@ -129,6 +129,11 @@ func localPath(next string) string {
 	return next
 }
 
+// loginFailures is how many wrong tokens the login form checks a minute,
+// from all clients together: a fixed budget, so guessing is slow and the
+// limiter's memory does not grow with the number of clients.
+const loginFailures = 10
+
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 	if h.Token == "" {
 		h.fail(w, r, http.StatusForbidden, "The dashboard needs an admin token: start jethook with JETHOOK_ADMIN_TOKEN set.")
@@ -144,8 +149,17 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	next := localPath(r.PostFormValue("next"))
+	if h.failures.TokensAt(h.Now()) < 1 {
+		// Guessing stops here: after loginFailures wrong tokens, from
+		// anywhere, no token is checked until the budget refills (one a
+		// minute ÷ loginFailures). Bearer requests are not held up.
+		w.Header().Set("Retry-After", "60")
+		h.fail(w, r, http.StatusTooManyRequests, "Too many failed logins: try again in a minute.")
+		return
+	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if subtle.ConstantTimeCompare([]byte(token), []byte(h.Token)) != 1 {
+		h.failures.AllowN(h.Now(), 1)
 		h.Logger.Warn("dashboard login failed", "remote", r.RemoteAddr)
 		h.render(w, r, http.StatusUnauthorized, "login", "Log in", map[string]any{"Next": next, "Wrong": true})
 		return

@@ -100,6 +100,31 @@ func TestTheBearerTokenWorksWithoutASession(t *testing.T) {
 	}
 }
 
+// Guessing the token through the login form is bounded: after ten wrong
+// tokens (from anyone) no token is checked for a while, the right one
+// included, while the bearer token keeps working.
+func TestWrongLoginsAreBoundedAndStopBeingChecked(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, token)
+	c := r.client()
+	for i := range 10 {
+		if got := r.do(c, http.MethodPost, "/login", url.Values{"token": {"guess"}}, nil); got.code != http.StatusUnauthorized {
+			t.Fatalf("wrong login %d: %d, want 401", i+1, got.code)
+		}
+	}
+	for _, tok := range []string{"guess", token} {
+		got := r.do(c, http.MethodPost, "/login", url.Values{"token": {tok}}, nil)
+		if got.code != http.StatusTooManyRequests || got.header.Get("Retry-After") == "" || got.header.Get("Set-Cookie") != "" {
+			t.Errorf("a login after ten wrong ones: %d, Retry-After %q, cookie %q; want 429 with Retry-After and no session",
+				got.code, got.header.Get("Retry-After"), got.header.Get("Set-Cookie"))
+		}
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + token}
+	if got := r.do(c, http.MethodGet, "/", nil, bearer); got.code != http.StatusOK {
+		t.Errorf("the bearer token while logins are held: %d, want 200", got.code)
+	}
+}
+
 func TestWithoutATokenTheDashboardSaysHowToSetOne(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, "")

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/metrics"
@@ -47,10 +49,11 @@ type Handler struct {
 	// Now is the clock for sessions, ages and charts; nil is time.Now.
 	Now func() time.Time
 
-	once  sync.Once
-	api   *admin.Handler
-	pages map[string]*template.Template
-	mux   http.Handler
+	once     sync.Once
+	failures *rate.Limiter // wrong tokens allowed: loginFailures a minute
+	api      *admin.Handler
+	pages    map[string]*template.Template
+	mux      http.Handler
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -65,6 +68,7 @@ func (h *Handler) setup() {
 	if h.Now == nil {
 		h.Now = time.Now
 	}
+	h.failures = rate.NewLimiter(rate.Every(time.Minute/loginFailures), loginFailures)
 	h.api = &admin.Handler{Store: h.Store, Forwarder: h.Forwarder, Logger: h.Logger, Now: h.Now}
 	h.pages = parsePages()
 	m := http.NewServeMux()
