@@ -88,7 +88,7 @@ func orDash(s string) string {
 }
 
 func retrySummary(r policy.Retry) string {
-	return fmt.Sprintf("%s/%s, %d attempts, max age %s", r.Kind, r.Jitter, r.MaxAttempts, r.MaxAge)
+	return fmt.Sprintf("%s/%s, %d attempts, max age %s", r.Kind, r.Jitter, r.MaxAttempts, brief(r.MaxAge))
 }
 
 // configDefault is JETHOOK_CONFIG or policies.yaml.

@@ -88,7 +88,7 @@ func events(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // brief prints d to three significant figures or the second, for a
-// table: 587ms, 1.25s, 42.1s, 3m12s.
+// table: 587ms, 1.25s, 42.1s, 3m12s, 5m, 48h.
 func brief(d time.Duration) string {
 	switch {
 	case d < 10*time.Millisecond:
@@ -100,7 +100,14 @@ func brief(d time.Duration) string {
 	case d < time.Minute:
 		return d.Round(100 * time.Millisecond).String()
 	}
-	return d.Round(time.Second).String()
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // stamp prints a time in UTC to the second; "-" for nil.

@@ -47,6 +47,10 @@ func TestDurationsInTablesAreShort(t *testing.T) {
 		1254000000 * time.Nanosecond:  "1.25s",
 		42149000000 * time.Nanosecond: "42.1s",
 		192400 * time.Millisecond:     "3m12s",
+		5 * time.Minute:               "5m",
+		48 * time.Hour:                "48h",
+		90 * time.Minute:              "1h30m",
+		time.Hour + time.Second:       "1h0m1s",
 		0:                             "0s",
 	} {
 		if got := brief(d); got != want {
