@@ -63,6 +63,7 @@ func TestAProvidersHopByHopAndJethookHeadersDoNotReachTheBackendAsSent(t *testin
 		"X-Forwarded-Proto: https\r\n"+
 		"X-Forwarded-Host: evil.example\r\n"+
 		"X-Forwarded-For: 203.0.113.9\r\n"+
+		"Jethook-Caught-Up: stripe\r\n"+
 		"X-Keep: kept\r\n"+
 		"\r\n%x\r\n%s\r\n0\r\nX-Trail: t\r\n\r\n", len(body), body)
 	if err != nil {
@@ -105,6 +106,9 @@ func TestAProvidersHopByHopAndJethookHeadersDoNotReachTheBackendAsSent(t *testin
 		if got := h.header.Values(k); !slices.Equal(got, v) {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
+	}
+	if got := h.header.Values("Jethook-Caught-Up"); len(got) > 0 {
+		t.Errorf("a sender's own Jethook-Caught-Up reached the backend: %q", got)
 	}
 }
 

@@ -23,7 +23,7 @@ var hopHeaders = []string{
 
 // newRequest builds one attempt's request: the original method, the body
 // byte for byte, the original headers minus hop-by-hop ones, and jethook's
-// X-Webhook-* and X-Forwarded-* headers, sent to url with the query string
+// X-Webhook-*, X-Forwarded-* and Jethook-Caught-Up headers, sent to url with the query string
 // the provider called appended. An error means no attempt can succeed.
 func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int) (*http.Request, error) {
 	method := e.Method
@@ -50,6 +50,12 @@ func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int)
 	}
 	h.Set("X-Webhook-Id", e.EventID)
 	h.Set("X-Webhook-Attempt", strconv.Itoa(attempt))
+	// Only catch-up may say an event was caught up: a sender's own
+	// Jethook-Caught-Up is dropped (docs/catch-up.md).
+	h.Del("Jethook-Caught-Up")
+	if e.CaughtUp != "" {
+		h.Set("Jethook-Caught-Up", e.CaughtUp)
+	}
 	if ip, _, err := net.SplitHostPort(e.RemoteAddr); err == nil {
 		if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
 			ip = strings.Join(prior, ", ") + ", " + ip
