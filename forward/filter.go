@@ -72,8 +72,10 @@ func (d *destination) filtered(ctx context.Context, h held, e *store.Envelope) b
 	}
 	d.f.Store.LogAttempt(a)
 	d.f.Metrics.Filtered(route, dest)
-	// If this was the breaker's probe, the next message probes instead.
+	// If this was the breaker's probe, the next message probes instead;
+	// its rate token goes to the next message too.
 	d.gate.unprobe(1)
+	d.gate.refund()
 	if d.log.Enabled(ctx, slog.LevelDebug) {
 		d.eventLog(e, h.n).Debug("filtered")
 	}

@@ -221,13 +221,16 @@ func (d *destination) tokens(ctx context.Context, n int) int {
 	if l == nil {
 		return n
 	}
-	if l.Tokens() < 1 {
-		d.gate.contend()
+	got := d.gate.takeCredit(n)
+	if got == 0 {
+		if l.Tokens() < 1 {
+			d.gate.contend()
+		}
+		if err := l.Wait(ctx); err != nil {
+			return 0
+		}
+		got = 1
 	}
-	if err := l.Wait(ctx); err != nil {
-		return 0
-	}
-	got := 1
 	for got < n && l.Allow() {
 		got++
 	}

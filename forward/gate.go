@@ -80,6 +80,7 @@ type gate struct {
 	lastGood    time.Time     // the latest delivery
 	sinceGood   int           // first attempts failed with a sign of a down backend since lastGood
 	contended   time.Time     // when an attempt last waited for a free slot or a token
+	credit      int           // rate tokens given back by messages that made no request
 }
 
 func newGate(d policy.Destination, now func() time.Time) *gate {
@@ -139,6 +140,27 @@ func (g *gate) admit(inflight int) (n int, wait time.Duration, probe bool) {
 		return 0, 0, false
 	}
 	return g.concurrency - inflight, 0, false
+}
+
+// refund gives back the rate token of a fetched message that made no
+// request (an event the destination's filter refused), so that filtered
+// events do not use up the rate. The tokens in the bucket and those given
+// back together never exceed the bucket's burst.
+func (g *gate) refund() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if float64(g.credit+1)+g.limiter.TokensAt(g.now()) <= float64(g.limiter.Burst()) {
+		g.credit++
+	}
+}
+
+// takeCredit takes up to n of the tokens refund gave back.
+func (g *gate) takeCredit(n int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := min(n, g.credit)
+	g.credit -= k
+	return k
 }
 
 // contend records that an attempt waits for a token of the rate limit.

@@ -339,3 +339,29 @@ func TestConcurrencyCountsAttemptsInFlight(t *testing.T) {
 		t.Fatalf("full: admits %d, waits %s; want 0 until an attempt ends", n, wait)
 	}
 }
+
+// A filtered event gives its rate token back, but never beyond the burst:
+// the tokens in the bucket and those given back stay within it.
+func TestARefusedEventsRateTokenIsGivenBackWithinTheBurst(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	g := newGate(policy.Destination{Concurrency: 10, Rate: policy.Rate{PerSecond: 2, Burst: 2}}, c.now)
+	c.advance(time.Second) // the bucket fills
+	if !g.limiter.AllowN(c.now(), 2) {
+		t.Fatal("a full bucket of 2 refused 2 tokens")
+	}
+	for range 3 {
+		g.refund()
+	}
+	if got := g.takeCredit(5); got != 2 {
+		t.Errorf("an empty bucket of 2 took back %d tokens; want 2", got)
+	}
+	if got := g.takeCredit(5); got != 0 {
+		t.Errorf("credit taken twice: %d", got)
+	}
+	c.advance(time.Second) // the bucket is full again
+	g.refund()
+	if got := g.takeCredit(1); got != 0 {
+		t.Errorf("a full bucket took back %d tokens; want none", got)
+	}
+}
