@@ -128,6 +128,9 @@ func (x *index) fillSeen(log *slog.Logger) {
 		}
 		ids += n
 		f.complete.Store(true)
+		if !x.live(g) {
+			x.seen.drop(g) // expired while it was filled: open made it again
+		}
 	}
 	log.Debug("index: dedup filters filled", "ids", ids, "took", time.Since(start))
 }
@@ -188,6 +191,14 @@ func (x *index) gen(b *pebble.Batch, t time.Time) int64 {
 		_ = b.Set(binary.BigEndian.AppendUint64([]byte{'l'}, uint64(g)), nil, nil)
 	}
 	return g
+}
+
+// live reports whether generation g has not expired.
+func (x *index) live(g int64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	_, found := slices.BinarySearch(x.gens, g)
+	return found
 }
 
 // liveGens returns the generations that may hold entries written at or
