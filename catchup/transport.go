@@ -23,6 +23,14 @@ type transport struct {
 	counted func()
 }
 
+// CloseIdleConnections closes the idle connections of the transport it
+// wraps, so that http.Client.CloseIdleConnections reaches them.
+func (t *transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for try := 1; ; try++ {
 		t.counted()
@@ -69,7 +77,9 @@ func rateLimited(resp *http.Response, now time.Time) (time.Duration, bool) {
 	}
 	if retryAfter != "" {
 		if s, err := strconv.Atoi(retryAfter); err == nil && s >= 0 {
-			return time.Duration(s) * time.Second, true
+			// Longer than maxRateWait is refused anyway; capping first keeps
+			// a huge value from overflowing into a negative wait.
+			return time.Duration(min(s, int(maxRateWait/time.Second)+1)) * time.Second, true
 		}
 		if at, err := http.ParseTime(retryAfter); err == nil {
 			return max(0, at.Sub(now)), true

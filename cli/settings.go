@@ -69,6 +69,10 @@ const connCost = 128 << 10
 // take by default: 16 MiB of the default 512 MiB.
 const dedupFilterShare = 32
 
+// maxDerivedDedupFilter caps the derived size: 256 MiB holds about 200
+// million ids at 1 % false positives.
+const maxDerivedDedupFilter = 256 << 20
+
 // resolved returns s with the limits derived from the memory budget set:
 // MaxInFlightBytes from the Go memory limit as it is now (so after
 // anything that sets it), MaxConns so that connections full of headers
@@ -81,7 +85,9 @@ func (s Settings) resolved() Settings {
 		s.MaxConns = int(max(s.MaxInFlightBytes/connCost, 128))
 	}
 	if s.DedupFilterBytes == 0 {
-		s.DedupFilterBytes = debug.SetMemoryLimit(-1) / dedupFilterShare
+		// GOMEMLIMIT=off leaves no limit (MaxInt64): the filters then
+		// take their largest derived size.
+		s.DedupFilterBytes = min(debug.SetMemoryLimit(-1)/dedupFilterShare, maxDerivedDedupFilter)
 	}
 	return s
 }

@@ -149,21 +149,25 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	next := localPath(r.PostFormValue("next"))
-	if h.failures.TokensAt(h.Now()) < 1 {
-		// Guessing stops here: after loginFailures wrong tokens, from
-		// anywhere, no token is checked until the budget refills (one a
-		// minute ÷ loginFailures). Bearer requests are not held up.
+	// Every check takes a token of the budget first, so parallel guesses
+	// cannot pass together; a right token gives it back. Past
+	// loginFailures wrong tokens, from anywhere, no token is checked until
+	// the budget refills (one every minute ÷ loginFailures). Bearer
+	// requests are not held up.
+	res := h.failures.ReserveN(h.Now(), 1)
+	if !res.OK() || res.DelayFrom(h.Now()) > 0 {
+		res.CancelAt(h.Now())
 		w.Header().Set("Retry-After", "60")
 		h.fail(w, r, http.StatusTooManyRequests, "Too many failed logins: try again in a minute.")
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if subtle.ConstantTimeCompare([]byte(token), []byte(h.Token)) != 1 {
-		h.failures.AllowN(h.Now(), 1)
 		h.Logger.Warn("dashboard login failed", "remote", r.RemoteAddr)
 		h.render(w, r, http.StatusUnauthorized, "login", "Log in", map[string]any{"Next": next, "Wrong": true})
 		return
 	}
+	res.CancelAt(h.Now())
 	expires := h.Now().Add(sessionTTL)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: h.newSession(expires), Path: "/", Expires: expires,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})

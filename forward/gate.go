@@ -91,8 +91,10 @@ func newGate(d policy.Destination, now func() time.Time) *gate {
 	return g
 }
 
-// setLimiter makes the token bucket enforce the limit as it is now.
+// setLimiter makes the token bucket enforce the limit as it is now; tokens
+// given back under the earlier limit are dropped.
 func (g *gate) setLimiter(now time.Time) {
+	g.credit = 0
 	r := g.limit.effective()
 	switch {
 	case r >= noLimit:
@@ -144,22 +146,23 @@ func (g *gate) admit(inflight int) (n int, wait time.Duration, probe bool) {
 
 // refund gives back the rate token of a fetched message that made no
 // request (an event the destination's filter refused), so that filtered
-// events do not use up the rate. The tokens in the bucket and those given
-// back together never exceed the bucket's burst.
+// events do not use up the rate.
 func (g *gate) refund() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if float64(g.credit+1)+g.limiter.TokensAt(g.now()) <= float64(g.limiter.Burst()) {
-		g.credit++
-	}
+	g.credit = min(g.credit+1, g.limiter.Burst())
 }
 
-// takeCredit takes up to n of the tokens refund gave back.
+// takeCredit takes up to n of the tokens refund gave back, as many as the
+// bucket has room for: with the tokens still in the bucket, which the
+// caller may take next, they never exceed the burst. The rest is dropped,
+// as a full bucket drops what it would refill.
 func (g *gate) takeCredit(n int) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	k := min(n, g.credit)
-	g.credit -= k
+	room := max(0, int(float64(g.limiter.Burst())-g.limiter.TokensAt(g.now())))
+	k := min(n, g.credit, room)
+	g.credit = 0
 	return k
 }
 

@@ -193,6 +193,24 @@ func (x *index) gen(b *pebble.Batch, t time.Time) int64 {
 	return g
 }
 
+// rewriteMarkers writes the marker key of every live generation again,
+// after a batch that failed to commit: gen counts a generation as known
+// once it has put its marker in a batch, and later batches carry none,
+// so without this a generation could hold entries the next start does
+// not load (and whose ids its dedup filter would lack).
+func (x *index) rewriteMarkers(log *slog.Logger) {
+	x.mu.Lock()
+	gens := slices.Clone(x.gens)
+	x.mu.Unlock()
+	b := x.db.NewBatch()
+	for _, g := range gens {
+		_ = b.Set(binary.BigEndian.AppendUint64([]byte{'l'}, uint64(g)), nil, nil)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		log.Warn("index: generation markers not written; the next start reindexes from the streams' margin", "err", err)
+	}
+}
+
 // live reports whether generation g has not expired.
 func (x *index) live(g int64) bool {
 	x.mu.Lock()
@@ -258,7 +276,11 @@ type entry struct {
 // putEvent writes the entry of webhook id stored at seq on route in
 // generation g, after adding id to g's filter.
 func (x *index) putEvent(b *pebble.Batch, g int64, id [16]byte, route string, seq uint64, t time.Time) {
-	x.seen.add(g, id)
+	if x.seen.filter(g) != nil || x.live(g) {
+		// Not for a generation expire dropped since gen: its filter
+		// would be made again and never dropped.
+		x.seen.add(g, id)
+	}
 	putEntry(b, key(g, id, kindEvent, route, "", nil), seq, t, 0)
 }
 
@@ -479,6 +501,7 @@ func (w *writer) run(log *slog.Logger) {
 		setWatermark(b, w.stream, w.high)
 		if err := b.Commit(pebble.NoSync); err != nil {
 			log.Warn("index write failed; the next start indexes these", "stream", w.stream, "messages", n, "err", err)
+			w.x.rewriteMarkers(log)
 		}
 		w.written.set(w.written.get() + n)
 	}

@@ -132,6 +132,7 @@ func (t *tailer) run(log *slog.Logger) {
 		setWatermark(b, t.stream, last)
 		if err := b.Commit(pebble.NoSync); err != nil {
 			log.Error("index write failed", "stream", t.stream, "err", err)
+			t.x.rewriteMarkers(log)
 			continue
 		}
 		t.applied.set(last)
