@@ -73,11 +73,13 @@ func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
 		t.Fatalf("post: %d", code)
 	}
 	storetest.Eventually(t, 10*time.Second, "the delivery", func() bool { return delivered.Load() == 1 })
-	metrics := httptest.NewRecorder()
-	a.Metrics.Handler().ServeHTTP(metrics, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if !strings.Contains(metrics.Body.String(), `jethook_delivered_total{destination="app",route="shop"} 1`) {
-		t.Errorf("metrics do not count the delivery:\n%s", metrics.Body.String())
-	}
+	// The backend has the request before the forwarder has its answer
+	// and counts it: wait for the count.
+	storetest.Eventually(t, 10*time.Second, "the metrics to count the delivery", func() bool {
+		metrics := httptest.NewRecorder()
+		a.Metrics.Handler().ServeHTTP(metrics, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return strings.Contains(metrics.Body.String(), `jethook_delivered_total{destination="app",route="shop"} 1`)
+	})
 
 	tooBig := func() (*policy.Config, error) {
 		return parse(t, oneRoute+"    max_body: 16MiB\n", backend.URL), nil
