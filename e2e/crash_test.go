@@ -205,11 +205,17 @@ func TestKillNineMidBackoffDeliversAfterRestart(t *testing.T) {
 // and returns how long after the kill the last first delivery came.
 func (b *backend) awaitAll(t *testing.T, p *process, n int, killed time.Time, kill string) time.Duration {
 	t.Helper()
+	return b.awaitAllWithin(t, p, n, killed, kill, ackWait+time.Minute)
+}
+
+// awaitAllWithin is awaitAll with its own bound after killed.
+func (b *backend) awaitAllWithin(t *testing.T, p *process, n int, killed time.Time, kill string, within time.Duration) time.Duration {
+	t.Helper()
 	ns := make([]int, 0, n)
 	for i := 1; i <= n; i++ {
 		ns = append(ns, i)
 	}
-	deadline := killed.Add(ackWait + time.Minute)
+	deadline := killed.Add(within)
 	var allIn time.Duration
 	for {
 		p.checkAlive()
@@ -262,8 +268,11 @@ func eventually(t *testing.T, within time.Duration, what string, missing func() 
 // -9 loop with the destination's default limits (breaker, learned limit)
 // against a backend that answers each webhook 503 on its first 0 to 3
 // attempts: the 503s are the events', not a sign of overload or of a
-// down backend, so nothing holds the webhooks back and every one arrives
-// within 30 s of the last restart.
+// down backend, so nothing holds the webhooks back. It logs how long the
+// last one took after the last restart (about 11 s alone on 2 cores; up
+// to a minute with the rest of the suite starving it of CPU, when
+// attempts time out) and fails if any is missing after two minutes, where
+// limits that held flaky events back left most of them for many minutes.
 func TestKillNineWithFlakyEventsAndTheDefaultLimitsDeliversSoon(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill -9 loop: skipped with -short")
@@ -304,9 +313,6 @@ routes:
 	if acked := po.ackedCount(); acked != n {
 		t.Fatalf("jethook acknowledged %d of %d webhooks", acked, n)
 	}
-	allIn := be.awaitAll(t, jh, n, lastStart, "the last restart")
+	allIn := be.awaitAllWithin(t, jh, n, lastStart, "the last restart", 2*time.Minute)
 	t.Logf("%d webhooks, %d kills: all delivered %s after the last restart", n, kills, allIn.Round(time.Millisecond))
-	if allIn > 30*time.Second {
-		t.Fatalf("the last webhook arrived %s after the last restart; want within 30s", allIn.Round(time.Second))
-	}
 }
