@@ -168,18 +168,15 @@ func TestAFailedPostLogsNeitherTheURLNorThePayload(t *testing.T) {
 	t.Parallel()
 	s := newSink(t)
 	s.replyOK = false
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	var logs storetest.LogBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	secretURL := s.URL + "/services/T000/B000/s3cr3t"
 	n := start(t, &alert.Notifier{URL: secretURL, Batch: 20 * time.Millisecond, Logger: log})
 	n.DeadLettered("shop", "app", "evt_1", "permanent")
 	s.waitFor(t, 1)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		mu.Lock()
 		out := logs.String()
-		mu.Unlock()
 		if strings.Contains(out, "alert not sent") {
 			if strings.Contains(out, "s3cr3t") {
 				t.Errorf("log %q holds the alert URL", out)
@@ -194,17 +191,6 @@ func TestAFailedPostLogsNeitherTheURLNorThePayload(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func TestWithoutAnAlertsBlockNothingIsSent(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -271,29 +270,15 @@ func TestWithTheStoreDownIngressAnswers503NeverA2xx(t *testing.T) {
 // alerts; ingress does not add a warning or an error line per webhook.
 func TestAStoreThatRefusesWritesDoesNotFloodTheLog(t *testing.T) {
 	t.Parallel()
-	var logged bytes.Buffer
-	var mu sync.Mutex
-	in := newIngressLogging(t, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	var logged storetest.LogBuffer
+	in := newIngressLogging(t, slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	in.store.Close()
 	for i := range 3 {
 		if a := in.do("POST", "/hooks/plain", nil, strings.NewReader(fmt.Sprintf(`{"n":%d}`, i))); a.status != http.StatusServiceUnavailable {
 			t.Fatalf("webhook %d: %d %s, want 503", i, a.status, a.body)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if logged.Len() > 0 {
+	if logged.String() != "" {
 		t.Errorf("three refused webhooks logged at info or above:\n%s", logged.String())
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
