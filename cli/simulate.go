@@ -28,6 +28,9 @@ func runSimulate(_ context.Context, args []string, out io.Writer) error {
 	latency := fs.Duration("latency", 50*time.Millisecond, "duration of one request")
 	poison := fs.Float64("poison", 0, "share of events that always get 500 (0 to 1)")
 	flaky := fs.Int("flaky", 0, "each event gets 503 on its first 0…N attempts, spread evenly")
+	failFirst := fs.Int("fail-first", 0, "every event gets 503 on its first N attempts")
+	failShare := fs.Float64("fail-share", 0, "each attempt gets 503 with this probability (0 to 1)")
+	outageAnswer := fs.String("outage-answer", "refused", "what the backend answers while down: refused (connections refused) or an HTTP status such as 503")
 	all := fs.Bool("all", false, "compare every backoff × jitter combination, with the route's other settings")
 	limits := fs.Bool("limits", true, "apply the destination's concurrency, rate, breaker and slow start")
 	destRate := fs.String("dest-rate", "", "override the destination's rate (N/s, N/m or N/h)")
@@ -56,11 +59,26 @@ func runSimulate(_ context.Context, args []string, out io.Writer) error {
 	if *poison < 0 || *poison > 1 {
 		return fmt.Errorf("%w: -poison %g: want a share from 0 to 1", errUsage, *poison)
 	}
+	if *failFirst < 0 {
+		return fmt.Errorf("%w: -fail-first %d: want 0 or more", errUsage, *failFirst)
+	}
+	if *failShare < 0 || *failShare > 1 {
+		return fmt.Errorf("%w: -fail-share %g: want a share from 0 to 1", errUsage, *failShare)
+	}
+	outageStatus := 0
+	if *outageAnswer != "refused" {
+		n, err := strconv.Atoi(*outageAnswer)
+		if err != nil || n < 400 || n > 599 {
+			return fmt.Errorf("%w: -outage-answer %q: want refused or a status from 400 to 599", errUsage, *outageAnswer)
+		}
+		outageStatus = n
+	}
 	if *flaky < 0 {
 		return fmt.Errorf("%w: -flaky %d: want 0 or more", errUsage, *flaky)
 	}
 	sc := forward.Scenario{Arrival: perSec, Events: *events, Burst: *burst, OutageStart: *outageStart,
-		Outage: *outage, Capacity: capPerSec, Latency: *latency, Poison: *poison, Flaky: *flaky}
+		Outage: *outage, OutageStatus: outageStatus, Capacity: capPerSec, Latency: *latency, Poison: *poison, Flaky: *flaky,
+		FailFirst: *failFirst, FailShare: *failShare}
 	if sc.Events == 0 && perSec > 0 {
 		sc.Events = int(perSec * (2**outage + *outageStart).Seconds())
 	}
@@ -204,6 +222,15 @@ func troubleText(sc forward.Scenario) string {
 	}
 	if sc.Flaky > 0 {
 		s += fmt.Sprintf(", events fail their first 0–%d attempts", sc.Flaky)
+	}
+	if sc.FailFirst > 0 {
+		s += fmt.Sprintf(", events fail their first %d attempts", sc.FailFirst)
+	}
+	if sc.FailShare > 0 {
+		s += fmt.Sprintf(", %g%% of attempts fail", sc.FailShare*100)
+	}
+	if sc.OutageStatus != 0 {
+		s += fmt.Sprintf(", %d while down", sc.OutageStatus)
 	}
 	return s
 }

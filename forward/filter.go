@@ -74,7 +74,7 @@ func (d *destination) filtered(ctx context.Context, h held, e *store.Envelope) b
 	d.f.Metrics.Filtered(route, dest)
 	// If this was the breaker's probe, the next message probes instead;
 	// its rate token goes to the next message too.
-	d.gate.unprobe(1)
+	d.gate.unprobe()
 	d.gate.refund()
 	if d.log.Enabled(ctx, slog.LevelDebug) {
 		d.eventLog(e, h.n).Debug("filtered")

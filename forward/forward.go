@@ -193,8 +193,8 @@ func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 		if k := d.tokens(fetchCtx, n); k > 0 {
 			got = d.fetch(fetchCtx, attemptCtx, k)
 		}
-		if probe && got < n {
-			d.gate.unprobe(n - got)
+		if probe && got == 0 {
+			d.gate.unprobe()
 		}
 	}
 }
@@ -253,7 +253,7 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int) int {
 			d.f.inflight.Add(1)
 			go func() {
 				defer d.f.inflight.Done()
-				d.attempt(attemptCtx, m)
+				d.attempt(attemptCtx, fetchCtx.Done(), m)
 				d.inflight.Add(-1)
 				select {
 				case d.ended <- struct{}{}:
@@ -310,6 +310,7 @@ type held struct {
 	first time.Time // when the webhook was stored
 	due   bool      // came back from parking
 	queue bool      // messages not yet delivered waited behind it when it was fetched
+	local int       // attempts made here as the breaker's probe, which JetStream's count of deliveries does not know
 }
 
 // hold reads m into an envelope and its held facts. ok is false when m was
@@ -351,14 +352,25 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 	return e, h, true
 }
 
-// attempt makes one HTTP attempt for m and settles it.
-func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
+// attempt makes the HTTP attempt for m and settles it. While the
+// destination is down and m is the breaker's probe, that may be up to
+// probeStreak attempts in a row (see gate.reprobe). stopping closes when
+// jethook stops fetching.
+func (d *destination) attempt(ctx context.Context, stopping <-chan struct{}, m jetstream.Msg) {
 	e, h, ok := d.hold(ctx, m)
 	if !ok || d.filtered(ctx, h, e) {
 		return
 	}
-	n := h.n
+	for d.try(ctx, stopping, &h, e) {
+		h.n++
+		h.local++
+	}
+}
 
+// try makes attempt h.n and settles it; it reports whether the event is
+// to be attempted again at once, as the breaker's probe.
+func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held, e *store.Envelope) (again bool) {
+	m, n := h.m, h.n
 	d.f.Metrics.AttemptStarted(d.route.Name, d.dest.Name)
 	defer d.f.Metrics.AttemptEnded(d.route.Name, d.dest.Name)
 	actx, cancel := context.WithTimeout(ctx, d.dest.Timeout)
@@ -369,7 +381,7 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	if ctx.Err() != nil && o.Kind != Delivered {
 		// Shutdown cut this attempt short: hand the message back at once.
 		_ = m.Nak()
-		return
+		return false
 	}
 	now := d.f.Now()
 	d.last.record(o, now)
@@ -377,19 +389,14 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 	if o.RetryAfter > 0 {
 		o.RetryAfter = retry.ClampRetryAfter(o.RetryAfter)
 	}
+	var v verdict
 	if o.Unsent {
 		// Says nothing about the backend; if this was the breaker's
 		// probe, the next message probes instead.
-		d.gate.unprobe(1)
+		d.gate.unprobe()
 	} else {
-		if d.gate.record(o, n == 1, began) {
-			g := d.gate.status()
-			d.eventLog(e, n).Warn("breaker open: no attempts to this destination until the cooldown ends",
-				"failures", g.Failures, "attempts", g.Attempts, "cooldown", g.Cooldown)
-		}
-		if d.gate.shut() {
-			d.stopFetch()
-		}
+		v = d.gate.record(o, n == 1, began)
+		d.reportGate(e, n, v)
 	}
 	switch o.Kind {
 	case Delivered:
@@ -400,24 +407,93 @@ func (d *destination) attempt(ctx context.Context, m jetstream.Msg) {
 		if err := m.Ack(); err != nil {
 			d.eventLog(e, n).Warn("ack failed; the backend may see this event again", "err", err)
 		}
-		return
+		return false
 	case Transient:
 		log := d.eventLog(e, n)
-		next := retry.Delay(n, e.EventID+"/"+d.dest.Name)
+		key := e.EventID + "/" + d.dest.Name
+		next := retry.Delay(n, key)
+		if v.victim {
+			next = min(next, retry.Delay(1, key))
+		}
 		if o.RetryAfter > 0 {
 			next = o.RetryAfter
 		}
 		if !retry.Exhausted(n, now.Sub(h.first), next) {
-			d.observe(e, h.first, n, o, latency, next)
-			log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next.Round(time.Millisecond).String())
-			d.retryLater(ctx, h, e, now.Add(next), log)
-			return
+			if v.again {
+				d.observe(e, h.first, n, o, latency, v.wait)
+				log.Info("probe failed; the destination is down and this event probes it again", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", v.wait.Round(time.Millisecond).String())
+				if d.probeAgain(ctx, stopping, m) {
+					return true
+				}
+			} else {
+				d.observe(e, h.first, n, o, latency, next)
+				log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next.Round(time.Millisecond).String())
+			}
+			d.retryLater(ctx, *h, e, now.Add(next), log)
+			return false
+		}
+		if v.again {
+			d.gate.unhold()
 		}
 		d.observe(e, h.first, n, o, latency, 0)
-		d.deadLetter(ctx, h, e, o, "exhausted", log)
+		d.deadLetter(ctx, *h, e, o, "exhausted", log)
 	case Permanent:
 		d.observe(e, h.first, n, o, latency, 0)
-		d.deadLetter(ctx, h, e, o, "permanent", d.eventLog(e, n))
+		d.deadLetter(ctx, *h, e, o, "permanent", d.eventLog(e, n))
+	}
+	return false
+}
+
+// reportGate logs what attempt n of e changed at the gate, brings the
+// destination's waiting retries forward when it came back, and ends a
+// fetch in progress when the gate shut.
+func (d *destination) reportGate(e *store.Envelope, n int, v verdict) {
+	switch {
+	case v.opened:
+		g := d.gate.status()
+		d.eventLog(e, n).Warn("breaker open: the destination delivers nothing; one probe at a time until it answers",
+			"failures", g.Failures, "attempts", g.Attempts, "next_probe", g.Cooldown)
+	case v.recovered:
+		d.eventLog(e, n).Info("destination back: its waiting retries come forward, at the learned limit")
+		d.f.Store.Release(d.route.Name, d.dest.Name)
+	}
+	if d.gate.shut() {
+		d.stopFetch()
+	}
+}
+
+// inProgressEvery is how often a held probe's message is told to the
+// server as still in progress: well within its AckWait (the timeout plus
+// ackMargin).
+const inProgressEvery = ackMargin / 2
+
+// probeAgain waits until the gate lets the held probe's event probe again,
+// keeping m from being redelivered meanwhile. It reports false when the
+// event may not (the destination came back through another attempt, an
+// operator paused it, or jethook stops): it then waits on its own
+// schedule.
+func (d *destination) probeAgain(ctx context.Context, stopping <-chan struct{}, m jetstream.Msg) bool {
+	for {
+		ok, wait := d.gate.reprobe()
+		if ok {
+			return true
+		}
+		if wait <= 0 {
+			return false
+		}
+		_ = m.InProgress()
+		t := time.NewTimer(min(wait, inProgressEvery))
+		select {
+		case <-t.C:
+		case <-stopping:
+			t.Stop()
+			d.gate.unhold()
+			return false
+		case <-ctx.Done():
+			t.Stop()
+			d.gate.unhold()
+			return false
+		}
 	}
 }
 
@@ -459,14 +535,15 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 }
 
 // retryLater has the next attempt made at due: a short wait is a
-// NakWithDelay; a long one, any wait of a webhook that was parked already,
-// or any wait while the destination is busy and webhooks wait behind this
+// NakWithDelay; a long one, any wait of a webhook that was parked already
+// or made attempts as the breaker's probe (the parked record counts them,
+// where JetStream's count of deliveries would not), or any wait while the destination is busy and webhooks wait behind this
 // one (its retry must not jump their queue), parks it (store.Park) and
 // acks the message. If parking fails the message is nak'd with the delay
 // instead, so nothing is lost.
 func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope, due time.Time, log *slog.Logger) {
 	m, wait := h.m, due.Sub(d.f.Now())
-	if wait >= d.f.ParkAfter || h.due || h.queue && d.gate.busy() {
+	if wait >= d.f.ParkAfter || h.due || h.local > 0 || h.queue && d.gate.busy() {
 		_ = m.InProgress() // parking may take up to settleWait
 		p := store.Parked{Seq: h.seq, Attempts: h.n, FirstSeen: h.first, Due: due}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)

@@ -15,24 +15,31 @@ type BreakerState string
 
 const (
 	BreakerClosed   BreakerState = "closed"    // attempts flow
-	BreakerOpen     BreakerState = "open"      // no attempts until the cooldown ends
-	BreakerHalfOpen BreakerState = "half-open" // a few probe attempts decide
+	BreakerOpen     BreakerState = "open"      // down: one probe at a time, each after the probe interval
+	BreakerHalfOpen BreakerState = "half-open" // a probe is in flight
 )
 
-// The breaker's cooldown starts at firstCooldown (or the configured
-// cooldown, if shorter) and doubles each time the breaker opens again
-// without having stayed closed for the configured cooldown, up to it: a
-// short outage costs a second, a long one costs few attempts (as Envoy's
-// outlier detection lengthens each ejection).
-const firstCooldown = time.Second
+// While a destination is down, one attempt at a time probes it, each a
+// probe interval after the last: probeFirst while the probes reach no
+// backend at all (a refused connection costs the backend nothing, and a
+// backend that restarts should be seen within about a second), and for
+// answered or timed-out probes probeFirst growing by probeGrowth of the
+// time the destination has been down, up to the breaker's cooldown (a long
+// outage costs the backend few requests, a short one a second).
+const (
+	probeFirst  = time.Second
+	probeGrowth = 30 // the interval is the time down ÷ probeGrowth, at least probeFirst
+)
 
-// probes is how many attempts a half-open breaker lets through, one at a
-// time: the first that succeeds closes it. One that fails in a way that
-// says the whole backend is down (no answer, 502, 503, 504) opens it again
-// at once, as one probe did before; one that fails in a way that may be its
-// event's alone (500, another 5xx) lets the next probe go, so that one
-// poison event cannot keep a working destination shut.
-const probes = 3
+// probeStreak is how many attempts in a row one event may make as the
+// probe before the next probe takes another event (four: a new event's
+// first three and the one after): a backend that fails each event's
+// first few attempts (it waits for data another webhook
+// brings, or a dependency recovers per request) answers a probe that
+// retries the same event, where probes that each take a new event would
+// never reach one that passes. After probeStreak the event goes back to
+// its own schedule, so a single event's trouble cannot hold the probe.
+const probeStreak = 4
 
 // quietGaps is how many of the usual gaps between a destination's
 // deliveries must pass without one, while its first attempts fail, before
@@ -56,6 +63,16 @@ const contendedFor = time.Second
 // the token bucket that enforces it under the configured rate. While it
 // says no, the forwarder does not fetch, so no attempt is spent and nothing
 // is lost.
+//
+// The breaker acts on one piece of evidence, a destination that delivers
+// nothing: no delivery for a while (quietGaps) while first attempts fail,
+// or attempts in a row that reach no backend. It never holds back a
+// destination that delivers some events. While open it lets one probe
+// through each probe interval (about a second; see probeFirst), and lets
+// go at the first probe the backend answers with anything but a sign of
+// being down: then recovered tells the forwarder to bring the
+// destination's waiting retries forward, and the learned limit restarts
+// slowly and doubles each second.
 type gate struct {
 	now         func() time.Time
 	concurrency int
@@ -70,12 +87,12 @@ type gate struct {
 	state       BreakerState
 	health      window
 	limit       limit
-	openUntil   time.Time     // end of the breaker's cooldown
-	cooldown    time.Duration // the cooldown of the latest opening
-	opens       int           // openings since the breaker last stayed closed for the configured cooldown
-	closedAt    time.Time     // when the breaker last closed
-	launched    int           // probes admitted in this half-open spell
-	probing     int           // of which in flight
+	downSince   time.Time     // when the breaker last opened
+	nextProbe   time.Time     // when an open breaker lets the next probe through
+	interval    time.Duration // the latest probe interval
+	downRate    float64       // deliveries per second over the health window when the breaker opened
+	streak      int           // attempts the current probe event has made in a row
+	holding     bool          // a failed probe's event waits to probe again (reprobe)
 	refusals    int           // attempts in a row that reached no backend
 	lastGood    time.Time     // the latest delivery
 	sinceGood   int           // first attempts failed with a sign of a down backend since lastGood
@@ -110,8 +127,8 @@ func (g *gate) setLimiter(now time.Time) {
 
 // admit says how many new attempts may start now, given inflight, and if
 // none, how long to wait before asking again (0: until an attempt ends).
-// probe is true when the attempts allowed are the breaker's probes; those
-// not started must be given back with unprobe.
+// probe is true when the attempt allowed is the breaker's probe; one not
+// started must be given back with unprobe.
 func (g *gate) admit(inflight int) (n int, wait time.Duration, probe bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -124,24 +141,58 @@ func (g *gate) admit(inflight int) (n int, wait time.Duration, probe bool) {
 	}
 	switch g.state {
 	case BreakerOpen:
-		if now.Before(g.openUntil) {
-			return 0, g.openUntil.Sub(now), false
+		if g.holding {
+			return 0, 0, false // the held probe goes next; its attempt's end wakes the loop
 		}
-		g.state, g.launched, g.probing = BreakerHalfOpen, 0, 0
-		fallthrough
-	case BreakerHalfOpen:
-		if g.probing > 0 || g.launched >= probes || inflight >= g.concurrency {
-			return 0, 0, false
+		if now.Before(g.nextProbe) {
+			return 0, g.nextProbe.Sub(now), false
 		}
-		g.launched++
-		g.probing++
+		if inflight > 0 {
+			return 0, 0, false // one attempt at a time while down
+		}
+		g.state, g.streak = BreakerHalfOpen, 0
 		return 1, 0, true
+	case BreakerHalfOpen:
+		return 0, 0, false
 	}
 	if inflight >= g.concurrency {
 		g.contended = now
 		return 0, 0, false
 	}
 	return g.concurrency - inflight, 0, false
+}
+
+// reprobe says whether the event of a failed probe, held since, may probe
+// again now. If not yet, wait is how long until it may; a wait of 0 means
+// it may not at all (the breaker closed meanwhile, or the gate no longer
+// holds it): the caller settles it on its own schedule.
+func (g *gate) reprobe() (ok bool, wait time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state != BreakerOpen || !g.holding {
+		g.holding = false
+		return false, 0
+	}
+	now := g.now()
+	switch {
+	case g.held:
+		g.holding = false
+		return false, 0
+	case now.Before(g.pausedUntil):
+		return false, g.pausedUntil.Sub(now)
+	case now.Before(g.nextProbe):
+		return false, g.nextProbe.Sub(now)
+	}
+	g.state, g.holding = BreakerHalfOpen, false
+	return true, 0
+}
+
+// unhold lets go of a failed probe's event that will not probe again: the
+// next probe takes whatever the consumer hands out.
+func (g *gate) unhold() {
+	g.mu.Lock()
+	g.holding = false
+	g.mu.Unlock()
 }
 
 // refund gives back the rate token of a fetched message that made no
@@ -183,20 +234,20 @@ func (g *gate) busy() bool {
 }
 
 // shut reports whether the gate admits no new attempts for now: the
-// breaker is open, a Retry-After pause runs, or an operator holds it.
+// breaker is open or probing, a Retry-After pause runs, or an operator
+// holds it.
 func (g *gate) shut() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.held || g.now().Before(g.pausedUntil) || g.state == BreakerOpen
+	return g.held || g.now().Before(g.pausedUntil) || g.state != BreakerClosed
 }
 
-// unprobe gives back n probes admitted but not started: no message was
+// unprobe gives back a probe admitted but not started: no message was
 // there to probe with, or it could not be sent.
-func (g *gate) unprobe(n int) {
+func (g *gate) unprobe() {
 	g.mu.Lock()
 	if g.state == BreakerHalfOpen {
-		g.launched = max(0, g.launched-n)
-		g.probing = max(0, g.probing-n)
+		g.state = BreakerOpen
 	}
 	g.mu.Unlock()
 }
@@ -247,12 +298,24 @@ func answerOf(o Outcome) answer {
 	return answerOther
 }
 
+// verdict is what one attempt's outcome changed at the gate.
+type verdict struct {
+	opened    bool // the breaker opened: the destination is down
+	recovered bool // the destination is back after being down: bring its waiting retries forward
+	again     bool // a failed probe whose event may probe again (reprobe) instead of waiting its own schedule
+	wait      time.Duration // with again: the wait before the next probe
+	// victim is true for an overload answer (429, 503, 504, a timeout)
+	// while the learned limit finds the backend overloaded: the load's
+	// doing, not the event's, so its next attempt is due as if it were
+	// its first retry, not after the backoff of all its attempts.
+	victim bool
+}
+
 // record feeds the outcome of one attempt, started at began, to the
 // breaker, the learned limit and the pause; first is true for an event's
-// first attempt. o.RetryAfter is
-// the (already bounded) wait a 429 or 503 asked for. opened is true when
-// this outcome opened the breaker.
-func (g *gate) record(o Outcome, first bool, began time.Time) (opened bool) {
+// first attempt. o.RetryAfter is the (already bounded) wait a 429 or 503
+// asked for.
+func (g *gate) record(o Outcome, first bool, began time.Time) (v verdict) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -263,14 +326,9 @@ func (g *gate) record(o Outcome, first bool, began time.Time) (opened bool) {
 	}
 	var t tally
 	isDown := down(o)
-	switch {
-	case isDown && first:
-		t.down, t.freshDown = 1, 1
-	case isDown:
+	if isDown {
 		t.down = 1
-	case first:
-		t.ok, t.freshOK = 1, 1
-	default:
+	} else {
 		t.ok = 1
 	}
 	if o.Kind == Delivered {
@@ -289,37 +347,41 @@ func (g *gate) record(o Outcome, first bool, began time.Time) (opened bool) {
 	case isDown && first:
 		g.sinceGood++
 	}
-	if g.adaptive && g.limit.ended(began, now, answerOf(o), g.health.goodput(now)) {
-		g.setLimiter(now)
-	}
-	switch {
-	case g.state == BreakerHalfOpen && !isDown:
-		g.state, g.closedAt, g.health, g.refusals, g.sinceGood = BreakerClosed, now, window{}, 0, 0
-	case g.state == BreakerHalfOpen:
-		g.probing = max(0, g.probing-1)
-		if unreachable(o) || g.launched >= probes {
-			g.open(now)
-		}
-	case g.state == BreakerClosed && isDown && g.isDown(now):
-		// Only a backend that did not answer, or a gateway's answer for it,
-		// teaches a limit for the recovery: 500s come from a backend that is
-		// up, and its failing events (when nothing else is left to send).
-		if g.adaptive && unreachable(o) {
-			g.limit.learn(float64(g.health.sum(now).good) / healthWindow.Seconds())
+	if g.adaptive && g.state == BreakerClosed {
+		if g.limit.ended(began, now, answerOf(o), g.health.goodput(now)) {
 			g.setLimiter(now)
 		}
-		g.open(now)
-		return true
+		v.victim = overload(o) && g.limit.overloadedNow(now)
 	}
-	return false
+	switch {
+	case g.state != BreakerClosed && !isDown:
+		// A probe, or an attempt started before the breaker opened, that
+		// the backend answered: it is back.
+		g.recover(now)
+		v.recovered = true
+	case g.state == BreakerHalfOpen:
+		g.state = BreakerOpen
+		g.interval = g.probeInterval(o, now)
+		g.nextProbe = now.Add(g.interval)
+		g.streak++
+		// Only a probe the backend did not answer, or a gateway answered
+		// for, is tried again: a 500 is more likely its own event's.
+		if unreachable(o) && g.streak < probeStreak {
+			g.holding, v.again, v.wait = true, true, g.interval
+		}
+	case g.state == BreakerClosed && isDown && g.isDown(now):
+		g.open(now)
+		v.opened = true
+	}
+	return v
 }
 
 // isDown reports whether a closed breaker should open: Failures attempts
-// in a row that reached no backend; Failures first attempts failed since
+// in a row that reached no backend; or Failures first attempts failed since
 // the latest delivery, which is quiet for ten times the usual gap between
-// deliveries and at least a second (an outage has begun: the health window
-// still remembers the deliveries before it); or the health window's share
-// of failures.
+// deliveries and at least a second. A destination that delivers is never
+// down, whatever its share of failures: its failing events retry on their
+// own schedule, and overload is the learned limit's business.
 func (g *gate) isDown(now time.Time) bool {
 	f := g.breaker.Failures
 	if f <= 0 {
@@ -330,22 +392,40 @@ func (g *gate) isDown(now time.Time) bool {
 	if sum.good > 0 {
 		quiet = min(quiet, max(quietMin, quietGaps*g.health.span(now)/time.Duration(sum.good)))
 	}
-	return g.refusals >= f || g.sinceGood >= f && now.Sub(g.lastGood) >= quiet || sum.isDown(f)
+	return g.refusals >= f || g.sinceGood >= f && now.Sub(g.lastGood) >= quiet
 }
 
-// open opens the breaker for a cooldown that doubles with each opening
-// since it last stayed closed for the configured cooldown.
+// open opens the breaker: the first probe goes after probeFirst (or the
+// cooldown, if shorter).
 func (g *gate) open(now time.Time) {
-	if g.state == BreakerClosed && now.Sub(g.closedAt) >= g.breaker.Cooldown {
-		g.opens = 0
+	g.state, g.downSince, g.streak, g.holding = BreakerOpen, now, 0, false
+	g.downRate = float64(g.health.sum(now).good) / g.health.span(now).Seconds()
+	g.interval = min(probeFirst, g.breaker.Cooldown)
+	g.nextProbe = now.Add(g.interval)
+}
+
+// probeInterval is the wait after failed probe o: probeFirst when it
+// reached no backend; otherwise growing with the time the destination has
+// been down, up to the cooldown.
+func (g *gate) probeInterval(o Outcome, now time.Time) time.Duration {
+	if noBackend(o) {
+		return min(probeFirst, g.breaker.Cooldown)
 	}
-	first := min(firstCooldown, g.breaker.Cooldown)
-	g.cooldown = g.breaker.Cooldown
-	if g.opens < 32 {
-		g.cooldown = min(g.breaker.Cooldown, first<<g.opens)
+	return min(g.breaker.Cooldown, max(probeFirst, now.Sub(g.downSince)/probeGrowth))
+}
+
+// recover closes the breaker after an outage. Unless a rate is configured
+// (the backend is then trusted to take it at once), the learned limit
+// restarts from what the backend delivered before the outage and doubles
+// each second, as TCP restarts after a timeout: the backlog goes out at
+// the backend's own pace, which it may have lost in the outage.
+func (g *gate) recover(now time.Time) {
+	g.state, g.holding, g.streak = BreakerClosed, false, 0
+	g.health, g.refusals, g.sinceGood = window{}, 0, 0
+	if g.adaptive {
+		g.limit.restart(now, g.downRate)
+		g.setLimiter(now)
 	}
-	g.opens++
-	g.state, g.openUntil = BreakerOpen, now.Add(g.cooldown)
 }
 
 // GateStatus is a snapshot of a destination's gate, for status reports.
@@ -353,8 +433,8 @@ type GateStatus struct {
 	Breaker     BreakerState
 	Failures    int           // attempts that said the backend is down, over the health window
 	Attempts    int           // attempts over the health window
-	Cooldown    time.Duration // the cooldown of the latest opening; zero while closed
-	OpenUntil   time.Time     // when an open breaker lets probes through
+	Cooldown    time.Duration // the wait before the next probe of a down destination; zero while closed
+	OpenUntil   time.Time     // when an open breaker lets the next probe through
 	PausedUntil time.Time     // end of a Retry-After pause; zero if none
 	// Limit is the learned limit in requests per second; 0 while none is
 	// learned (only the configured concurrency and rate bound the load).
@@ -372,7 +452,7 @@ func (g *gate) status() GateStatus {
 	sum := g.health.sum(now)
 	s := GateStatus{Breaker: g.state, Failures: sum.down, Attempts: sum.ok + sum.down, Held: g.held}
 	if g.state != BreakerClosed {
-		s.OpenUntil, s.Cooldown = g.openUntil, g.cooldown
+		s.OpenUntil, s.Cooldown = g.nextProbe, g.interval
 	}
 	if now.Before(g.pausedUntil) {
 		s.PausedUntil = g.pausedUntil

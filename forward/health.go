@@ -13,32 +13,17 @@ const (
 	healthWindow  = healthBucket * healthBuckets
 )
 
-// downShare is the share of first attempts that must fail with a sign of
-// a down backend before the breaker opens. It is taken over first attempts
-// only: retries are a sample biased towards the events that fail (a
-// poison event is retried up to max_attempts times, a good one is
-// attempted once; when new webhooks stop, only the failing ones are left),
-// so retries alone never open it. It is high on purpose: a backend that
-// still answers one first attempt in ten is left to the learned limit and
-// each event's retries.
-const downShare = 0.9
-
 // tally counts attempts by what they say about the destination. ok is an
 // answer (2xx, another 4xx, 429); down is a sign of a down backend
-// (network error, timeout, 5xx). fresh counts first attempts only; good,
-// deliveries.
+// (network error, timeout, 5xx); good, deliveries.
 type tally struct {
-	ok, down           int
-	freshOK, freshDown int
-	good               int
+	ok, down, good int
 }
 
 func (t *tally) add(u tally) {
 	t.good += u.good
 	t.ok += u.ok
 	t.down += u.down
-	t.freshOK += u.freshOK
-	t.freshDown += u.freshDown
 }
 
 // window is a ring of per-second tallies covering healthWindow.
@@ -85,15 +70,6 @@ func (w *window) goodput(now time.Time) float64 {
 	prev := w.buckets[(w.head+healthBuckets-1)%healthBuckets]
 	f := 1 - float64(now.Sub(w.start))/float64(healthBucket)
 	return float64(w.buckets[w.head].good) + f*float64(prev.good)
-}
-
-// isDown reports whether the window says the destination is down: at least
-// min first attempts failed, and they were downShare of the first attempts.
-func (t tally) isDown(min int) bool {
-	if min <= 0 || t.freshDown < min {
-		return false
-	}
-	return float64(t.freshDown) >= downShare*float64(t.freshOK+t.freshDown)
 }
 
 // span is how long the window has counted, at most healthWindow.

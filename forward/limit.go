@@ -36,6 +36,7 @@ const (
 	limitIncrease = 0.05            // share of the limit one good second adds above the threshold…
 	limitStep     = 0.5             // …but at least this many requests per second
 	limitFloor    = 1.0             // the lowest limit, requests per second
+	limitStart    = 4.0             // where the limit restarts after an outage, requests per second, at least
 	limitUsed     = 0.8             // share of the limit a second must use to earn an increase
 	limitHold     = time.Second     // at most one decrease per limitHold, as TCP once per round trip
 	limitTick     = time.Second     // how often an increase is considered
@@ -65,6 +66,10 @@ const (
 // baselineDecay is the share of the gap to a lower observed share of
 // overload answers the baseline gives up each second.
 const baselineDecay = 0.1
+
+// overloadMemory is how long after a second showed overload an overload
+// answer still counts as the load's doing (see overloadedNow).
+const overloadMemory = 2 * time.Second
 
 // Latency: a second is slow when its deliveries' mean latency is over
 // latencyRise times the floor and over it by latencySlack, which keeps a
@@ -132,6 +137,8 @@ type limit struct {
 	baseline float64       // share of overload answers the backend gives whatever the load
 	floor    time.Duration // the least mean latency of a second lately; 0 until one is seen
 	lastCut  time.Time
+	seen     time.Time // when a second last showed overload while the backend delivered
+	climbing bool // restarted after an outage, and neither cut nor held back by a lack of work since
 	// last is the second before the current one. A decrease needs it to
 	// have shown overload while the backend delivered, as the current one
 	// does, so that the second in which an outage begins (deliveries, then
@@ -192,7 +199,10 @@ func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 		return changed
 	}
 	l.cur.add(a, now.Sub(began))
-	if a != answerOverload || l.trial || !l.wasOverloaded() || goodput <= 0 || l.cur.good == 0 || !l.overloaded(l.cur) {
+	// Any answer may complete the evidence: a backend that counts its load
+	// per second delivers first and refuses the rest, so within one of
+	// jethook's seconds its refusals may come before its deliveries.
+	if a == answerOther || l.trial || !l.wasOverloaded() || goodput <= 0 || l.cur.good == 0 || !l.overloaded(l.cur) {
 		return changed
 	}
 	if l.learned() && now.Sub(l.lastCut) < limitHold {
@@ -208,9 +218,27 @@ func (l *limit) wasOverloaded() bool {
 	return l.lastSeconds > 0 && l.last.good > 0 && l.overloaded(l.last)
 }
 
+// overloadedNow reports whether an overload answer now is the load's
+// doing: a second that ended within the last overloadMemory showed
+// overload while the backend delivered, or the current one does so far; a
+// decrease is on trial; the limit is above where the backend last
+// delivered; or it is climbing back after an outage and has not yet found
+// where the backend refuses.
+func (l *limit) overloadedNow(now time.Time) bool {
+	if l.cur.good > 0 && l.overloaded(l.cur) {
+		l.seen = now
+	}
+	return l.climbing || l.trial || l.probing() || !l.seen.IsZero() && now.Sub(l.seen) <= overloadMemory
+}
+
+// probing reports whether the limit is above where the backend last
+// delivered, looking for more: an overload answer there is the probe's.
+func (l *limit) probing() bool { return l.learned() && l.rate > l.ssthresh }
+
 // cut lowers the limit to what the backend delivers (the lower of the
 // last second's deliveries and goodput), and starts a trial.
 func (l *limit) cut(now time.Time, goodput float64) {
+	l.climbing, l.seen = false, now
 	l.trial, l.trialStart = true, now.Add(trialSettle)
 	l.before, l.beforeThresh = l.rate, l.ssthresh
 	l.ssthresh = math.Max(limitFloor, goodput)
@@ -239,6 +267,9 @@ func (l *limit) tick(now time.Time) bool {
 	}
 	c := l.cur
 	l.start, l.cur, l.last, l.lastSeconds = now, counts{}, c, elapsed.Seconds()
+	if c.good > 0 && l.overloaded(c) {
+		l.seen = now
+	}
 	if c.sent >= trialMin && c.share() < l.baseline {
 		l.baseline -= baselineDecay * (l.baseline - c.share())
 	}
@@ -253,6 +284,9 @@ func (l *limit) tick(now time.Time) bool {
 		l.floor += time.Duration(latencyDrift * float64(m-l.floor))
 	}
 	used := float64(c.sent) >= limitUsed*l.rate*elapsed.Seconds()
+	if !used {
+		l.climbing = false
+	}
 	if !l.learned() || l.rate >= l.ceiling || !used || c.good == 0 || l.overloaded(c) {
 		return false
 	}
@@ -292,15 +326,29 @@ func (l *limit) verdict() bool {
 	return true
 }
 
-// learn sets a limit from goodput when none is learned yet: a breaker that
-// opens calls it, so that the recovery starts from what the backend
-// delivered before, not from the whole ceiling, and climbs additively
-// from there.
-func (l *limit) learn(goodput float64) {
-	if !l.learned() && l.ceiling >= noLimit {
-		l.rate = math.Max(limitFloor, goodput)
-		l.ssthresh = l.rate
+// restart begins the recovery from an outage, when no rate is configured
+// and the backend showed what it takes (a limit was learned, or it
+// delivered before the outage): its capacity after the outage is unknown
+// (it may have restarted cold), so the limit starts at limitStart or at
+// what the backend delivered before the outage (goodput), if more, and
+// slow start doubles it each second up to the threshold learned before,
+// or without bound if none was: a backlog of thousands reaches a fast
+// backend's pace within seconds, and an overloaded one's 503s cut it as
+// usual. A backend that never delivered gets its backlog at concurrency,
+// and its first overload answers teach the limit. A trial running when
+// the outage began is undone.
+func (l *limit) restart(now time.Time, goodput float64) {
+	if l.ceiling < noLimit || !l.learned() && goodput <= 0 {
+		return
 	}
+	if l.trial {
+		l.trial, l.rate, l.ssthresh = false, l.before, l.beforeThresh
+	}
+	if !l.learned() {
+		l.ssthresh = noLimit
+	}
+	l.rate, l.climbing = math.Min(l.ssthresh, math.Max(limitStart, goodput)), true
+	l.start, l.cur, l.settling, l.last, l.lastSeconds = now, counts{}, counts{}, counts{}, 0
 }
 
 // burst is the token bucket's depth for rate r.

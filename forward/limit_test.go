@@ -163,14 +163,15 @@ func TestABreakerThatOpensTeachesWhatTheBackendDeliveredBefore(t *testing.T) {
 		goodput float64
 		want    float64
 	}{
-		{"the goodput before the outage", 0, 1.7, 1.7},
-		{"at least the floor", 0, 0, limitFloor},
+		{"the goodput before the outage, if more than the start", 0, 40, 40},
+		{"at least the start", 0, 1.7, limitStart},
+		{"none if the backend never delivered", 0, 0, noLimit},
 		{"nothing under a configured rate: the backend takes it at once", 20, 1.7, noLimit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			l := newLimit(tc.ceiling)
-			l.learn(tc.goodput)
+			l.restart(time.Unix(0, 0), tc.goodput)
 			if l.rate != tc.want {
 				t.Fatalf("limit %g, want %g", l.rate, tc.want)
 			}

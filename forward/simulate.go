@@ -3,6 +3,7 @@ package forward
 import (
 	"container/heap"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -18,11 +19,17 @@ type Scenario struct {
 	Burst       int           // events that all arrive at time 0, on top
 	OutageStart time.Duration // when the backend goes down
 	Outage      time.Duration // how long it stays down (every request fails)
+	// OutageStatus is what the backend answers while down: 0 refuses
+	// connections (the process is gone), another status answers it (a
+	// proxy in front of it, or a backend that is up but failing).
+	OutageStatus int
 	Capacity    float64       // requests per second the backend can answer; more get 503; 0 is unlimited
 	Poison      float64       // share of events that always get 500 (a handler bug), spread evenly
 	Flaky       int           // each event gets 503 on its first 0…Flaky attempts, spread evenly
+	FailFirst   int           // every event gets 503 on its first FailFirst attempts
+	FailShare   float64       // each attempt gets 503 with this probability (a hash of the event and attempt decides)
 	Latency     time.Duration // how long one request takes (default 50ms)
-	Step        time.Duration // simulation resolution (default 10ms)
+	Step        time.Duration // simulation resolution (default 1ms: the token bucket needs it to pace a limit of tens per second)
 	Horizon     time.Duration // stop here even if events are left (default 7 days)
 }
 
@@ -57,7 +64,12 @@ type simEvent struct {
 type readyHeap []*simEvent
 
 func (h readyHeap) Len() int           { return len(h) }
-func (h readyHeap) Less(i, j int) bool { return h[i].ready < h[j].ready }
+func (h readyHeap) Less(i, j int) bool {
+	if h[i].ready != h[j].ready {
+		return h[i].ready < h[j].ready
+	}
+	return h[i].arrive < h[j].arrive // a release makes many due at once: oldest first
+}
 func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *readyHeap) Push(x any)        { *h = append(*h, x.(*simEvent)) }
 func (h *readyHeap) Pop() any {
@@ -77,13 +89,15 @@ type flight struct {
 // how many requests it has taken in the current second.
 func (s Scenario) answer(ev *simEvent, now time.Duration, inSecond int) Outcome {
 	switch {
+	case now >= s.OutageStart && now < s.OutageStart+s.Outage && s.OutageStatus != 0:
+		return Outcome{Kind: Transient, Status: s.OutageStatus, Reason: fmt.Sprintf("status %d", s.OutageStatus)}
 	case now >= s.OutageStart && now < s.OutageStart+s.Outage:
 		return Outcome{Kind: Transient, Reason: "network error"}
 	case s.Capacity > 0 && float64(inSecond) > s.Capacity:
 		return Outcome{Kind: Transient, Status: 503, Reason: "status 503"}
 	case ev.poison:
 		return Outcome{Kind: Transient, Status: 500, Reason: "status 500"}
-	case ev.attempt <= ev.flaky:
+	case ev.attempt <= ev.flaky || ev.attempt <= s.FailFirst || s.FailShare > 0 && chance(ev.key, ev.attempt) < s.FailShare:
 		return Outcome{Kind: Transient, Status: 503, Reason: "status 503"}
 	}
 	return Outcome{Kind: Delivered, Status: 200, Reason: "delivered"}
@@ -97,7 +111,7 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 		s.Latency = 50 * time.Millisecond
 	}
 	if s.Step <= 0 {
-		s.Step = 10 * time.Millisecond
+		s.Step = time.Millisecond
 	}
 	if s.Horizon <= 0 {
 		s.Horizon = 7 * 24 * time.Hour
@@ -123,9 +137,10 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 		window   = time.Duration(-1)
 		inWindow int
 		drained  time.Duration // when the last event from before the recovery was settled
+		probing  *simEvent     // a failed probe's event, to probe again
 	)
 	outageEnd := s.OutageStart + s.Outage
-	pending := func() bool { return next < len(arrivals) || ready.Len() > 0 || len(inflight) > 0 }
+	pending := func() bool { return next < len(arrivals) || ready.Len() > 0 || len(inflight) > 0 || probing != nil }
 	for pending() && now <= s.Horizon {
 		for next < len(arrivals) && arrivals[next] <= now {
 			ev := &simEvent{arrive: arrivals[next], ready: arrivals[next], key: fmt.Sprintf("sim-%d/%s", next, d.Name),
@@ -143,7 +158,10 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 				kept = append(kept, f)
 				continue
 			}
-			g.record(f.o, f.ev.attempt == 1, base.Add(f.end-s.Latency))
+			v := g.record(f.o, f.ev.attempt == 1, base.Add(f.end-s.Latency))
+			if v.recovered {
+				release(&ready, now)
+			}
 			if f.o.Kind == Delivered {
 				res.Delivered++
 				delays = append(delays, f.end-f.ev.arrive)
@@ -153,6 +171,9 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 				continue
 			}
 			delay := r.Delay(f.ev.attempt, f.ev.key)
+			if v.victim {
+				delay = min(delay, r.Delay(1, f.ev.key))
+			}
 			if r.Exhausted(f.ev.attempt, f.end-f.ev.arrive, delay) {
 				res.DeadLettered++
 				if f.ev.arrive < outageEnd {
@@ -161,19 +182,15 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 				continue
 			}
 			f.ev.ready = f.end + delay
+			if v.again {
+				probing = f.ev // the breaker's probe: it probes again
+				continue
+			}
 			heap.Push(&ready, f.ev)
 		}
 		inflight = kept
-		// Start what the gate admits.
-		n, _, probe := g.admit(len(inflight))
-		n0, started := n, 0
-		for ; n > 0 && ready.Len() > 0 && ready[0].ready <= now; n-- {
-			if g.limiter != nil && !g.limiter.AllowN(base.Add(now), 1) {
-				break
-			}
-			ev := heap.Pop(&ready).(*simEvent)
+		start := func(ev *simEvent) {
 			ev.attempt++
-			started++
 			if w := now / time.Second; w != window {
 				window, inWindow = w, 0
 			}
@@ -193,12 +210,35 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 			res.Requests++
 			inflight = append(inflight, flight{ev: ev, end: now + s.Latency, o: o})
 		}
-		if probe && started < n0 {
-			g.unprobe(n0 - started)
+		if probing != nil {
+			switch ok, wait := g.reprobe(); {
+			case ok:
+				start(probing)
+				probing = nil
+			case wait <= 0:
+				heap.Push(&ready, probing) // back to its own schedule
+				probing = nil
+			}
+		}
+		// Start what the gate admits.
+		n, _, probe := g.admit(len(inflight))
+		started := 0
+		for ; n > 0 && ready.Len() > 0 && ready[0].ready <= now; n-- {
+			if g.limiter != nil && !g.limiter.AllowN(base.Add(now), 1) {
+				break
+			}
+			start(heap.Pop(&ready).(*simEvent))
+			started++
+		}
+		if probe && started == 0 {
+			g.unprobe()
 		}
 		now = nextTime(now, s.Step, arrivals, next, ready, inflight)
 	}
 	res.Left = ready.Len() + len(inflight) + len(arrivals) - next
+	if probing != nil {
+		res.Left++
+	}
 	for sec, c := range res.PerSecond {
 		res.PeakRPS = max(res.PeakRPS, c)
 		if time.Duration(sec)*time.Second >= outageEnd {
@@ -216,6 +256,29 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 	}
 	res.Limit = g.status().Limit
 	return res
+}
+
+// chance is a number in [0, 1) fixed by key and attempt, so that a run
+// prints the same on any machine.
+func chance(key string, attempt int) float64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s#%d", key, attempt)
+	x := h.Sum64() // splitmix64's finalizer: FNV alone leaves the high bits of near keys alike
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
+}
+
+// release brings every event waiting for a retry forward to now, as the
+// store's Release does for parked webhooks when a destination comes back.
+func release(ready *readyHeap, now time.Duration) {
+	for _, ev := range *ready {
+		if ev.attempt > 0 && ev.ready > now {
+			ev.ready = now
+		}
+	}
+	heap.Init(ready)
 }
 
 // nextTime advances one step, or jumps over an idle stretch to the next

@@ -95,24 +95,24 @@ type Destination struct {
 	Concurrency int           // most requests in flight, default 8, at least 1: a ceiling
 	Rate        Rate          // YAML `rate: 50/s` (or /m, /h) and `burst: 10`; zero is unlimited: a ceiling
 	Resign      *Resign       // re-signing for the backend, nil if absent
-	Breaker     Breaker       // YAML `breaker: {failures: 5, cooldown: 30s}`
+	Breaker     Breaker       // YAML `breaker: {failures: 5, cooldown: 5s}`
 	// SlowStart is YAML `slow_start`, default 30s. 0 turns the learned
 	// limit off (only Concurrency and Rate bound the load, and a breaker
 	// that closes lets them through at once); any other value keeps it on.
 	SlowStart time.Duration
 }
 
-// Breaker stops deliveries to a destination that is down: when, over the
-// last 10 s, at least Failures events' first attempts failed with a sign
-// of a down backend (no answer, a timeout, a 5xx) and they were 90 % of
-// the first attempts, or when Failures attempts
-// in a row reached no backend (connection refused, DNS, TLS), it opens for
-// a cooldown that starts at 1 s and doubles with each opening up to
-// Cooldown, then lets up to three probes through one at a time; a success
-// closes it.
+// Breaker stops deliveries to a destination that delivers nothing: when
+// Failures events' first attempts failed since its latest delivery, which
+// is a while ago (ten of its usual gaps between deliveries, at least a
+// second), or when Failures attempts in a row reached no backend
+// (connection refused, DNS, TLS). While open, one probe at a time goes
+// about each second, the wait growing with the time down up to Cooldown
+// for probes the backend answers; the first probe it answers with
+// anything but a sign of being down closes it.
 type Breaker struct {
 	Failures int           // default 5; 0 means no breaker
-	Cooldown time.Duration // default 30s: the longest cooldown
+	Cooldown time.Duration // default 5s: the longest wait between probes of a down destination
 }
 
 // Rate is a token-bucket limit on requests to a destination.

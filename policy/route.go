@@ -20,7 +20,7 @@ const (
 	defaultTolerance   = 5 * time.Minute
 	defaultConcurrency = 8
 	defaultFailures    = 5
-	defaultCooldown    = 30 * time.Second
+	defaultCooldown    = 5 * time.Second
 	defaultSlowStart   = 30 * time.Second
 )
 

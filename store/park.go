@@ -150,8 +150,9 @@ type mover struct {
 	stop chan struct{}
 	done chan struct{}
 
-	mu     sync.Mutex
-	parked map[[2]string]uint64 // route, destination → records parked
+	mu       sync.Mutex
+	parked   map[[2]string]uint64   // route, destination → records parked
+	releases map[[2]string]struct{} // route, destination → release asked for
 }
 
 // moveTick is how often the mover looks for slots that have passed.
@@ -163,7 +164,8 @@ func (s *Store) startMover(ctx context.Context) error {
 		return fmt.Errorf("stream %s: %w", ParkedStreamName, err)
 	}
 	s.parked = st
-	mv := &mover{s: s, st: st, tick: moveTick, stop: make(chan struct{}), done: make(chan struct{}), parked: map[[2]string]uint64{}}
+	mv := &mover{s: s, st: st, tick: moveTick, stop: make(chan struct{}), done: make(chan struct{}),
+		parked: map[[2]string]uint64{}, releases: map[[2]string]struct{}{}}
 	s.mover = mv
 	go mv.run()
 	return nil
@@ -234,26 +236,76 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 	}()
 	slices.SortFunc(due, func(a, b bucket) int { return cmp.Compare(a.slot, b.slot) }) // oldest first
 	for _, b := range due {
-		n, err := mv.move(ctx, st, b.subject, b.route, b.dest)
+		n, err := mv.move(ctx, st, b.subject, b.route, b.dest, 0, time.Time{})
 		k := [2]string{b.route, b.dest}
 		counts[k] -= min(n, counts[k]) // records parked since the listing may be moved too
 		if err != nil {
 			return err
 		}
 	}
+	mv.mu.Lock()
+	releases := mv.releases
+	mv.releases = map[[2]string]struct{}{}
+	mv.mu.Unlock()
+	for k := range releases {
+		var slots []bucket
+		for subj := range info.State.Subjects {
+			p := strings.Split(subj, ".")
+			if len(p) != 4 || p[1] != k[0] || p[2] != k[1] {
+				continue
+			}
+			if slot, err := strconv.ParseInt(p[3], 10, 64); err == nil {
+				slots = append(slots, bucket{subj, p[1], p[2], slot})
+			}
+		}
+		slices.SortFunc(slots, func(a, b bucket) int { return cmp.Compare(a.slot, b.slot) })
+		var moved uint64
+		for _, b := range slots {
+			n, err := mv.move(ctx, st, b.subject, b.route, b.dest, info.State.LastSeq, now)
+			moved += n
+			counts[k] -= min(n, counts[k])
+			if err != nil {
+				mv.mu.Lock()
+				mv.releases[k] = struct{}{} // the rest on the next tick
+				mv.mu.Unlock()
+				return err
+			}
+		}
+		if moved > 0 {
+			mv.s.opts.Logger.Info("parked webhooks released: their destination is back", "route", k[0], "destination", k[1], "released", moved)
+		}
+	}
 	return nil
 }
 
-// move queues every record on subject as a due record of route's
-// destination, then purges what it queued, and returns how many it moved.
-func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, dest string) (uint64, error) {
+// Release brings route's destination's parked webhooks forward: on its
+// next tick (a tenth of a second), the mover queues every record parked
+// until then as due at once, whatever its due time, and the forwarder
+// attempts them at the destination's limits. The forwarder asks for it
+// when a destination comes back after an outage, so that the webhooks
+// that failed during it do not each wait out their own backoff. A record
+// parked after the release began waits for its own due time.
+func (s *Store) Release(route, destination string) {
+	if s.mover == nil {
+		return
+	}
+	s.mover.mu.Lock()
+	s.mover.releases[[2]string{route, destination}] = struct{}{}
+	s.mover.mu.Unlock()
+}
+
+// move queues every record on subject (up to the stream sequence bound, if
+// not 0) as a due record of route's destination, then purges what it
+// queued, and returns how many it moved. A zero now keeps each record's
+// due time; otherwise the records are due at now (a release).
+func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, dest string, bound uint64, now time.Time) (uint64, error) {
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		return 0, err
 	}
 	var last uint64
 	var futs []jetstream.PubAckFuture
-	for {
+	for stop := false; ; {
 		batch, err := c.FetchNoWait(1024)
 		if err != nil {
 			return 0, err
@@ -265,13 +317,22 @@ func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, 
 			if err != nil {
 				continue
 			}
+			if bound > 0 && md.Sequence.Stream > bound {
+				stop = true
+				break
+			}
 			last = md.Sequence.Stream
 			p, err := parkedFrom(m.Headers())
 			if err != nil {
 				mv.s.opts.Logger.Error("parked record unreadable; dropped", "subject", subject, "seq", last, "err", err)
 				continue
 			}
-			dm := &nats.Msg{Subject: DueSubject(route, dest), Header: m.Headers()}
+			h := m.Headers()
+			if !now.IsZero() {
+				h = p.header(h.Get(hdrEventID))
+				h.Set(hdrDue, now.UTC().Format(time.RFC3339Nano))
+			}
+			dm := &nats.Msg{Subject: DueSubject(route, dest), Header: h}
 			fut, err := mv.s.js.PublishMsgAsync(dm,
 				jetstream.WithMsgID(fmt.Sprintf("due/%s/%d/%d", dest, p.Seq, p.Attempts)),
 				jetstream.WithExpectStream(StreamName),
@@ -284,7 +345,7 @@ func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, 
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return 0, err
 		}
-		if n == 0 {
+		if n == 0 || stop {
 			break
 		}
 	}
