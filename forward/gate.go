@@ -300,9 +300,9 @@ func answerOf(o Outcome) answer {
 
 // verdict is what one attempt's outcome changed at the gate.
 type verdict struct {
-	opened    bool // the breaker opened: the destination is down
-	recovered bool // the destination is back after being down: bring its waiting retries forward
-	again     bool // a failed probe whose event may probe again (reprobe) instead of waiting its own schedule
+	opened    bool          // the breaker opened: the destination is down
+	recovered bool          // the destination is back after being down: bring its waiting retries forward
+	again     bool          // a failed probe whose event may probe again (reprobe) instead of waiting its own schedule
 	wait      time.Duration // with again: the wait before the next probe
 	// victim is true for an overload answer (429, 503, 504, a timeout)
 	// while the learned limit finds the backend overloaded: the load's

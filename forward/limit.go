@@ -138,7 +138,7 @@ type limit struct {
 	floor    time.Duration // the least mean latency of a second lately; 0 until one is seen
 	lastCut  time.Time
 	seen     time.Time // when a second last showed overload while the backend delivered
-	climbing bool // restarted after an outage, and neither cut nor held back by a lack of work since
+	climbing bool      // restarted after an outage, and neither cut nor held back by a lack of work since
 	// last is the second before the current one. A decrease needs it to
 	// have shown overload while the backend delivered, as the current one
 	// does, so that the second in which an outage begins (deliveries, then

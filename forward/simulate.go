@@ -23,14 +23,14 @@ type Scenario struct {
 	// connections (the process is gone), another status answers it (a
 	// proxy in front of it, or a backend that is up but failing).
 	OutageStatus int
-	Capacity    float64       // requests per second the backend can answer; more get 503; 0 is unlimited
-	Poison      float64       // share of events that always get 500 (a handler bug), spread evenly
-	Flaky       int           // each event gets 503 on its first 0…Flaky attempts, spread evenly
-	FailFirst   int           // every event gets 503 on its first FailFirst attempts
-	FailShare   float64       // each attempt gets 503 with this probability (a hash of the event and attempt decides)
-	Latency     time.Duration // how long one request takes (default 50ms)
-	Step        time.Duration // simulation resolution (default 1ms: the token bucket needs it to pace a limit of tens per second)
-	Horizon     time.Duration // stop here even if events are left (default 7 days)
+	Capacity     float64       // requests per second the backend can answer; more get 503; 0 is unlimited
+	Poison       float64       // share of events that always get 500 (a handler bug), spread evenly
+	Flaky        int           // each event gets 503 on its first 0…Flaky attempts, spread evenly
+	FailFirst    int           // every event gets 503 on its first FailFirst attempts
+	FailShare    float64       // each attempt gets 503 with this probability (a hash of the event and attempt decides)
+	Latency      time.Duration // how long one request takes (default 50ms)
+	Step         time.Duration // simulation resolution (default 1ms: the token bucket needs it to pace a limit of tens per second)
+	Horizon      time.Duration // stop here even if events are left (default 7 days)
 }
 
 // SimResult is what the backend saw and what the events went through.
@@ -63,15 +63,15 @@ type simEvent struct {
 
 type readyHeap []*simEvent
 
-func (h readyHeap) Len() int           { return len(h) }
+func (h readyHeap) Len() int { return len(h) }
 func (h readyHeap) Less(i, j int) bool {
 	if h[i].ready != h[j].ready {
 		return h[i].ready < h[j].ready
 	}
 	return h[i].arrive < h[j].arrive // a release makes many due at once: oldest first
 }
-func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *readyHeap) Push(x any)        { *h = append(*h, x.(*simEvent)) }
+func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)   { *h = append(*h, x.(*simEvent)) }
 func (h *readyHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
