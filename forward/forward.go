@@ -177,9 +177,6 @@ type destination struct {
 	last     lastAttempt   // latest success and failure, for Status
 
 	filter *destFilter // nil: every event is attempted
-
-	fetchMu  sync.Mutex
-	endFetch context.CancelFunc // ends the fetch in progress; nil between fetches
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
@@ -191,7 +188,7 @@ func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 		}
 		got := 0
 		if k := d.tokens(fetchCtx, n); k > 0 {
-			got = d.fetch(fetchCtx, attemptCtx, k)
+			got = d.fetch(fetchCtx, attemptCtx, k, probe)
 		}
 		if probe && got == 0 {
 			d.gate.unprobe()
@@ -238,12 +235,11 @@ func (d *destination) tokens(ctx context.Context, n int) int {
 }
 
 // fetch pulls up to n messages and starts an attempt for each; it returns
-// how many arrived.
-func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int) int {
+// how many arrived. probe is true when the one message is the breaker's
+// probe.
+func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe bool) int {
 	ctx, cancel := context.WithTimeout(fetchCtx, d.f.FetchWait)
 	defer cancel()
-	d.fetching(cancel)
-	defer d.fetching(nil)
 	batch, err := d.cons.Fetch(n, jetstream.FetchContext(ctx))
 	got := 0
 	if err == nil {
@@ -253,7 +249,7 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int) int {
 			d.f.inflight.Add(1)
 			go func() {
 				defer d.f.inflight.Done()
-				d.attempt(attemptCtx, fetchCtx.Done(), m)
+				d.attempt(attemptCtx, fetchCtx.Done(), m, probe)
 				d.inflight.Add(-1)
 				select {
 				case d.ended <- struct{}{}:
@@ -272,26 +268,6 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int) int {
 		}
 	}
 	return got
-}
-
-// fetching records how to end the fetch in progress (nil: none).
-func (d *destination) fetching(end context.CancelFunc) {
-	d.fetchMu.Lock()
-	d.endFetch = end
-	d.fetchMu.Unlock()
-}
-
-// stopFetch ends the fetch in progress, if any, when the gate has shut
-// (breaker open, Retry-After pause): a fetch waits up to FetchWait for
-// messages, and any that arrived meanwhile would be attempted. Ending it
-// unsubscribes its reply subject, and the server drops a pull request
-// nobody listens to.
-func (d *destination) stopFetch() {
-	d.fetchMu.Lock()
-	if d.endFetch != nil {
-		d.endFetch()
-	}
-	d.fetchMu.Unlock()
 }
 
 // DefaultParkAfter is the default Forwarder.ParkAfter: JetStream keeps a
@@ -356,10 +332,19 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 // destination is down and m is the breaker's probe, that may be up to
 // probeStreak attempts in a row (see gate.reprobe). stopping closes when
 // jethook stops fetching.
-func (d *destination) attempt(ctx context.Context, stopping <-chan struct{}, m jetstream.Msg) {
+func (d *destination) attempt(ctx context.Context, stopping <-chan struct{}, m jetstream.Msg, probe bool) {
 	e, h, ok := d.hold(ctx, m)
 	if !ok || d.filtered(ctx, h, e) {
 		return
+	}
+	if !probe {
+		if ok, until := d.gate.fetched(); !ok {
+			// Fetched before the gate shut (the breaker opened, a
+			// Retry-After pause began) and arrived after: it waits,
+			// unattempted.
+			d.putBack(ctx, h, e, until)
+			return
+		}
 	}
 	for d.try(ctx, stopping, &h, e) {
 		h.n++
@@ -444,9 +429,8 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 	return false
 }
 
-// reportGate logs what attempt n of e changed at the gate, brings the
-// destination's waiting retries forward when it came back, and ends a
-// fetch in progress when the gate shut.
+// reportGate logs what attempt n of e changed at the gate, and brings the
+// destination's waiting retries forward when it came back.
 func (d *destination) reportGate(e *store.Envelope, n int, v verdict) {
 	switch {
 	case v.opened:
@@ -456,9 +440,6 @@ func (d *destination) reportGate(e *store.Envelope, n int, v verdict) {
 	case v.recovered:
 		d.eventLog(e, n).Info("destination back: its waiting retries come forward, at the learned limit")
 		d.f.Store.Release(d.route.Name, d.dest.Name)
-	}
-	if d.gate.shut() {
-		d.stopFetch()
 	}
 }
 
@@ -559,6 +540,26 @@ func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope,
 	}
 	if err := m.NakWithDelay(max(wait, 0)); err != nil {
 		log.Warn("nak failed; the message returns after its ack wait", "err", err)
+	}
+}
+
+// putBack parks h, not attempted, until due. The parked record keeps the
+// attempts made so far, which JetStream's count of deliveries, raised by
+// this one, would not. If parking fails the message is nak'd instead, and
+// its next attempt's number is one too high.
+func (d *destination) putBack(ctx context.Context, h held, e *store.Envelope, due time.Time) {
+	_ = h.m.InProgress()
+	p := store.Parked{Seq: h.seq, Attempts: h.n - 1, FirstSeen: h.first, Due: due}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
+	err := d.f.Store.Park(sctx, d.route.Name, d.dest.Name, e.EventID, p)
+	cancel()
+	if err != nil {
+		d.eventLog(e, h.n).Warn("parking failed; waiting in the consumer instead", "err", err)
+		_ = h.m.NakWithDelay(max(due.Sub(d.f.Now()), 0))
+		return
+	}
+	if err := h.m.Ack(); err != nil {
+		d.eventLog(e, h.n).Warn("ack after parking failed; the event may be attempted twice", "err", err)
 	}
 }
 

@@ -233,13 +233,35 @@ func (g *gate) busy() bool {
 	return !g.contended.IsZero() && g.now().Sub(g.contended) < contendedFor
 }
 
-// shut reports whether the gate admits no new attempts for now: the
-// breaker is open or probing, a Retry-After pause runs, or an operator
-// holds it.
-func (g *gate) shut() bool {
+// fetched says whether a message fetched before the gate shut, and
+// arrived since, may be attempted now: the gate is open; or the breaker is
+// open and the next probe is due, so this message is it. If not, until is
+// when to try it again, at the earliest: the next probe, the end of a
+// Retry-After pause, or a second from now while an operator holds the
+// destination.
+func (g *gate) fetched() (ok bool, until time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.held || g.now().Before(g.pausedUntil) || g.state != BreakerClosed
+	now := g.now()
+	switch {
+	case g.held:
+		return false, now.Add(time.Second)
+	case now.Before(g.pausedUntil):
+		return false, g.pausedUntil
+	case g.state == BreakerClosed:
+		return true, now
+	case g.state == BreakerOpen && !g.holding && !now.Before(g.nextProbe):
+		g.state, g.streak = BreakerHalfOpen, 0
+		return true, now
+	}
+	return false, latest(g.nextProbe, now.Add(g.interval))
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // unprobe gives back a probe admitted but not started: no message was
