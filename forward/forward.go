@@ -403,7 +403,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 		if o.RetryAfter > 0 {
 			next = o.RetryAfter
 		}
-		if !retry.Exhausted(n, now.Sub(h.first), next) {
+		if !exhausted(retry, n, now.Sub(h.first), next, v) {
 			if v.again {
 				d.observe(e, h.first, n, o, latency, v.wait)
 				log.Info("probe failed; the destination is down and this event probes it again", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", v.wait.Round(time.Millisecond).String())
@@ -427,6 +427,17 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 		d.deadLetter(ctx, *h, e, o, "permanent", d.eventLog(e, n))
 	}
 	return false
+}
+
+// exhausted reports whether attempt n, which failed, was the event's last.
+// A probe that found the destination still down does not count towards
+// max_attempts: an outage must not use up the attempts of the events that
+// happen to probe it; only max_age ends them.
+func exhausted(r policy.Retry, n int, age, next time.Duration, v verdict) bool {
+	if v.probe {
+		n = 1
+	}
+	return r.Exhausted(n, age, next)
 }
 
 // reportGate logs what attempt n of e changed at the gate, and brings the

@@ -324,6 +324,7 @@ func answerOf(o Outcome) answer {
 type verdict struct {
 	opened    bool          // the breaker opened: the destination is down
 	recovered bool          // the destination is back after being down: bring its waiting retries forward
+	probe     bool          // a probe that found the destination still down
 	again     bool          // a failed probe whose event may probe again (reprobe) instead of waiting its own schedule
 	wait      time.Duration // with again: the wait before the next probe
 	// victim is true for an overload answer (429, 503, 504, a timeout)
@@ -382,6 +383,7 @@ func (g *gate) record(o Outcome, first bool, began time.Time) (v verdict) {
 		g.recover(now)
 		v.recovered = true
 	case g.state == BreakerHalfOpen:
+		v.probe = true
 		g.state = BreakerOpen
 		g.interval = g.probeInterval(o, now)
 		g.nextProbe = now.Add(g.interval)

@@ -510,3 +510,17 @@ func TestARefusedEventsRateTokenIsGivenBackWithinTheBurst(t *testing.T) {
 		t.Errorf("a full bucket took back %d tokens; want none", got)
 	}
 }
+
+func TestAProbeThatFindsTheDestinationDownDoesNotUseUpItsEventsAttempts(t *testing.T) {
+	t.Parallel()
+	r := policy.DefaultRetry()
+	if !exhausted(r, r.MaxAttempts, time.Minute, time.Second, verdict{}) {
+		t.Error("an ordinary attempt at max_attempts is not the last")
+	}
+	if exhausted(r, r.MaxAttempts, time.Minute, time.Second, verdict{probe: true}) {
+		t.Error("a failed probe at max_attempts dead-letters its event")
+	}
+	if !exhausted(r, 3, r.MaxAge, time.Second, verdict{probe: true}) {
+		t.Error("a failed probe past max_age is not the last")
+	}
+}

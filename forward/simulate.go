@@ -174,7 +174,7 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 			if v.victim {
 				delay = min(delay, r.Delay(1, f.ev.key))
 			}
-			if r.Exhausted(f.ev.attempt, f.end-f.ev.arrive, delay) {
+			if exhausted(r, f.ev.attempt, f.end-f.ev.arrive, delay, v) {
 				res.DeadLettered++
 				if f.ev.arrive < outageEnd {
 					drained = max(drained, f.end)
