@@ -561,6 +561,9 @@ func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope,
 func (d *destination) putBack(ctx context.Context, h held, e *store.Envelope, due time.Time) {
 	_ = h.m.InProgress()
 	p := store.Parked{Seq: h.seq, Attempts: h.n - 1, FirstSeen: h.first, Due: due}
+	if md, err := h.m.Metadata(); err == nil {
+		p.Again = md.Sequence.Stream
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
 	err := d.f.Store.Park(sctx, d.route.Name, d.dest.Name, e.EventID, p)
 	cancel()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/store"
@@ -118,5 +119,23 @@ func TestAProbeTriesItsOwnEventAgainSoEventsThatFailAFewTimesGetThrough(t *testi
 		if !consecutive(ns) {
 			t.Errorf("%s: X-Webhook-Attempt %v, want 1, 2, 3…", body, ns)
 		}
+	}
+}
+
+// A parked webhook whose due record arrives, into a fetch still waiting,
+// after the breaker opened is parked again with the same attempts, and
+// must come back: a record that looked like its earlier one was taken for
+// a duplicate and dropped.
+func TestAWebhookParkedAgainUnattemptedComesBack(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, unavailableFirst(1))
+	cfg := edit(t, parkingRetry(t), `url: "${BACKEND}/hook"}`, `url: "${BACKEND}/hook", slow_start: 0s, breaker: {failures: 1, cooldown: 2s}}`)
+	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{}, parkAfter(100*time.Millisecond), fetchWait(time.Minute))
+	if code, resp := r.post("/hooks/shop", nil, []byte(`{"parked":"twice"}`)); code != http.StatusOK {
+		t.Fatalf("ingress %d %s", code, resp)
+	}
+	eventually(t, "the webhook delivered on its second attempt", func() bool { return b.count() == 2 })
+	if got := b.all()[1].header.Get("X-Webhook-Attempt"); got != "2" {
+		t.Fatalf("second request's X-Webhook-Attempt %q, want 2", got)
 	}
 }

@@ -48,6 +48,11 @@ type Parked struct {
 	Attempts  int       // attempts made so far
 	FirstSeen time.Time // when the original was stored (for max_age)
 	Due       time.Time // when the next attempt is due
+	// Again is, for a message parked again without an attempt (one that
+	// arrived after its destination's gate shut), that message's sequence
+	// in WEBHOOKS: with it, the record is new although its attempts are
+	// the same as the record that queued the message.
+	Again uint64
 }
 
 // DueSubject is where a destination's parked webhooks come back when due.
@@ -109,6 +114,9 @@ func (s *Store) Park(ctx context.Context, route, destination, eventID string, p 
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
 	id := fmt.Sprintf("park/%s/%d/%d", destination, p.Seq, p.Attempts)
+	if p.Again != 0 {
+		id += fmt.Sprintf("/again/%d", p.Again)
+	}
 	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(ParkedStreamName)); err != nil {
 		return fmt.Errorf("%w: park: %w", ErrUnavailable, err)
 	}
@@ -334,7 +342,11 @@ func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, 
 			}
 			dm := &nats.Msg{Subject: DueSubject(route, dest), Header: h}
 			fut, err := mv.s.js.PublishMsgAsync(dm,
-				jetstream.WithMsgID(fmt.Sprintf("due/%s/%d/%d", dest, p.Seq, p.Attempts)),
+				// One due record per parked record, whoever moves it
+				// (two movers, or one again after a crash before the
+				// purge); a webhook parked twice with the same attempts
+				// (again, unattempted) has two parked records.
+				jetstream.WithMsgID(fmt.Sprintf("due/%s/p%d", dest, last)),
 				jetstream.WithExpectStream(StreamName),
 				jetstream.WithStallWait(mv.s.opts.PublishTimeout))
 			if err != nil {
