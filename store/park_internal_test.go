@@ -4,7 +4,19 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
+
+// within waits up to 5 s for cond, polling.
+func within(t *testing.T, msg string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("after 5s: %s", msg)
+		}
+	}
+}
 
 // A parked webhook's message is acked, so only the parked and due records
 // tell the purge near the store's limit which webhooks are still waiting.
@@ -31,5 +43,56 @@ func TestParkedRefsFindTheOldestWaitingWebhookOfEachRoute(t *testing.T) {
 	}
 	if refs["shop"] != 4 || refs["github"] != 7 || len(refs) != 2 {
 		t.Errorf("refs %v, want shop 4 and github 7", refs)
+	}
+}
+
+// A release makes every record its destination parked so far due at once,
+// and leaves other destinations' records and later ones to their due time.
+func TestAReleaseMakesADestinationsParkedWebhooksDueAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	later := time.Now().Add(time.Hour)
+	park := func(dest string, seq uint64, due time.Time) {
+		t.Helper()
+		if err := s.Park(ctx, "shop", dest, "evt", Parked{Seq: seq, Attempts: 3, FirstSeen: time.Now(), Due: due}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seq := range uint64(5) {
+		park("app", seq+1, later.Add(time.Duration(seq)*time.Minute))
+	}
+	park("crm", 9, later)
+	s.Release("shop", "app")
+	dues := func() map[string]int {
+		out := map[string]int{}
+		info, err := s.main.Info(ctx, jetstream.WithSubjectFilter("due.>"))
+		if err != nil {
+			return nil
+		}
+		for subj, n := range info.State.Subjects {
+			out[subj] = int(n)
+		}
+		return out
+	}
+	within(t, "five due records for app", func() bool {
+		return dues()[DueSubject("shop", "app")] == 5
+	})
+	if n := dues()[DueSubject("shop", "crm")]; n != 0 {
+		t.Errorf("%d due records for crm, which was not released", n)
+	}
+	within(t, "app's count of parked webhooks at 0, crm's at 1", func() bool {
+		return s.ParkedCount("shop", "app") == 0 && s.ParkedCount("shop", "crm") == 1
+	})
+	park("app", 7, later) // parked after the release: waits for its due time
+	within(t, "the later record counted as parked", func() bool {
+		return s.ParkedCount("shop", "app") == 1
+	})
+	if n := dues()[DueSubject("shop", "app")]; n != 5 {
+		t.Errorf("%d due records for app after a later park, want the 5 released", n)
 	}
 }
