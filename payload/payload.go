@@ -14,11 +14,18 @@ package payload
 const MaxDepth = 128
 
 // TooDeep reports whether b, read as JSON, opens more than MaxDepth
-// arrays and objects without closing them. It reads b once and allocates
-// nothing. It does not check that b is JSON: brackets inside strings do
-// not count, any others do.
-func TooDeep(b []byte) bool {
-	depth, inString := 0, false
+// arrays and objects without closing them. It reads b at most once and
+// allocates nothing. It does not check that b is JSON: brackets inside
+// strings do not count, any others do.
+func TooDeep(b []byte) bool { return depth(b, MaxDepth) > MaxDepth }
+
+// Depth is how many arrays and objects deep b, read as JSON, nests, as
+// TooDeep counts them.
+func Depth(b []byte) int { return depth(b, len(b)) }
+
+// depth is b's depth, or stop+1 as soon as it goes past stop.
+func depth(b []byte, stop int) int {
+	d, deepest, inString := 0, 0, false
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		if inString {
@@ -34,13 +41,16 @@ func TooDeep(b []byte) bool {
 		case '"':
 			inString = true
 		case '[', '{':
-			depth++
-			if depth > MaxDepth {
-				return true
+			d++
+			if d > deepest {
+				if d > stop {
+					return d
+				}
+				deepest = d
 			}
 		case ']', '}':
-			depth--
+			d--
 		}
 	}
-	return false
+	return deepest
 }

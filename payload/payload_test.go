@@ -33,6 +33,15 @@ func TestTooDeep(t *testing.T) {
 	}
 }
 
+func TestDepth(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]int{"": 0, "1": 0, `{"a":[1,{}]}`: 3, `[[]][[[]]]`: 3, `"[[["`: 0} {
+		if got := Depth([]byte(body)); got != want {
+			t.Errorf("Depth(%q) = %d, want %d", body, got, want)
+		}
+	}
+}
+
 func TestTooDeepAllocatesNothing(t *testing.T) {
 	b := []byte(strings.Repeat("[", 1<<20))
 	if n := testing.AllocsPerRun(10, func() { TooDeep(b) }); n != 0 {
