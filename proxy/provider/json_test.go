@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"runtime"
 	"strings"
 	"testing"
@@ -73,4 +74,31 @@ func TestJSONPointersIntoHostileBodiesCostBoundedMemory(t *testing.T) {
 			t.Errorf("%s: allocated %d MiB", tc.name, n>>20)
 		}
 	}
+}
+
+// FuzzJSONPointerOnHostileBodies feeds deeply nested and large JSON to the JSON pointers
+// providers read ids, timestamps and signatures with: they never panic,
+// and a body nested past payload.MaxDepth has no pointers.
+func FuzzJSONPointerOnHostileBodies(f *testing.F) {
+	for _, seed := range []struct {
+		prefix, unit string
+		n            uint16
+		suffix, ptr  string
+	}{
+		{"", "[", 65535, "", "/0"},
+		{"", `{"a":`, 200, "1", "/a/a"},
+		{`{"id":"x","l":[`, "0,", 65535, "0]}", "/l/65535"},
+		{"{", `"k":0,`, 65535, `"id":"x"}`, "/id"},
+	} {
+		f.Add([]byte(seed.prefix), []byte(seed.unit), seed.n, []byte(seed.suffix), seed.ptr)
+	}
+	f.Fuzz(func(t *testing.T, prefix, unit []byte, n uint16, suffix []byte, ptr string) {
+		unit = unit[:min(len(unit), 16)]
+		b := append(append(prefix, bytes.Repeat(unit, int(n))...), suffix...)
+		_, ok := jsonPointer(b, "/"+ptr)
+		if ok && payload.TooDeep(b) {
+			t.Fatal("a pointer read a body nested past the bound")
+		}
+		_, _ = jsonScalar(b, "/"+ptr)
+	})
 }
