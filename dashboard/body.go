@@ -6,10 +6,17 @@ import (
 	"encoding/json"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/jethook/jethook/payload"
 )
 
 // maxShown bounds the part of a body a page shows.
 const maxShown = 256 << 10
+
+// maxIndented bounds the indented JSON a page shows: indenting adds up to
+// two spaces per level to every line, so a deep body could grow a
+// hundredfold.
+const maxIndented = 8 << 20
 
 // body is a payload as a page shows it: always as text in a <pre>.
 type body struct {
@@ -19,11 +26,12 @@ type body struct {
 	Shown int // how many bytes Text covers; less than Size when cut
 }
 
-// newBody formats b: indented JSON when it is JSON, the text when it is
-// printable UTF-8, else a hex dump. Beyond maxShown it shows the start.
+// newBody formats b: indented JSON when it is JSON and its indented form
+// surely fits in maxIndented, the text when it is printable UTF-8, else a
+// hex dump. Beyond maxShown it shows the start.
 func newBody(b []byte) body {
 	out := body{Size: len(b), Shown: len(b)}
-	if len(b) <= maxShown && json.Valid(b) {
+	if len(b) <= maxShown && indentable(b) && json.Valid(b) {
 		var buf bytes.Buffer
 		if json.Indent(&buf, b, "", "  ") == nil {
 			out.Kind, out.Text = "JSON", buf.String()
@@ -39,6 +47,14 @@ func newBody(b []byte) body {
 	}
 	out.Kind, out.Text = "binary", hex.Dump(b)
 	return out
+}
+
+// indentable reports whether b, indented, surely fits in maxIndented:
+// every byte may start a line of a newline and two spaces per level, plus
+// a space after a colon.
+func indentable(b []byte) bool {
+	d := payload.Depth(b)
+	return d <= payload.MaxDepth && len(b)*(2*d+2) <= maxIndented
 }
 
 // printable is true for UTF-8 text without control characters other than

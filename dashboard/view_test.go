@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,22 @@ func TestBodiesAreShownAsJSONTextOrHex(t *testing.T) {
 			}
 		})
 	}
+	t.Run("deep JSON is shown as text, not indented", func(t *testing.T) {
+		t.Parallel()
+		// encoding/json takes 9,999 levels; indented, these 20 KB would
+		// be 200 MB.
+		deep := strings.Repeat("[", 9_999) + strings.Repeat("]", 9_999)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b := newBody([]byte(deep))
+		runtime.ReadMemStats(&after)
+		if b.Kind != "text" || b.Text != deep {
+			t.Fatalf("got %s of %d bytes", b.Kind, len(b.Text))
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+			t.Errorf("formatting 20 KB allocated %d MiB", n>>20)
+		}
+	})
 	t.Run("a large body shows its start", func(t *testing.T) {
 		t.Parallel()
 		b := newBody([]byte(strings.Repeat("é", maxShown)))

@@ -19,6 +19,8 @@ import (
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 	"github.com/tidwall/gjson"
+
+	"github.com/jethook/jethook/payload"
 )
 
 // CostLimit bounds one evaluation in CEL's cost units (about one per
@@ -112,11 +114,19 @@ func (e *Error) Error() string { return "filter failed: " + e.Kind }
 // Kinds are the kinds of run-time error Match reports, so that callers can
 // count and log them by kind without growing.
 var Kinds = []string{"no such key", "no such attribute", "no such overload", "index out of range",
-	"division by zero", "overflow", "conversion", "cost limit", "not a boolean", "other"}
+	"division by zero", "overflow", "conversion", "cost limit", "not a boolean", "too deep", "too large", "other"}
+
+// errTooDeep is what `body` is when the body nests deeper than
+// payload.MaxDepth; its message names the kind (see kindOf).
+var errTooDeep = fmt.Errorf("too deep: the body nests arrays and objects more than %d levels", payload.MaxDepth)
 
 // kindOf sorts a CEL run-time error message into one of Kinds.
 func kindOf(msg string) string {
 	switch {
+	case strings.Contains(msg, errTooDeep.Error()):
+		return "too deep"
+	case strings.Contains(msg, errTooLarge.Error()):
+		return "too large"
 	case strings.Contains(msg, "no such key"):
 		return "no such key"
 	case strings.Contains(msg, "no such attribute"), strings.Contains(msg, "undeclared reference"):
@@ -184,7 +194,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			// filter reads from it outlives the evaluation, whose result
 			// is a bool.
 			s := unsafe.String(unsafe.SliceData(a.ev.Body), len(a.ev.Body))
-			if gjson.Valid(s) {
+			switch {
+			case payload.TooDeep(a.ev.Body):
+				// gjson recurses once per level: checked first.
+				a.body = types.WrapErr(errTooDeep)
+			case gjson.Valid(s):
 				a.body = jsonValue(gjson.Parse(s))
 			}
 		}

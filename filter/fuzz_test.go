@@ -1,11 +1,15 @@
 package filter
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"cel.dev/cel-go/common/types"
 	"github.com/tidwall/gjson"
+
+	"github.com/jethook/jethook/payload"
 )
 
 // FuzzMatch feeds arbitrary bodies to filters that walk them: a filter
@@ -56,6 +60,66 @@ func FuzzMatch(f *testing.F) {
 		}
 		if typ, found := o.Find(types.String("type")); !found || typ.Value() != *v.Type {
 			t.Fatalf("body %q: type reads %v, encoding/json decodes %q", body, typ, *v.Type)
+		}
+	})
+}
+
+// grown is prefix, then unit n times, then suffix, for fuzz targets that
+// need bodies deeper and larger than a fuzzer writes by itself: n is up to
+// 65,535 and a unit up to 16 bytes, a megabyte (larger bodies are the unit
+// test's; here they would slow each run to seconds).
+func grown(prefix, unit []byte, n uint16, suffix []byte) []byte {
+	unit = unit[:min(len(unit), 16)]
+	return append(append(prefix, bytes.Repeat(unit, int(n))...), suffix...)
+}
+
+// FuzzHostileBody feeds deeply nested and huge JSON to filters that read
+// the body every way the lazy values allow (fields, indexes, size, in,
+// macros over lists and objects, whole-value equality): a filter never
+// panics, and a body past payload.MaxDepth is always an error of kind
+// "too deep", never parsed.
+func FuzzHostileBody(f *testing.F) {
+	for _, seed := range []struct {
+		prefix, unit string
+		n            uint16
+		suffix       string
+	}{
+		{"", "[", 65535, ""},
+		{"", "[", payload.MaxDepth, ""},
+		{"", `{"a":`, 1000, "1"},
+		{"[", "0,", 65535, "0]"},
+		{`{"type":"x","list":[`, `{"a":[1,2]},`, 65535, "0]}"},
+		{"{", `"k":"v",`, 65535, `"type":"x"}`},
+		{`"`, `\"[`, 65535, `"`},
+	} {
+		f.Add([]byte(seed.prefix), []byte(seed.unit), seed.n, []byte(seed.suffix))
+	}
+	var filters []*Filter
+	for _, expr := range []string{
+		`body.type == "x"`,
+		`size(body) > 3 && body[3] != null`,
+		`1 in body || "k" in body`,
+		`body.exists(x, x == null)`,
+		`body.all(k, k != "")`,
+		`body.map(x, x).size() > 0`,
+		`body == [0] || body == {"type": "x"} || body != null`,
+		`body.list.exists(x, x.a[1] == 2)`,
+	} {
+		flt, err := Compile(expr)
+		if err != nil {
+			f.Fatal(err)
+		}
+		filters = append(filters, flt)
+	}
+	f.Fuzz(func(t *testing.T, prefix, unit []byte, n uint16, suffix []byte) {
+		ev := &Event{Body: grown(prefix, unit, n, suffix)}
+		deep := payload.TooDeep(ev.Body)
+		for _, flt := range filters {
+			_, err := flt.Match(ev)
+			var fe *Error
+			if deep && (!errors.As(err, &fe) || fe.Kind != "too deep") {
+				t.Fatalf("a body nested past %d levels gave %v, want kind too deep", payload.MaxDepth, err)
+			}
 		}
 	})
 }

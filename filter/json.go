@@ -36,9 +36,9 @@ func jsonValue(r gjson.Result) ref.Val {
 		return types.String(validUTF8(r.Str))
 	}
 	if r.IsArray() {
-		return &jsonList{r: r}
+		return &jsonList{r: r, size: -1}
 	}
-	return &jsonObject{r: r}
+	return &jsonObject{r: r, size: -1}
 }
 
 // validUTF8 is s with each byte that is not UTF-8 replaced by U+FFFD, as
@@ -54,15 +54,75 @@ func validUTF8(s string) string {
 	return b.String()
 }
 
+// Bounds on what one evaluation builds from a body, so that its memory
+// grows with what the expression reads and never with the body's size
+// (see docs/filters.md, "Limits"). Going past one is a run-time error of
+// kind "too large", which counts as no match.
+const (
+	// MaxElems is how many elements of one list a filter may index: the
+	// first MaxElems of a longer list can be indexed, the rest cannot.
+	// Macros (all, exists, map, filter), `in` and size() read any list
+	// without building it; the cost limit bounds how far they go.
+	MaxElems = 10_000
+	// MaxDecoded is the most JSON text one object or list may span when
+	// CEL needs it as a whole value (comparing it with ==, converting it,
+	// adding lists).
+	MaxDecoded = 256 << 10
+)
+
+// errTooLarge is the message of every error a bound above causes; it
+// names the kind (see kindOf).
+var errTooLarge = errors.New("too large: a list or object past the filter's bounds")
+
 // decoded is r decoded in full, for what the lazy values leave to CEL's own
-// maps and lists.
-func decoded(r gjson.Result) ref.Val { return types.DefaultTypeAdapter.NativeToValue(r.Value()) }
+// maps and lists, or an error when r spans more than MaxDecoded bytes.
+func decoded(r gjson.Result) ref.Val {
+	if len(r.Raw) > MaxDecoded {
+		return types.WrapErr(errTooLarge)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(r.Value())
+}
+
+// decodedNative is decoded(r) as a Go value of type t.
+func decodedNative(r gjson.Result, t reflect.Type) (any, error) {
+	if len(r.Raw) > MaxDecoded {
+		return nil, errTooLarge
+	}
+	return decoded(r).ConvertToNative(t)
+}
+
+// decodedValue is decoded(r).Value(), or errTooLarge.
+func decodedValue(r gjson.Result) any {
+	if len(r.Raw) > MaxDecoded {
+		return errTooLarge
+	}
+	return r.Value()
+}
+
+// count is how many elements or keys r has, counted without building them.
+func count(r gjson.Result) int {
+	n := 0
+	r.ForEach(func(_, _ gjson.Result) bool { n++; return true })
+	return n
+}
+
+// sizeDiffers reports whether other is a list or map whose size is not
+// n: such values are unequal without decoding anything.
+func sizeDiffers(other ref.Val, n int) bool {
+	s, ok := other.(traits.Sizer)
+	if !ok {
+		return false
+	}
+	size, ok := s.Size().(types.Int)
+	return ok && int(size) != n
+}
 
 // jsonObject is a JSON object; it implements traits.Mapper. It lives for
 // one evaluation.
 type jsonObject struct {
 	r     gjson.Result
 	found map[types.String]ref.Val // values read so far, so a path read twice is scanned once
+	size  int                      // -1 until counted
 }
 
 // Find returns the value of key; the first, if the object repeats it.
@@ -109,34 +169,78 @@ func (o *jsonObject) Contains(key ref.Val) ref.Val {
 	return types.Bool(found)
 }
 
-func (o *jsonObject) Size() ref.Val {
-	n := 0
-	o.r.ForEach(func(_, _ gjson.Result) bool { n++; return true })
-	return types.Int(n)
+func (o *jsonObject) count() int {
+	if o.size < 0 {
+		o.size = count(o.r)
+	}
+	return o.size
 }
 
-func (o *jsonObject) Iterator() traits.Iterator { return decoded(o.r).(traits.Mapper).Iterator() }
+func (o *jsonObject) Size() ref.Val { return types.Int(o.count()) }
 
-func (o *jsonObject) ConvertToNative(t reflect.Type) (any, error) {
-	return decoded(o.r).ConvertToNative(t)
+// Fold walks the whole object without building it, for CEL's macros; the
+// cost limit charges every step.
+func (o *jsonObject) Fold(f traits.Folder) {
+	kf, ok := f.(interface{ FoldKeyOnly() bool })
+	keyOnly := ok && kf.FoldKeyOnly()
+	o.r.ForEach(func(k, v gjson.Result) bool {
+		if keyOnly {
+			return f.FoldEntry(jsonValue(k), nil)
+		}
+		return f.FoldEntry(jsonValue(k), jsonValue(v))
+	})
 }
-func (o *jsonObject) ConvertToType(t ref.Type) ref.Val { return decoded(o.r).ConvertToType(t) }
-func (o *jsonObject) Equal(other ref.Val) ref.Val      { return decoded(o.r).Equal(other) }
-func (o *jsonObject) Type() ref.Type                   { return types.MapType }
-func (o *jsonObject) Value() any                       { return o.r.Value() }
 
-// jsonList is a JSON array; it implements traits.Lister.
+// Iterator walks the object's keys for what does not fold it, if it has
+// at most MaxElems.
+func (o *jsonObject) Iterator() traits.Iterator {
+	if o.count() > MaxElems {
+		return &jsonIterator{err: types.WrapErr(errTooLarge)}
+	}
+	keys := make([]gjson.Result, 0, o.count())
+	o.r.ForEach(func(k, _ gjson.Result) bool {
+		keys = append(keys, k)
+		return true
+	})
+	return &jsonIterator{items: keys}
+}
+
+func (o *jsonObject) ConvertToNative(t reflect.Type) (any, error) { return decodedNative(o.r, t) }
+func (o *jsonObject) ConvertToType(t ref.Type) ref.Val            { return decoded(o.r).ConvertToType(t) }
+
+func (o *jsonObject) Equal(other ref.Val) ref.Val {
+	if _, ok := other.(traits.Mapper); !ok || sizeDiffers(other, o.count()) {
+		return types.False
+	}
+	return decoded(o.r).Equal(other)
+}
+
+func (o *jsonObject) Type() ref.Type { return types.MapType }
+func (o *jsonObject) Value() any     { return decodedValue(o.r) }
+
+// jsonList is a JSON array; it implements traits.Lister. Only its first
+// MaxElems elements are ever built.
 type jsonList struct {
 	r     gjson.Result
-	items []gjson.Result // nil until read
+	size  int            // -1 until counted
+	items []gjson.Result // the first MaxElems elements; nil until read
 }
 
+func (l *jsonList) count() int {
+	if l.size < 0 {
+		l.size = count(l.r)
+	}
+	return l.size
+}
+
+// elems is the list's first MaxElems elements.
 func (l *jsonList) elems() []gjson.Result {
 	if l.items == nil {
-		l.items = l.r.Array()
-		if l.items == nil {
-			l.items = []gjson.Result{}
-		}
+		l.items = make([]gjson.Result, 0, min(l.count(), MaxElems))
+		l.r.ForEach(func(_, v gjson.Result) bool {
+			l.items = append(l.items, v)
+			return len(l.items) < MaxElems
+		})
 	}
 	return l.items
 }
@@ -151,54 +255,97 @@ func (l *jsonList) Get(index ref.Val) ref.Val {
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(index)
 	}
-	items := l.elems()
-	if i < 0 || int64(i) >= int64(len(items)) {
+	if i < 0 || int64(i) >= int64(l.count()) {
 		return types.NewErr("index out of bounds: %d", i)
 	}
-	return jsonValue(items[i])
-}
-
-func (l *jsonList) Contains(v ref.Val) ref.Val {
-	for _, it := range l.elems() {
-		if jsonValue(it).Equal(v) == types.True {
-			return types.True
-		}
+	if i >= MaxElems {
+		return types.WrapErr(errTooLarge)
 	}
-	return types.False
+	return jsonValue(l.elems()[i])
 }
 
-func (l *jsonList) Size() ref.Val { return types.Int(len(l.elems())) }
-
-func (l *jsonList) Iterator() traits.Iterator { return &jsonIterator{items: l.elems()} }
-
-func (l *jsonList) Add(other ref.Val) ref.Val { return decoded(l.r).(traits.Adder).Add(other) }
-
-func (l *jsonList) ConvertToNative(t reflect.Type) (any, error) {
-	return decoded(l.r).ConvertToNative(t)
+// Contains walks the whole list without building it: the cost limit
+// charges `in` by the list's size.
+func (l *jsonList) Contains(v ref.Val) ref.Val {
+	found := types.False
+	l.r.ForEach(func(_, it gjson.Result) bool {
+		if jsonValue(it).Equal(v) == types.True {
+			found = types.True
+		}
+		return found != types.True
+	})
+	return found
 }
-func (l *jsonList) ConvertToType(t ref.Type) ref.Val { return decoded(l.r).ConvertToType(t) }
-func (l *jsonList) Equal(other ref.Val) ref.Val      { return decoded(l.r).Equal(other) }
-func (l *jsonList) Type() ref.Type                   { return types.ListType }
-func (l *jsonList) Value() any                       { return l.r.Value() }
+
+func (l *jsonList) Size() ref.Val { return types.Int(l.count()) }
+
+// Fold walks the whole list without building it, for CEL's macros (all,
+// exists, map, filter); the cost limit charges every step.
+func (l *jsonList) Fold(f traits.Folder) {
+	i := types.Int(0)
+	l.r.ForEach(func(_, v gjson.Result) bool {
+		ok := f.FoldEntry(i, jsonValue(v))
+		i++
+		return ok
+	})
+}
+
+// Iterator walks the list for what does not fold it, if it has at most
+// MaxElems elements.
+func (l *jsonList) Iterator() traits.Iterator {
+	if l.count() > MaxElems {
+		return &jsonIterator{err: types.WrapErr(errTooLarge)}
+	}
+	return &jsonIterator{items: l.elems()}
+}
+
+func (l *jsonList) Add(other ref.Val) ref.Val {
+	v := decoded(l.r)
+	if a, ok := v.(traits.Adder); ok {
+		return a.Add(other)
+	}
+	return v
+}
+
+func (l *jsonList) ConvertToNative(t reflect.Type) (any, error) { return decodedNative(l.r, t) }
+func (l *jsonList) ConvertToType(t ref.Type) ref.Val            { return decoded(l.r).ConvertToType(t) }
+
+func (l *jsonList) Equal(other ref.Val) ref.Val {
+	if _, ok := other.(traits.Lister); !ok || sizeDiffers(other, l.count()) {
+		return types.False
+	}
+	return decoded(l.r).Equal(other)
+}
+
+func (l *jsonList) Type() ref.Type { return types.ListType }
+func (l *jsonList) Value() any     { return decodedValue(l.r) }
 
 var errIterator = errors.New("an iterator has no native value")
 
-// jsonIterator walks the elements of a jsonList.
+// jsonIterator walks the elements of a jsonList or the keys of a
+// jsonObject; one over a list or object past MaxElems yields err once.
 type jsonIterator struct {
 	items []gjson.Result
 	next  int
+	err   ref.Val
 }
 
-func (it *jsonIterator) HasNext() ref.Val { return types.Bool(it.next < len(it.items)) }
+func (it *jsonIterator) HasNext() ref.Val {
+	return types.Bool(it.err != nil || it.next < len(it.items))
+}
 
 func (it *jsonIterator) Next() ref.Val {
+	if it.err != nil {
+		err := it.err
+		it.err = nil
+		return err
+	}
 	if it.next >= len(it.items) {
 		return nil
 	}
 	it.next++
 	return jsonValue(it.items[it.next-1])
 }
-
 func (it *jsonIterator) ConvertToNative(reflect.Type) (any, error) {
 	return nil, errIterator
 }

@@ -50,12 +50,17 @@ func (df *destFilter) firstOf(kind string) bool {
 // the first was checked before its first attempt, and an operator asked
 // for the second. A webhook that comes back to the consumer (a short
 // retry, or a redelivery after a crash) is checked again, which gives the
-// same answer unless a reload changed the filter meanwhile.
+// same answer unless a reload changed the filter meanwhile. A webhook
+// whose evaluation jethook died during MaxCrashes times is dead-lettered
+// instead (crashes.go), and filtered returns true as well.
 func (d *destination) filtered(ctx context.Context, h held, e *store.Envelope) bool {
 	if d.filter == nil || h.due || store.IsReplay(h.m) {
 		return false
 	}
-	ok, err := d.filter.f.Match(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body})
+	ok, dead, err := d.match(ctx, h, e)
+	if dead {
+		return true
+	}
 	if ok {
 		return false
 	}

@@ -42,7 +42,8 @@ import (
 // gen is the generation's start in Unix seconds, id the first 16 bytes of
 // the SHA-256 of the event id, kind one of the kind* bytes. A marker key
 // 'l' gen(8) lists the generations; 'm' stream holds the last sequence of
-// each stream indexed.
+// each stream indexed. Work records ('w', work.go) are the one thing kept
+// here that no stream holds.
 type index struct {
 	db    *pebble.DB
 	width int64 // generation width in seconds
@@ -422,6 +423,9 @@ func (x *index) expire(now time.Time) error {
 			return fmt.Errorf("index: expire: %w", err)
 		}
 		x.seen.drop(g)
+	}
+	if err := x.expireWork(now.Add(-x.keep)); err != nil {
+		return fmt.Errorf("index: expire work records: %w", err)
 	}
 	return nil
 }

@@ -6,6 +6,10 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/jethook/jethook/payload"
 )
 
 // jsonPointer returns the string at an RFC 6901 pointer in a JSON body. ok
@@ -41,35 +45,51 @@ func jsonScalar(body []byte, ptr string) (string, bool) {
 	return "", false
 }
 
-// jsonAt returns the raw value at ptr in body.
+// jsonAt returns the raw value at ptr in body. It walks the body in place
+// (with gjson, which the depth check makes safe), so that a sender's wide
+// object or long array costs no memory, and a body nested deeper than
+// payload.MaxDepth is not read at all.
 func jsonAt(body []byte, ptr string) (json.RawMessage, bool) {
-	raw := json.RawMessage(body)
+	if payload.TooDeep(body) || !json.Valid(body) {
+		return nil, false
+	}
+	v := gjson.ParseBytes(body)
 	for _, tok := range strings.Split(ptr, "/")[1:] {
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		raw = bytes.TrimSpace(raw)
-		switch {
-		case len(raw) > 0 && raw[0] == '{':
-			var obj map[string]json.RawMessage
-			if json.Unmarshal(raw, &obj) != nil {
-				return nil, false
-			}
-			v, ok := obj[tok]
-			if !ok {
-				return nil, false
-			}
-			raw = v
-		case len(raw) > 0 && raw[0] == '[':
-			var arr []json.RawMessage
-			i, err := strconv.Atoi(tok)
-			if json.Unmarshal(raw, &arr) != nil || err != nil || i < 0 || i >= len(arr) {
-				return nil, false
-			}
-			raw = arr[i]
-		default:
+		if v = member(v, tok); !v.Exists() {
 			return nil, false
 		}
 	}
-	return raw, true
+	return json.RawMessage(v.Raw), true
+}
+
+// member is the value of key tok in object v (the last one, if the key
+// repeats, as encoding/json decodes it), or element tok of array v; it
+// does not exist when there is none.
+func member(v gjson.Result, tok string) gjson.Result {
+	var found gjson.Result
+	switch {
+	case v.IsObject():
+		v.ForEach(func(k, e gjson.Result) bool {
+			if k.Str == tok {
+				found = e
+			}
+			return true
+		})
+	case v.IsArray():
+		i, err := strconv.Atoi(tok)
+		if err != nil || i < 0 {
+			return found
+		}
+		v.ForEach(func(_, e gjson.Result) bool {
+			if i == 0 {
+				found = e
+			}
+			i--
+			return i >= 0
+		})
+	}
+	return found
 }
 
 // setPointer sets the value at a pointer of object keys in a JSON object
