@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // A browser logs in with the admin token once and then carries a session
@@ -121,9 +122,17 @@ func (h *Handler) auth(next http.Handler) http.Handler {
 }
 
 // localPath is next if it is a path on this site, else "/": the login form
-// must not send a browser elsewhere.
+// and a replay must not send a browser elsewhere. Browsers drop tabs and
+// newlines from a URL and read a backslash as a slash, so "/\t/evil" or
+// "/\\evil" would become "//evil", another host: a control character or a
+// backslash anywhere is refused, and what is left must parse as a path
+// with no scheme and no host.
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+	if !strings.HasPrefix(next, "/") || strings.ContainsFunc(next, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }) {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || strings.HasPrefix(u.Path, "//") {
 		return "/"
 	}
 	return next
