@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"reflect"
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/caarlos0/env/v11"
 
@@ -56,6 +58,9 @@ type Settings struct {
 	// CIDRs or addresses: their X-Forwarded-Proto and X-Forwarded-Host
 	// reach the backend (proxy.Handler.TrustedProxies).
 	TrustedProxies string `env:"TRUSTED_PROXIES"`
+	// AdminHosts are more names the admin listener answers to, besides IP
+	// addresses, localhost and the name in AdminListen (admin.Handler.Hosts).
+	AdminHosts string `env:"ADMIN_HOSTS"`
 }
 
 // connCost is what the derived connection limit allows one public
@@ -140,6 +145,9 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if err := checkAdminToken(s.AdminToken); err != nil {
 		return s, err
 	}
+	if _, err := s.adminHosts(); err != nil {
+		return s, err
+	}
 	if _, err := s.trustedProxies(); err != nil {
 		return s, err
 	}
@@ -168,9 +176,16 @@ func (s Settings) trustedProxies() ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// checkAdminToken refuses a token no request could present: the admin API
-// trims the bearer token it is sent, so a blank one, or one with spaces or
-// a newline around it (a secret file's last line), would never match.
+// minAdminToken is the shortest admin token serve takes: 24 characters
+// of a random token hold at least 96 bits (hex), beyond guessing at the
+// rate the admin listener checks wrong tokens (admin.Throttle). serve's
+// own token is 64 hex characters, `openssl rand -hex 32` makes one too.
+const minAdminToken = 24
+
+// checkAdminToken refuses a token no request could present, and one short
+// enough to guess: the admin API trims the bearer token it is sent, so a
+// blank one, or one with spaces or a newline around it (a secret file's
+// last line), would never match.
 func checkAdminToken(token string) error {
 	switch {
 	case token == "":
@@ -179,8 +194,31 @@ func checkAdminToken(token string) error {
 		return errors.New("environment: JETHOOK_ADMIN_TOKEN is only whitespace: set a real token, or leave it unset")
 	case strings.TrimSpace(token) != token:
 		return errors.New("environment: JETHOOK_ADMIN_TOKEN starts or ends with whitespace (a newline from a secret file?): no bearer token could match it; remove it")
+	case len(token) < minAdminToken:
+		return fmt.Errorf("environment: JETHOOK_ADMIN_TOKEN is %d characters, too short to be safe: use at least %d random ones (openssl rand -hex 32), or leave it unset for a random one kept in the data dir", len(token), minAdminToken)
 	}
 	return nil
+}
+
+// adminHosts are the names the admin listener answers to besides IP
+// addresses and localhost: the host in JETHOOK_ADMIN_LISTEN, and those in
+// JETHOOK_ADMIN_HOSTS (comma-separated).
+func (s Settings) adminHosts() ([]string, error) {
+	var out []string
+	if host, _, err := net.SplitHostPort(s.AdminListen); err == nil && host != "" {
+		out = append(out, host)
+	}
+	for v := range strings.SplitSeq(s.AdminHosts, ",") {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		if strings.ContainsAny(v, ":/@[] ") || strings.ContainsFunc(v, unicode.IsControl) {
+			return nil, fmt.Errorf("environment: JETHOOK_ADMIN_HOSTS: %q is not a host name (give names only, like jethook.internal: no scheme, port or path)", v)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // storeMaxBytes is JETHOOK_STORE_MAX_BYTES, the most the store may hold
