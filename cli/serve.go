@@ -102,6 +102,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		},
 		MaxInFlightBytes: s.MaxInFlightBytes,
 		TrustedProxies:   trusted,
+		PublicHost:       s.PublicHost,
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"reflect"
 	"runtime/debug"
 	"strings"
@@ -58,6 +59,9 @@ type Settings struct {
 	// CIDRs or addresses: their X-Forwarded-Proto and X-Forwarded-Host
 	// reach the backend (proxy.Handler.TrustedProxies).
 	TrustedProxies string `env:"TRUSTED_PROXIES"`
+	// PublicHost is the host (and port) providers call jethook at, which
+	// the backend gets as X-Forwarded-Host (proxy.Handler.PublicHost).
+	PublicHost string `env:"PUBLIC_HOST"`
 	// AdminHosts are more names the admin listener answers to, besides IP
 	// addresses, localhost and the name in AdminListen (admin.Handler.Hosts).
 	AdminHosts string `env:"ADMIN_HOSTS"`
@@ -148,6 +152,9 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if _, err := s.adminHosts(); err != nil {
 		return s, err
 	}
+	if err := checkPublicHost(s.PublicHost); err != nil {
+		return s, err
+	}
 	if _, err := s.trustedProxies(); err != nil {
 		return s, err
 	}
@@ -219,6 +226,19 @@ func (s Settings) adminHosts() ([]string, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// checkPublicHost refuses a JETHOOK_PUBLIC_HOST that is not a host with
+// an optional port: the backend gets it as X-Forwarded-Host as it is.
+func checkPublicHost(v string) error {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse("//" + v)
+	if err != nil || u.Host != v || u.User != nil || u.Hostname() == "" || strings.ContainsAny(v, " /?#@") {
+		return fmt.Errorf("environment: JETHOOK_PUBLIC_HOST=%q: want the host providers call, with a port if not the default (hooks.example.com, hooks.example.com:8443), no scheme or path", v)
+	}
+	return nil
 }
 
 // storeMaxBytes is JETHOOK_STORE_MAX_BYTES, the most the store may hold

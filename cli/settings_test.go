@@ -41,6 +41,7 @@ func TestABadSettingIsAClearErrorNamingTheVariable(t *testing.T) {
 		"JETHOOK_DEDUP_FILTER_BYTES": "-5",
 		"JETHOOK_STORE_MAX_BYTES":    "20 gigs",
 		"JETHOOK_ADMIN_HOSTS":        "https://jethook.internal",
+		"JETHOOK_PUBLIC_HOST":        "https://hooks.example.com/",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -188,6 +189,19 @@ func TestTheAdminListenerAnswersToItsListenNameAndTheListedOnes(t *testing.T) {
 	for _, bad := range []string{"jethook.internal:8081", "https://jethook.internal", "a b", "[::1]"} {
 		if _, err := (Settings{AdminHosts: bad}).adminHosts(); err == nil || !strings.Contains(err.Error(), "JETHOOK_ADMIN_HOSTS") {
 			t.Errorf("JETHOOK_ADMIN_HOSTS=%q: err = %v, want one naming the variable", bad, err)
+		}
+	}
+}
+
+func TestThePublicHostIsAHostWithAnOptionalPort(t *testing.T) {
+	t.Parallel()
+	for v, ok := range map[string]bool{
+		"": true, "hooks.example.com": true, "hooks.example.com:8443": true, "[2001:db8::1]:443": true, "192.0.2.1": true,
+		"https://hooks.example.com": false, "hooks.example.com/in": false, "u@hooks.example.com": false,
+		"hooks example.com": false, ":8443": false, "hooks.example.com?x": false, "hooks.example.com\n": false,
+	} {
+		if err := checkPublicHost(v); (err == nil) != ok {
+			t.Errorf("JETHOOK_PUBLIC_HOST=%q: err = %v, want ok: %v", v, err, ok)
 		}
 	}
 }

@@ -71,6 +71,10 @@ func newRequest(ctx context.Context, dest string, e *store.Envelope, attempt int
 		}
 		h.Set("X-Forwarded-For", ip)
 	}
+	// Only what the ingress vouched for (proxy.Handler.vouch): a stored
+	// message without it says nothing of the scheme or the host.
+	h.Del("X-Forwarded-Proto")
+	h.Del("X-Forwarded-Host")
 	if e.Proto != "" {
 		h.Set("X-Forwarded-Proto", e.Proto)
 	}

@@ -48,10 +48,11 @@ type Options struct {
 	AdminHosts []string
 	// Ready adds the caller's own readiness to the admin API's /readyz.
 	Ready func(context.Context) error
-	// MaxInFlightBytes and TrustedProxies are the ingress's
+	// MaxInFlightBytes, TrustedProxies and PublicHost are the ingress's
 	// (proxy.Handler).
 	MaxInFlightBytes int64
 	TrustedProxies   []netip.Prefix
+	PublicHost       string
 	// FetchWait and ParkAfter are the forwarder's (forward.Forwarder);
 	// zero takes its defaults.
 	FetchWait time.Duration
@@ -132,6 +133,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Ingress.Metrics = a.Metrics
 	a.Ingress.MaxInFlightBytes = o.MaxInFlightBytes
 	a.Ingress.TrustedProxies = o.TrustedProxies
+	a.Ingress.PublicHost = o.PublicHost
 
 	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics}
 	a.CatchUp.Start(runCtx, cfg)
