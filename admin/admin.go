@@ -9,7 +9,6 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +48,14 @@ type Handler struct {
 	Dashboard http.Handler
 	// CatchUp reports each route's catch-up in /v1/status; nil reports none.
 	CatchUp *catchup.Runner
+	// Hosts are the names besides IP addresses and localhost that a
+	// request's Host may carry; any other gets 421 (allowedHost), which
+	// keeps web pages out by DNS rebinding.
+	Hosts []string
+	// Throttle bounds the wrong bearer tokens /v1/ checks; nil makes one
+	// for this handler. Serve shares one with the dashboard's bearer
+	// tokens.
+	Throttle *Throttle
 
 	once sync.Once
 	mux  *http.ServeMux
@@ -56,6 +63,9 @@ type Handler struct {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.setup()
+	if !h.checkHost(w, r) {
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -65,6 +75,9 @@ func (h *Handler) routes() {
 	}
 	if h.Now == nil {
 		h.Now = time.Now
+	}
+	if h.Throttle == nil {
+		h.Throttle = &Throttle{Now: h.Now}
 	}
 	m := http.NewServeMux()
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -124,7 +137,7 @@ func (h *Handler) noEndpoint(w http.ResponseWriter, r *http.Request) {
 }
 
 // auth lets a request through only with the configured bearer token,
-// compared in constant time.
+// compared in constant time; wrong tokens are bounded by h.Throttle.
 func (h *Handler) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.Token == "" {
@@ -132,9 +145,20 @@ func (h *Handler) auth(next http.Handler) http.Handler {
 			return
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.Token)) != 1 {
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="jethook admin"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing bearer token")
+			return
+		}
+		switch err := h.Throttle.Check(strings.TrimSpace(got), h.Token); {
+		case errors.Is(err, ErrTooManyWrongTokens):
+			w.Header().Set("Retry-After", "60")
+			writeError(w, http.StatusTooManyRequests, "too_many_wrong_tokens", err.Error())
+			return
+		case err != nil:
+			h.Logger.Warn("admin API: wrong bearer token", "remote", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="jethook admin"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "wrong bearer token")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/catchup"
+	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 )
 
@@ -13,7 +14,9 @@ import (
 type DestinationStatus struct {
 	Route       string `json:"route"`
 	Destination string `json:"destination"`
-	URL         string `json:"url"`
+	// URL is the destination's scheme, host and path: never its user
+	// info or query, where credentials live (policy.RedactURL).
+	URL string `json:"url"`
 	// Pending counts stored messages not yet attempted.
 	Pending uint64 `json:"pending"`
 	// AckPending counts messages attempted and not settled: InFlight plus
@@ -79,7 +82,7 @@ func (h *Handler) Status(ctx context.Context) (Status, error) {
 		s := DestinationStatus{
 			Route:            f.Route,
 			Destination:      f.Destination,
-			URL:              f.URL,
+			URL:              policy.RedactURL(f.URL),
 			InFlight:         f.InFlight,
 			Breaker:          string(f.Gate.Breaker),
 			BreakerFailures:  f.Gate.Failures,

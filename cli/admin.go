@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -72,45 +73,81 @@ func startAdmin(s Settings, h http.Handler, log *slog.Logger) (addr net.Addr, st
 const adminTokenFile = "admin-token"
 
 // localAdminToken returns the token in dataDir's admin-token file,
-// creating the file with a new random token if there is none. A file that
-// others could read is refused rather than used.
+// creating the file with a new random token if there is none. The file is
+// written whole under a temporary name and then renamed, so a crash never
+// leaves one without a token. A file that others could read, or a symlink,
+// is refused rather than used.
 func localAdminToken(dataDir string) (token, path string, err error) {
 	path = filepath.Join(dataDir, adminTokenFile)
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
 		return "", path, fmt.Errorf("admin token: %w", err)
 	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		token, err = readAdminToken(path)
+		return token, path, err
+	}
 	b := make([]byte, 32)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	switch {
-	case err == nil:
-		token = hex.EncodeToString(b)
-		_, werr := f.WriteString(token + "\n")
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return "", path, fmt.Errorf("admin token: %w", werr)
-		}
-		return token, path, nil
-	case !errors.Is(err, fs.ErrExist):
+	token = hex.EncodeToString(b)
+	if err := writeFileAtomic(path, []byte(token+"\n")); err != nil {
 		return "", path, fmt.Errorf("admin token: %w", err)
 	}
-	token, err = readAdminToken(path)
-	return token, path, err
+	return token, path, nil
 }
 
-// readAdminToken reads a token file serve wrote. It refuses one that
-// others may read or that holds no token.
+// writeFileAtomic writes data to a new file beside path, readable only by
+// its owner, syncs it and renames it to path: path either does not exist
+// or holds all of data.
+func writeFileAtomic(path string, data []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := f.Chmod(0o600); err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// readAdminToken reads a token file serve wrote. It refuses a symlink, a
+// file that others may read, and one that holds no token.
 func readAdminToken(path string) (string, error) {
-	info, err := os.Stat(path)
+	info, err := os.Lstat(path)
 	if err != nil {
 		return "", fmt.Errorf("admin token: %w", err)
+	}
+	if info.Mode()&fs.ModeSymlink != 0 || !info.Mode().IsRegular() {
+		return "", fmt.Errorf("admin token: %s is a symlink or not a regular file: remove it for a new one", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	defer f.Close()
+	// The file opened must be the one checked: not a symlink swapped in
+	// between.
+	if opened, err := f.Stat(); err != nil || !os.SameFile(info, opened) {
+		return "", fmt.Errorf("admin token: %s changed while it was read: try again", path)
 	}
 	if info.Mode().Perm()&0o077 != 0 {
 		return "", fmt.Errorf("admin token: %s is readable by others (mode %v): chmod 600 it, or remove it for a new one", path, info.Mode().Perm())
 	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(io.LimitReader(f, 4<<10))
 	if err != nil {
 		return "", fmt.Errorf("admin token: %w", err)
 	}

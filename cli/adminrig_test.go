@@ -77,6 +77,7 @@ func newOpsRig(t *testing.T) *opsRig {
 		Store:      storetest.Open(t, store.Options{}),
 		Load:       func() (*policy.Config, error) { return loadConfig(s) },
 		AdminToken: adminToken,
+		PublicHost: "hooks.example.com",
 		FetchWait:  100 * time.Millisecond,
 	})
 	if err != nil {

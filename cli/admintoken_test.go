@@ -71,3 +71,62 @@ func TestATokenFileOthersCanReadIsRefused(t *testing.T) {
 		t.Fatalf("err = %v, want one saying chmod 600", err)
 	}
 }
+
+// The token file is the admin API's key: serve takes it only as a regular
+// file of its own, never through a symlink another local user could point
+// at a file of their choosing or at one of serve's own.
+func TestATokenFileThatIsASymlinkIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		target func(dir string) string
+	}{
+		{"a symlink to a file holding a token", func(dir string) string {
+			other := filepath.Join(dir, "elsewhere")
+			if err := os.WriteFile(other, []byte(strings.Repeat("a", 64)+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return other
+		}},
+		{"a symlink to nothing", func(dir string) string { return filepath.Join(dir, "missing") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if err := os.Symlink(tc.target(t.TempDir()), filepath.Join(dir, adminTokenFile)); err != nil {
+				t.Fatal(err)
+			}
+			if token, _, err := localAdminToken(dir); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+				t.Fatalf("localAdminToken = %q, %v; want an error saying it is a symlink", token, err)
+			}
+			if token, err := readAdminToken(filepath.Join(dir, adminTokenFile)); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+				t.Fatalf("readAdminToken = %q, %v; want an error saying it is a symlink", token, err)
+			}
+		})
+	}
+}
+
+// A start that fails while it writes a new token file (here: the disk is
+// full) leaves no file without a token behind, so the next start makes one.
+func TestAFailedWriteLeavesNoEmptyTokenFile(t *testing.T) {
+	t.Parallel()
+	dir := storetest.Tmpfs(t, "1m")
+	filler := storetest.FillDisk(t, dir, 0)
+	if _, _, err := localAdminToken(dir); err == nil {
+		t.Fatal("writing the token on a full disk did not fail")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	token, path, err := localAdminToken(dir)
+	if err != nil || len(token) != 64 {
+		t.Fatalf("the next start: %q, %v; want a new token", token, err)
+	}
+	if again, err := readAdminToken(path); err != nil || again != token {
+		t.Fatalf("read back: %q, %v", again, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("the data dir holds %d entries, want only %s", len(entries), adminTokenFile)
+	}
+}

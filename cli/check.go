@@ -43,7 +43,7 @@ func runCheck(_ context.Context, args []string, out io.Writer) error {
 	for _, r := range cfg.Routes {
 		for _, d := range r.Destinations {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Path, strings.Join(r.Methods, ","),
-				r.Provider, d.Name, d.URL, retrySummary(r.Retry))
+				r.Provider, d.Name, policy.RedactURL(d.URL), retrySummary(r.Retry))
 		}
 	}
 	tw.Flush()

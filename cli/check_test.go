@@ -154,3 +154,21 @@ func TestCheckProvidersListsEveryPreset(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckListsADestinationWithoutItsCredentials(t *testing.T) {
+	t.Parallel()
+	file := t.TempDir() + "/policies.yaml"
+	yaml := "routes:\n  - name: example\n    path: /hooks/example\n    provider: none\n" +
+		"    destinations: [{name: app, url: \"http://alice:S3cretPass@127.0.0.1:3000/in?token=T0kenValue\"}]\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runCheck(context.Background(), []string{"-config", file}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "http://127.0.0.1:3000/in") || strings.Contains(out.String(), "S3cretPass") ||
+		strings.Contains(out.String(), "T0kenValue") {
+		t.Errorf("check lists the destination as:\n%s", out.String())
+	}
+}

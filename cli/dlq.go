@@ -178,7 +178,11 @@ func dlqShow(ctx context.Context, c *adminClient, args []string, out io.Writer) 
 	if d.Replay != nil {
 		fmt.Fprintf(out, "replayed:      %s (message %d)\n", stamp(d.Replay.At), d.Replay.Seq)
 	}
-	fmt.Fprintf(out, "request:       %s %s://%s%s\n", d.Method, d.Proto, d.Host, d.RequestURI)
+	if d.Host != "" {
+		fmt.Fprintf(out, "request:       %s %s://%s%s\n", d.Method, d.Proto, d.Host, d.RequestURI)
+	} else { // no host jethook could vouch for (JETHOOK_PUBLIC_HOST)
+		fmt.Fprintf(out, "request:       %s %s (%s)\n", d.Method, d.RequestURI, d.Proto)
+	}
 	names := make([]string, 0, len(d.Headers))
 	for k := range d.Headers {
 		names = append(names, k)

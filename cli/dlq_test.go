@@ -62,7 +62,7 @@ func TestDLQShowPrintsWhyAndTheRequest(t *testing.T) {
 	}
 	for _, want := range []string{"dead letter 1", "event:         " + ids[0], "route:         shop -> audit",
 		"reason:        permanent, last status 422", "attempts:      1", "X-Status-Audit: 422",
-		"request:       POST " + r.ingress.URL + "/hooks/shop\n", "body:\n{\"d\":0}"} {
+		"request:       POST http://hooks.example.com/hooks/shop\n", "body:\n{\"d\":0}"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -70,6 +70,10 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err != nil {
 		return err
 	}
+	adminHosts, err := s.adminHosts()
+	if err != nil {
+		return err
+	}
 	a, err := app.New(ctx, cfg, app.Options{
 		StoreOptions: store.Options{
 			DataDir:          s.DataDir,
@@ -86,6 +90,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		Logger:     log,
 		Load:       func() (*policy.Config, error) { return loadConfig(s) },
 		AdminToken: s.AdminToken,
+		AdminHosts: adminHosts,
 		// Not ready once shutdown begins: the admin listener outlives the
 		// public one, and a load balancer must stop sending before the
 		// listener closes.
@@ -97,6 +102,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		},
 		MaxInFlightBytes: s.MaxInFlightBytes,
 		TrustedProxies:   trusted,
+		PublicHost:       s.PublicHost,
 	})
 	if err != nil {
 		return err

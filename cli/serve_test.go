@@ -36,6 +36,12 @@ func serveForTest(t *testing.T, tweak func(*Settings)) string {
 // and a function that stops it and waits until it has (the store closed).
 func startServe(t *testing.T, tweak func(*Settings)) (string, func()) {
 	t.Helper()
+	return startServeLogging(t, tweak, slog.New(slog.DiscardHandler))
+}
+
+// startServeLogging is startServe with serve's log going to log.
+func startServeLogging(t *testing.T, tweak func(*Settings), log *slog.Logger) (string, func()) {
+	t.Helper()
 	s, err := loadSettings(map[string]string{
 		"JETHOOK_LISTEN":         "127.0.0.1:0",
 		"JETHOOK_ADMIN_LISTEN":   "127.0.0.1:0",
@@ -52,7 +58,7 @@ func startServe(t *testing.T, tweak func(*Settings)) (string, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, s, slog.New(slog.DiscardHandler), ready) }()
+	go func() { done <- Serve(ctx, s, log, ready) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
+	"net/url"
 	"reflect"
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/caarlos0/env/v11"
 
@@ -56,6 +59,12 @@ type Settings struct {
 	// CIDRs or addresses: their X-Forwarded-Proto and X-Forwarded-Host
 	// reach the backend (proxy.Handler.TrustedProxies).
 	TrustedProxies string `env:"TRUSTED_PROXIES"`
+	// PublicHost is the host (and port) providers call jethook at, which
+	// the backend gets as X-Forwarded-Host (proxy.Handler.PublicHost).
+	PublicHost string `env:"PUBLIC_HOST"`
+	// AdminHosts are more names the admin listener answers to, besides IP
+	// addresses, localhost and the name in AdminListen (admin.Handler.Hosts).
+	AdminHosts string `env:"ADMIN_HOSTS"`
 }
 
 // connCost is what the derived connection limit allows one public
@@ -140,6 +149,12 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if err := checkAdminToken(s.AdminToken); err != nil {
 		return s, err
 	}
+	if _, err := s.adminHosts(); err != nil {
+		return s, err
+	}
+	if err := checkPublicHost(s.PublicHost); err != nil {
+		return s, err
+	}
 	if _, err := s.trustedProxies(); err != nil {
 		return s, err
 	}
@@ -168,9 +183,16 @@ func (s Settings) trustedProxies() ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// checkAdminToken refuses a token no request could present: the admin API
-// trims the bearer token it is sent, so a blank one, or one with spaces or
-// a newline around it (a secret file's last line), would never match.
+// minAdminToken is the shortest admin token serve takes: 24 characters
+// of a random token hold at least 96 bits (hex), beyond guessing at the
+// rate the admin listener checks wrong tokens (admin.Throttle). serve's
+// own token is 64 hex characters, `openssl rand -hex 32` makes one too.
+const minAdminToken = 24
+
+// checkAdminToken refuses a token no request could present, and one short
+// enough to guess: the admin API trims the bearer token it is sent, so a
+// blank one, or one with spaces or a newline around it (a secret file's
+// last line), would never match.
 func checkAdminToken(token string) error {
 	switch {
 	case token == "":
@@ -179,6 +201,42 @@ func checkAdminToken(token string) error {
 		return errors.New("environment: JETHOOK_ADMIN_TOKEN is only whitespace: set a real token, or leave it unset")
 	case strings.TrimSpace(token) != token:
 		return errors.New("environment: JETHOOK_ADMIN_TOKEN starts or ends with whitespace (a newline from a secret file?): no bearer token could match it; remove it")
+	case len(token) < minAdminToken:
+		return fmt.Errorf("environment: JETHOOK_ADMIN_TOKEN is %d characters, too short to be safe: use at least %d random ones (openssl rand -hex 32), or leave it unset for a random one kept in the data dir", len(token), minAdminToken)
+	}
+	return nil
+}
+
+// adminHosts are the names the admin listener answers to besides IP
+// addresses and localhost: the host in JETHOOK_ADMIN_LISTEN, and those in
+// JETHOOK_ADMIN_HOSTS (comma-separated).
+func (s Settings) adminHosts() ([]string, error) {
+	var out []string
+	if host, _, err := net.SplitHostPort(s.AdminListen); err == nil && host != "" {
+		out = append(out, host)
+	}
+	for v := range strings.SplitSeq(s.AdminHosts, ",") {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		if strings.ContainsAny(v, ":/@[] ") || strings.ContainsFunc(v, unicode.IsControl) {
+			return nil, fmt.Errorf("environment: JETHOOK_ADMIN_HOSTS: %q is not a host name (give names only, like jethook.internal: no scheme, port or path)", v)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// checkPublicHost refuses a JETHOOK_PUBLIC_HOST that is not a host with
+// an optional port: the backend gets it as X-Forwarded-Host as it is.
+func checkPublicHost(v string) error {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse("//" + v)
+	if err != nil || u.Host != v || u.User != nil || u.Hostname() == "" || strings.ContainsAny(v, " /?#@") {
+		return fmt.Errorf("environment: JETHOOK_PUBLIC_HOST=%q: want the host providers call, with a port if not the default (hooks.example.com, hooks.example.com:8443), no scheme or path", v)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,8 @@ func TestABadSettingIsAClearErrorNamingTheVariable(t *testing.T) {
 		"JETHOOK_MAX_CONNS":          "lots",
 		"JETHOOK_DEDUP_FILTER_BYTES": "-5",
 		"JETHOOK_STORE_MAX_BYTES":    "20 gigs",
+		"JETHOOK_ADMIN_HOSTS":        "https://jethook.internal",
+		"JETHOOK_PUBLIC_HOST":        "https://hooks.example.com/",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -58,11 +61,15 @@ func TestAnAdminTokenNoRequestCouldPresentIsRefusedAtStart(t *testing.T) {
 		ok          bool
 	}{
 		{"no token is allowed (loopback admin only)", "", true},
-		{"a token is allowed", "s3cret", true},
+		{"a token is allowed", "s3cret-s3cret-s3cret-s3cret", true},
+		{"the token serve makes (64 hex characters) is allowed", strings.Repeat("0f", 32), true},
+		{"a token of 24 characters is allowed", strings.Repeat("x", 24), true},
+		{"a token of 23 characters is refused", strings.Repeat("x", 23), false},
+		{"a short token is refused", "s3cret", false},
 		{"spaces only are refused", "   ", false},
 		{"a tab and a newline are refused", "\t\n", false},
-		{"a trailing newline is refused", "s3cret\n", false},
-		{"a leading space is refused", " s3cret", false},
+		{"a trailing newline is refused", "s3cret-s3cret-s3cret-s3cret\n", false},
+		{"a leading space is refused", " s3cret-s3cret-s3cret-s3cret", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -157,5 +164,44 @@ func TestTrustedProxiesTakeCIDRsAndAddresses(t *testing.T) {
 	if _, err := loadSettings(map[string]string{"JETHOOK_TRUSTED_PROXIES": "10.0.0.0/33"}); err == nil ||
 		!strings.Contains(err.Error(), `JETHOOK_TRUSTED_PROXIES: "10.0.0.0/33"`) {
 		t.Errorf("a bad CIDR: err = %v", err)
+	}
+}
+
+func TestTheAdminListenerAnswersToItsListenNameAndTheListedOnes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, listen, hosts string
+		want                []string
+	}{
+		{"the default listens on an address only", "127.0.0.1:8081", "", []string{"127.0.0.1"}},
+		{"all interfaces add no name", ":8081", "", nil},
+		{"a listen name is added", "jethook-admin:8081", "", []string{"jethook-admin"}},
+		{"listed names follow", ":8081", " jethook.internal, admin.example.com ,", []string{"jethook.internal", "admin.example.com"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Settings{AdminListen: tc.listen, AdminHosts: tc.hosts}.adminHosts()
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("adminHosts = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{"jethook.internal:8081", "https://jethook.internal", "a b", "[::1]"} {
+		if _, err := (Settings{AdminHosts: bad}).adminHosts(); err == nil || !strings.Contains(err.Error(), "JETHOOK_ADMIN_HOSTS") {
+			t.Errorf("JETHOOK_ADMIN_HOSTS=%q: err = %v, want one naming the variable", bad, err)
+		}
+	}
+}
+
+func TestThePublicHostIsAHostWithAnOptionalPort(t *testing.T) {
+	t.Parallel()
+	for v, ok := range map[string]bool{
+		"": true, "hooks.example.com": true, "hooks.example.com:8443": true, "[2001:db8::1]:443": true, "192.0.2.1": true,
+		"https://hooks.example.com": false, "hooks.example.com/in": false, "u@hooks.example.com": false,
+		"hooks example.com": false, ":8443": false, "hooks.example.com?x": false, "hooks.example.com\n": false,
+	} {
+		if err := checkPublicHost(v); (err == nil) != ok {
+			t.Errorf("JETHOOK_PUBLIC_HOST=%q: err = %v, want ok: %v", v, err, ok)
+		}
 	}
 }

@@ -6,11 +6,15 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+
+	"github.com/jethook/jethook/admin"
 )
 
 // A browser logs in with the admin token once and then carries a session
@@ -76,10 +80,19 @@ func (h *Handler) csrf(session string) string {
 	return base64.RawURLEncoding.EncodeToString(h.mac("csrf", session))
 }
 
-// bearer reports whether r carries the admin token as a bearer token.
-func (h *Handler) bearer(r *http.Request) bool {
+// bearer reports whether r carries the admin token as a bearer token:
+// nil if it does, ErrWrongToken if it carries another or none, and
+// ErrTooManyWrongTokens if h.Throttle did not check it.
+func (h *Handler) bearer(r *http.Request) error {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.Token)) == 1
+	if !ok {
+		return admin.ErrWrongToken
+	}
+	err := h.Throttle.Check(strings.TrimSpace(got), h.Token)
+	if errors.Is(err, admin.ErrWrongToken) {
+		h.Logger.Warn("dashboard: wrong bearer token", "remote", r.RemoteAddr)
+	}
+	return err
 }
 
 // auth lets through requests with the bearer token, and browsers with a
@@ -92,8 +105,13 @@ func (h *Handler) auth(next http.Handler) http.Handler {
 			h.fail(w, r, http.StatusForbidden, "The dashboard needs an admin token: start jethook with JETHOOK_ADMIN_TOKEN set.")
 			return
 		}
-		if h.bearer(r) {
+		switch err := h.bearer(r); {
+		case err == nil:
 			next.ServeHTTP(w, r)
+			return
+		case errors.Is(err, admin.ErrTooManyWrongTokens):
+			w.Header().Set("Retry-After", "60")
+			h.fail(w, r, http.StatusTooManyRequests, "Too many wrong bearer tokens: try again in a minute.")
 			return
 		}
 		s := h.session(r)
@@ -121,18 +139,21 @@ func (h *Handler) auth(next http.Handler) http.Handler {
 }
 
 // localPath is next if it is a path on this site, else "/": the login form
-// must not send a browser elsewhere.
+// and a replay must not send a browser elsewhere. Browsers drop tabs and
+// newlines from a URL and read a backslash as a slash, so "/\t/evil" or
+// "/\\evil" would become "//evil", another host: a control character or a
+// backslash anywhere is refused, and what is left must parse as a path
+// with no scheme and no host.
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+	if !strings.HasPrefix(next, "/") || strings.ContainsFunc(next, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }) {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || strings.HasPrefix(u.Path, "//") {
 		return "/"
 	}
 	return next
 }
-
-// loginFailures is how many wrong tokens the login form checks a minute,
-// from all clients together: a fixed budget, so guessing is slow and the
-// limiter's memory does not grow with the number of clients.
-const loginFailures = 10
 
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 	if h.Token == "" {
@@ -149,25 +170,18 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	next := localPath(r.PostFormValue("next"))
-	// Every check takes a token of the budget first, so parallel guesses
-	// cannot pass together; a right token gives it back. Past
-	// loginFailures wrong tokens, from anywhere, no token is checked until
-	// the budget refills (one every minute ÷ loginFailures). Bearer
-	// requests are not held up.
-	res := h.failures.ReserveN(h.Now(), 1)
-	if !res.OK() || res.DelayFrom(h.Now()) > 0 {
-		res.CancelAt(h.Now())
+	// Wrong tokens are bounded (admin.Throttle), apart from the bearer
+	// tokens': guessing at one door does not close the other.
+	switch err := h.logins.Check(strings.TrimSpace(r.PostFormValue("token")), h.Token); {
+	case errors.Is(err, admin.ErrTooManyWrongTokens):
 		w.Header().Set("Retry-After", "60")
 		h.fail(w, r, http.StatusTooManyRequests, "Too many failed logins: try again in a minute.")
 		return
-	}
-	token := strings.TrimSpace(r.PostFormValue("token"))
-	if subtle.ConstantTimeCompare([]byte(token), []byte(h.Token)) != 1 {
+	case err != nil:
 		h.Logger.Warn("dashboard login failed", "remote", r.RemoteAddr)
 		h.render(w, r, http.StatusUnauthorized, "login", "Log in", map[string]any{"Next": next, "Wrong": true})
 		return
 	}
-	res.CancelAt(h.Now())
 	expires := h.Now().Add(sessionTTL)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: h.newSession(expires), Path: "/", Expires: expires,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})

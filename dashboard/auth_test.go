@@ -66,7 +66,7 @@ func TestLoggingInSetsAStrictHttpOnlyCookieThatIsNotTheToken(t *testing.T) {
 	}
 
 	// The login form sends nowhere but this site.
-	for _, next := range []string{"//evil.example/", "https://evil.example/", `/\evil.example`} {
+	for _, next := range []string{"//evil.example/", "https://evil.example/", `/\evil.example`, "/\t/evil.example", "/%zz"} {
 		got := r.do(r.client(), http.MethodPost, "/login", url.Values{"token": {token}, "next": {next}}, nil)
 		if got.header.Get("Location") != "/" {
 			t.Errorf("next=%q: sent to %q, want /", next, got.header.Get("Location"))

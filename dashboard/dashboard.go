@@ -16,8 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/metrics"
@@ -48,12 +46,16 @@ type Handler struct {
 	Logger *slog.Logger
 	// Now is the clock for sessions, ages and charts; nil is time.Now.
 	Now func() time.Time
+	// Throttle bounds the wrong bearer tokens the pages check; nil makes
+	// one. Serve shares the admin API's. The login form has its own, so
+	// that guessing at one door does not close the other.
+	Throttle *admin.Throttle
 
-	once     sync.Once
-	failures *rate.Limiter // wrong tokens allowed: loginFailures a minute
-	api      *admin.Handler
-	pages    map[string]*template.Template
-	mux      http.Handler
+	once   sync.Once
+	logins *admin.Throttle // wrong tokens the login form checks
+	api    *admin.Handler
+	pages  map[string]*template.Template
+	mux    http.Handler
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -68,7 +70,10 @@ func (h *Handler) setup() {
 	if h.Now == nil {
 		h.Now = time.Now
 	}
-	h.failures = rate.NewLimiter(rate.Every(time.Minute/loginFailures), loginFailures)
+	h.logins = &admin.Throttle{Now: h.Now}
+	if h.Throttle == nil {
+		h.Throttle = &admin.Throttle{Now: h.Now}
+	}
 	h.api = &admin.Handler{Store: h.Store, Forwarder: h.Forwarder, Logger: h.Logger, Now: h.Now}
 	h.pages = parsePages()
 	m := http.NewServeMux()

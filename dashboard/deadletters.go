@@ -173,8 +173,10 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
-	back := localPath(r.PostFormValue("back"))
-	u, _ := url.Parse(back)
+	u, err := url.Parse(localPath(r.PostFormValue("back")))
+	if err != nil {
+		u = &url.URL{Path: "/"} // localPath returns only paths that parse
+	}
 	q := u.Query()
 	q.Set("queued", strconv.Itoa(res.Queued))
 	q.Set("skipped", strconv.Itoa(res.SkippedDuplicates))

@@ -3,7 +3,6 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/jethook/jethook/admin"
@@ -12,7 +11,6 @@ import (
 // destinationRow is one route × destination on the overview.
 type destinationRow struct {
 	admin.DestinationStatus
-	Target  string // the URL without credentials, query or fragment
 	States  []state
 	Backlog uint64
 	Chart   chart
@@ -60,16 +58,6 @@ func states(s admin.DestinationStatus) []state {
 	return out
 }
 
-// target is a destination URL safe to show: scheme, host and path, without
-// user info, query or fragment, where a credential may hide.
-func target(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
-}
-
 // refresh is how often the overview reloads itself while it is visible.
 const refresh = 5 * time.Second
 
@@ -83,10 +71,9 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	rows := make([]destinationRow, 0, len(st.Destinations))
 	var totals struct{ Backlog, InBackoff, DeadLetters uint64 }
 	for _, s := range st.Destinations {
-		row := destinationRow{DestinationStatus: s, Target: target(s.URL), States: states(s),
+		row := destinationRow{DestinationStatus: s, States: states(s),
 			Backlog: s.Pending + uint64(s.InFlight) + uint64(s.InBackoff),
 			Chart:   newChart(h.Metrics.LastHour(s.Route, s.Destination, now))}
-		row.URL = "" // never rendered: it may hold a credential
 		totals.Backlog += row.Backlog
 		totals.InBackoff += uint64(s.InBackoff)
 		totals.DeadLetters += s.DeadLetters

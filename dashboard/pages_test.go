@@ -72,6 +72,22 @@ func TestPayloadsHeadersAndIdsAreShownAsText(t *testing.T) {
 	}
 }
 
+// After a replay the dashboard goes back to the page the form came from:
+// only a path on this site, whatever the form says.
+func TestAReplayGoesBackOnlyToAPageOfTheDashboard(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, token)
+	seq := r.deadLetter(&store.Envelope{EventID: "evt-back", Body: []byte(`{}`)})
+	c := r.client()
+	csrf := r.login(c)
+	for _, back := range []string{"/\t/evil.example", "//evil.example", "/%zz", "https://evil.example/"} {
+		got := r.do(c, http.MethodPost, "/deadletters/replay", url.Values{"csrf": {csrf}, "seq": {fmt.Sprint(seq)}, "back": {back}}, nil)
+		if loc := got.header.Get("Location"); got.code != http.StatusSeeOther || !strings.HasPrefix(loc, "/?") {
+			t.Errorf("replay with back %q: %d to %q, want 303 to the overview", back, got.code, loc)
+		}
+	}
+}
+
 func TestADeadLetterIsReplayedFromItsPageAndThenPurged(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, token)

@@ -208,7 +208,7 @@ func TestTheStoreLimitPurgesDeliveredWebhooksAndKeepsUndeliveredOnes(t *testing.
 	admin := func(action string) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+jh.admin+"/v1/destinations/kept/app/"+action, nil)
-		req.Header.Set("Authorization", "Bearer e2e-admin-token")
+		req.Header.Set("Authorization", "Bearer e2e-admin-token-0123456789")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -60,7 +60,7 @@ func newProcess(t *testing.T, policies string, env map[string]string) *process {
 	settings := map[string]string{
 		"JETHOOK_LISTEN":         p.addr,
 		"JETHOOK_ADMIN_LISTEN":   net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
-		"JETHOOK_ADMIN_TOKEN":    "e2e-admin-token",
+		"JETHOOK_ADMIN_TOKEN":    "e2e-admin-token-0123456789",
 		"JETHOOK_CONFIG":         config,
 		"JETHOOK_DATA_DIR":       filepath.Join(dir, "data"),
 		"JETHOOK_LOG_FORMAT":     "text",

@@ -138,7 +138,7 @@ func (p *process) adminJSONBody(t *testing.T, method, path, body string, out any
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer e2e-admin-token")
+	req.Header.Set("Authorization", "Bearer e2e-admin-token-0123456789")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -97,7 +97,7 @@ func TestAProvidersHopByHopAndJethookHeadersDoNotReachTheBackendAsSent(t *testin
 		"X-Webhook-Id":      {ack.ID},
 		"X-Webhook-Attempt": {"1"},
 		"X-Forwarded-Proto": {"http"},
-		"X-Forwarded-Host":  {"provider.example"},
+		"X-Forwarded-Host":  nil,                        // a client's Host is its own claim
 		"X-Forwarded-For":   {"203.0.113.9, 127.0.0.1"}, // the provider's chain, then the provider
 		"X-Keep":            {"kept"},
 		"Content-Type":      {"application/json"},
@@ -417,18 +417,31 @@ func TestAWebhookArrivingWhileTheBreakerIsOpenWaitsForTheProbeUnattempted(t *tes
 
 // Behind a load balancer jethook trusts, the backend gets the scheme and
 // host the provider called as the load balancer told them, and the query
-// string of the URL the provider called after the destination's own.
-func TestBehindATrustedProxyTheBackendGetsTheSchemeHostAndQueryTheProviderCalled(t *testing.T) {
+// string of the URL the provider called after the destination's own. From
+// any other client the backend gets only what jethook saw or was told by
+// its configuration (JETHOOK_PUBLIC_HOST): none of the client's claims of
+// who called, how or where (RFC 7239 Forwarded, X-Real-IP, X-Forwarded-*).
+func TestOnlyATrustedProxyTellsTheBackendTheSchemeHostAndClient(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusOK))
 	cfg := parseConfig(t, edit(t, fastRetry, `url: "${BACKEND}/hook"`, `url: "${BACKEND}/hook?from=jethook"`), b.URL)
 	r := newRig(t, cfg, store.Options{})
+	claims := map[string]string{
+		"Forwarded":          "for=198.51.100.7;proto=https;host=evil.example",
+		"X-Real-Ip":          "198.51.100.7",
+		"X-Forwarded-Port":   "443",
+		"X-Forwarded-Prefix": "/admin",
+		"X-Forwarded-Server": "evil.example",
+	}
 	for i, tc := range []struct {
-		trusted             string
-		wantProto, wantHost string
+		name, trusted, publicHost string
+		wantProto, wantHost       string
+		wantClaims                bool
 	}{
-		{"127.0.0.0/8", "https", "hooks.example.com"},
-		{"10.0.0.0/8", "http", "provider.example"},
+		{"a trusted load balancer's headers pass", "127.0.0.0/8", "", "https", "hooks.example.com", true},
+		{"a trusted load balancer's host wins over the public host", "127.0.0.0/8", "jethook.example.com", "https", "hooks.example.com", true},
+		{"another client's claims are dropped, its Host too", "10.0.0.0/8", "", "http", "", false},
+		{"another client's Host gives way to the public host", "10.0.0.0/8", "jethook.example.com", "http", "jethook.example.com", false},
 	} {
 		n := i + 1
 		h, err := proxy.New(cfg, r.store, nil)
@@ -436,11 +449,15 @@ func TestBehindATrustedProxyTheBackendGetsTheSchemeHostAndQueryTheProviderCalled
 			t.Fatal(err)
 		}
 		h.TrustedProxies = []netip.Prefix{netip.MustParsePrefix(tc.trusted)}
+		h.PublicHost = tc.publicHost
 		ingress := httptest.NewServer(h)
 		req, _ := http.NewRequest(http.MethodPost, ingress.URL+"/hooks/shop?tenant=7&sig=a%2Fb", strings.NewReader(fmt.Sprintf(`{"n":%d}`, n)))
 		req.Host = "provider.example"
 		req.Header.Set("X-Forwarded-Proto", "https")
 		req.Header.Set("X-Forwarded-Host", "forged.example, hooks.example.com") // the load balancer appended its own
+		for k, v := range claims {
+			req.Header.Set(k, v)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -448,15 +465,20 @@ func TestBehindATrustedProxyTheBackendGetsTheSchemeHostAndQueryTheProviderCalled
 		resp.Body.Close()
 		ingress.Close()
 		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("ingress answered %d", resp.StatusCode)
+			t.Fatalf("%s: ingress answered %d", tc.name, resp.StatusCode)
 		}
 		eventually(t, "the delivery", func() bool { return b.count() == n })
 		got := b.all()[n-1]
 		if got.path != "/hook" || got.query != "from=jethook&tenant=7&sig=a%2Fb" {
-			t.Errorf("trusting %s: backend called at %s?%s, want /hook?from=jethook&tenant=7&sig=a%%2Fb", tc.trusted, got.path, got.query)
+			t.Errorf("%s: backend called at %s?%s, want /hook?from=jethook&tenant=7&sig=a%%2Fb", tc.name, got.path, got.query)
 		}
-		if p, h := got.header.Get("X-Forwarded-Proto"), got.header.Get("X-Forwarded-Host"); p != tc.wantProto || h != tc.wantHost {
-			t.Errorf("trusting %s: X-Forwarded-Proto %q, X-Forwarded-Host %q; want %q, %q", tc.trusted, p, h, tc.wantProto, tc.wantHost)
+		if p, h := got.header.Get("X-Forwarded-Proto"), got.header.Values("X-Forwarded-Host"); p != tc.wantProto || strings.Join(h, ",") != tc.wantHost {
+			t.Errorf("%s: X-Forwarded-Proto %q, X-Forwarded-Host %q; want %q, %q", tc.name, p, h, tc.wantProto, tc.wantHost)
+		}
+		for k, v := range claims {
+			if passed := got.header.Get(k) == v; passed != tc.wantClaims {
+				t.Errorf("%s: %s reached the backend as %q; want it passed on: %v", tc.name, k, got.header.Values(k), tc.wantClaims)
+			}
 		}
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"strconv"
 	"strings"
 
+	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 )
 
@@ -23,16 +25,23 @@ var hopHeaders = []string{
 
 // newRequest builds one attempt's request: the original method, the body
 // byte for byte, the original headers minus hop-by-hop ones, and jethook's
-// X-Webhook-*, X-Forwarded-* and Jethook-Caught-Up headers, sent to url with the query string
-// the provider called appended. An error means no attempt can succeed.
-func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int) (*http.Request, error) {
+// X-Webhook-*, X-Forwarded-* and Jethook-Caught-Up headers, sent to dest with the query string
+// the provider called appended. An error means no attempt can succeed; it
+// never quotes dest, which may hold a credential.
+func newRequest(ctx context.Context, dest string, e *store.Envelope, attempt int) (*http.Request, error) {
 	method := e.Method
 	if method == "" {
 		method = http.MethodPost
 	}
-	req, err := http.NewRequestWithContext(ctx, method, withQuery(url, e.RequestURI), bytes.NewReader(e.Body))
+	u, err := withQuery(dest, e.RequestURI)
 	if err != nil {
 		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(e.Body))
+	if err != nil {
+		// The URL parsed once: only the method can be wrong here, and
+		// the error must not quote the URL (it may hold a credential).
+		return nil, fmt.Errorf("destination %s: %s", policy.RedactURL(dest), errText(err))
 	}
 	h, err := storedHeader(e.Header)
 	if err != nil {
@@ -62,6 +71,10 @@ func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int)
 		}
 		h.Set("X-Forwarded-For", ip)
 	}
+	// Only what the ingress vouched for (proxy.Handler.vouch): a stored
+	// message without it says nothing of the scheme or the host.
+	h.Del("X-Forwarded-Proto")
+	h.Del("X-Forwarded-Host")
 	if e.Proto != "" {
 		h.Set("X-Forwarded-Proto", e.Proto)
 	}
@@ -83,26 +96,64 @@ func newRequest(ctx context.Context, url string, e *store.Envelope, attempt int)
 	return req, nil
 }
 
-// withQuery appends the query string of the URL the provider called
-// (requestURI) to the destination URL, after the destination's own query.
-func withQuery(dest, requestURI string) string {
+// withQuery returns the destination URL with the query string of the URL
+// the provider called (requestURI) appended after the destination's own.
+// The sender's query is taken as it came, except that a byte that would
+// end or break the query, such as the "#" Go's server leaves in it, is
+// percent-encoded (queryEscape): the backend gets every byte the sender sent, and the
+// sender cannot add a fragment or make the URL unparsable. The error names
+// the destination redacted (policy.RedactURL).
+func withQuery(dest, requestURI string) (*url.URL, error) {
+	u, err := url.Parse(dest)
+	if err != nil {
+		return nil, fmt.Errorf("destination %s: %s", policy.RedactURL(dest), errText(err))
+	}
 	_, q, ok := strings.Cut(requestURI, "?")
 	if !ok || q == "" {
-		return dest
+		return u, nil
 	}
-	dest, frag, hasFrag := strings.Cut(dest, "#")
-	sep := "?"
-	if strings.Contains(dest, "?") {
-		sep = "&"
-		if strings.HasSuffix(dest, "?") || strings.HasSuffix(dest, "&") {
-			sep = ""
+	q = queryEscape(q)
+	switch {
+	case u.RawQuery == "":
+		u.RawQuery = q
+	case strings.HasSuffix(u.RawQuery, "&"):
+		u.RawQuery += q
+	default:
+		u.RawQuery += "&" + q
+	}
+	u.ForceQuery = false
+	return u, nil
+}
+
+// queryEscape percent-encodes the bytes of q that would end or break a
+// query (RFC 3986 §3.4): "#", space, controls and every byte outside
+// ASCII. Everything else passes as it came, escapes too, even malformed
+// ones ("%zz"): the backend sees the sender's query as sent.
+func queryEscape(q string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	escaped := false
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		if c != '#' && c > ' ' && c < 0x7f {
+			if escaped {
+				b.WriteByte(c)
+			}
+			continue
 		}
+		if !escaped {
+			escaped = true
+			b.Grow(len(q) + 8)
+			b.WriteString(q[:i])
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
 	}
-	dest += sep + q
-	if hasFrag {
-		dest += "#" + frag
+	if !escaped {
+		return q
 	}
-	return dest
+	return b.String()
 }
 
 // storedHeader copies a stored message's original headers under their

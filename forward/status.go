@@ -27,7 +27,7 @@ type DestinationStatus struct {
 	// never since the loop started.
 	LastSuccess time.Time
 	// LastFailure is when an attempt last failed, with its status (0 if
-	// no response came) and reason.
+	// no response came) and reason, which never quotes the URL.
 	LastFailure time.Time
 	LastStatus  int
 	LastError   string
@@ -131,8 +131,8 @@ func (l *lastAttempt) record(o Outcome, at time.Time) {
 		return
 	}
 	l.failure, l.status, l.err = at, o.Status, o.Reason
-	if o.Err != nil && o.Reason != o.Err.Error() {
-		l.err = o.Reason + ": " + o.Err.Error()
+	if text := errText(o.Err); text != "" && o.Reason != text {
+		l.err = o.Reason + ": " + text
 	}
 }
 

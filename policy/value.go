@@ -222,17 +222,19 @@ func checkPath(p string) error {
 	return nil
 }
 
-// checkURL validates a destination URL: absolute http or https with a host.
+// checkURL validates a destination URL: absolute http or https with a
+// host. Its errors quote the URL redacted (RedactURL): a config error is
+// printed and logged, and the URL may hold a credential.
 func checkURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("invalid URL %q", s)
+		return fmt.Errorf("invalid URL %q", RedactURL(s))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("URL %q must be absolute http or https", s)
+		return fmt.Errorf("URL %q must be absolute http or https", RedactURL(s))
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return fmt.Errorf("URL %q has no host", s)
+		return fmt.Errorf("URL %q has no host", RedactURL(s))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -184,5 +185,38 @@ func TestFormatSizeWritesIECUnits(t *testing.T) {
 		if got := FormatSize(n); got != want {
 			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestAnInvalidURLIsNamedWithoutItsCredentials(t *testing.T) {
+	t.Parallel()
+	dest := func(url string) string {
+		return "routes:\n  - name: a\n    path: /a\n    destinations: [{name: a, url: '" + url + "'}]\n"
+	}
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"a destination that is not http",
+			dest("ftp://alice:S3cretPass@backend/x?token=S3cretPass"),
+			`p.yaml:4: routes[0].destinations[0].url: URL "ftp://backend/x" must be absolute http or https`},
+		{"a destination without a host",
+			dest("http://alice:S3cretPass@/x?token=S3cretPass"),
+			`p.yaml:4: routes[0].destinations[0].url: URL "http:///x" has no host`},
+		{"a destination that does not parse",
+			dest("http://alice:S3cretPass@backend/x%zz?token=S3cretPass"),
+			`p.yaml:4: routes[0].destinations[0].url: invalid URL "http://backend/x%zz"`},
+		{"a catch-up api_url that is not http",
+			catchUpRoute("stripe", "      stripe: {api_key: k, api_url: 'ftp://alice:S3cretPass@stripe.internal/?key=S3cretPass'}\n      window: 30d\n"),
+			`p.yaml:8: routes[0].catch_up.stripe.api_url: URL "ftp://stripe.internal/" must be absolute http or https`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("p.yaml", []byte(tc.yaml), nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			if first != tc.want || strings.Contains(err.Error(), "S3cretPass") {
+				t.Errorf("error:\n%v\nwant first:\n%s\nand no secret", err, tc.want)
+			}
+		})
 	}
 }

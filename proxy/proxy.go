@@ -53,8 +53,12 @@ type Handler struct {
 	// TrustedProxies are the load balancers in front: from a client in one
 	// of them, X-Forwarded-Proto and X-Forwarded-Host name the scheme and
 	// host the provider called, and the backend gets them as they came.
-	// From any other client jethook's own view replaces them.
+	// From any other client jethook's own view replaces them (vouch).
 	TrustedProxies []netip.Prefix
+	// PublicHost is the host (and port) providers call jethook at; the
+	// backend gets it as X-Forwarded-Host unless a trusted proxy names
+	// another. Empty, only a trusted proxy names one.
+	PublicHost string
 
 	routes   atomic.Pointer[map[string]*route]
 	once     sync.Once
@@ -165,9 +169,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil {
 		env.Proto = "https"
 	}
-	if h.trusted(r.RemoteAddr) {
-		env.Proto, env.Host = forwarded(r.Header, env.Proto, env.Host)
-	}
+	h.vouch(r, env)
 	start := time.Now()
 	stored, err := h.Store.Publish(r.Context(), env)
 	h.Metrics.Published(rt.Name, time.Since(start), stored.Duplicate, err)

@@ -43,12 +43,16 @@ type Options struct {
 	// AdminToken is the bearer token the admin API's /v1/ requires, and
 	// what an operator logs in to the dashboard with.
 	AdminToken string
+	// AdminHosts are the names the admin listener answers to besides IP
+	// addresses and localhost (admin.Handler.Hosts).
+	AdminHosts []string
 	// Ready adds the caller's own readiness to the admin API's /readyz.
 	Ready func(context.Context) error
-	// MaxInFlightBytes and TrustedProxies are the ingress's
+	// MaxInFlightBytes, TrustedProxies and PublicHost are the ingress's
 	// (proxy.Handler).
 	MaxInFlightBytes int64
 	TrustedProxies   []netip.Prefix
+	PublicHost       string
 	// FetchWait and ParkAfter are the forwarder's (forward.Forwarder);
 	// zero takes its defaults.
 	FetchWait time.Duration
@@ -129,14 +133,18 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Ingress.Metrics = a.Metrics
 	a.Ingress.MaxInFlightBytes = o.MaxInFlightBytes
 	a.Ingress.TrustedProxies = o.TrustedProxies
+	a.Ingress.PublicHost = o.PublicHost
 
 	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics}
 	a.CatchUp.Start(runCtx, cfg)
 
+	// One budget of wrong bearer tokens for the API and the dashboard.
+	bearers := &admin.Throttle{}
 	a.Dashboard = &dashboard.Handler{Store: a.Store, Forwarder: a.Forwarder, Metrics: a.Metrics,
-		Token: o.AdminToken, Logger: a.log}
+		Token: o.AdminToken, Logger: a.log, Throttle: bearers}
 	a.Admin = &admin.Handler{Store: a.Store, Forwarder: a.Forwarder, Token: o.AdminToken,
-		Metrics: a.Metrics.Handler(), Logger: a.log, Ready: o.Ready, Dashboard: a.Dashboard, CatchUp: a.CatchUp}
+		Metrics: a.Metrics.Handler(), Logger: a.log, Ready: o.Ready, Dashboard: a.Dashboard, CatchUp: a.CatchUp,
+		Hosts: o.AdminHosts, Throttle: bearers}
 	if a.load != nil {
 		a.Admin.Reload = a.Reload
 	}

@@ -1,0 +1,38 @@
+package forward
+
+import "testing"
+
+func TestTheSendersQueryIsAppendedToTheDestinationsAsItCame(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, dest, uri, want string }{
+		{"no query leaves the destination as it is", "http://b/x?k=v", "/hooks/a", "http://b/x?k=v"},
+		{"an empty query too", "http://b/x", "/hooks/a?", "http://b/x"},
+		{"the sender's query follows the destination's", "http://b/x?k=v", "/hooks/a?a=1&b=2", "http://b/x?k=v&a=1&b=2"},
+		{"a destination without a query gets the sender's", "http://b/x", "/hooks/a?a=1", "http://b/x?a=1"},
+		{"a destination ending in ? or & takes no extra &", "http://b/x?", "/hooks/a?a=1", "http://b/x?a=1"},
+		{"a destination ending in &", "http://b/x?k=v&", "/hooks/a?a=1", "http://b/x?k=v&a=1"},
+		{"a # in the sender's query is escaped, not a fragment", "http://u:p@b/x?token=t", "/hooks/a?a#%zz", "http://u:p@b/x?token=t&a%23%zz"},
+		{"spaces, controls and non-ASCII bytes are escaped", "http://b/x", "/hooks/a?a= b\x01\xff", "http://b/x?a=%20b%01%FF"},
+		{"the sender's escapes pass as they are", "http://b/x", "/hooks/a?q=%2F%zz+x", "http://b/x?q=%2F%zz+x"},
+		{"the destination's fragment stays last", "http://b/x?k=v#f", "/hooks/a?a=1", "http://b/x?k=v&a=1#f"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			u, err := withQuery(tc.dest, tc.uri)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := u.String(); got != tc.want {
+				t.Errorf("withQuery(%q, %q) = %q, want %q", tc.dest, tc.uri, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestADestinationURLThatDoesNotParseIsNamedWithoutItsCredentials(t *testing.T) {
+	t.Parallel()
+	_, err := withQuery("http://alice:S3cretPass@b/x%zz?token=T0kenValue", "/hooks/a?a=1")
+	if err == nil || err.Error() != `destination http://b/x%zz: invalid URL escape "%zz"` {
+		t.Errorf("err = %v", err)
+	}
+}
