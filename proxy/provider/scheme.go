@@ -199,6 +199,17 @@ func compile(s Scheme, secrets []string, c Config, clk clock) (*signed, error) {
 	return p, nil
 }
 
+// SignsBody reports whether the signature covers the whole body: its
+// signed template holds {body}. A token (the secret itself) signs nothing.
+// An unparsable template reports false; [New] refuses it.
+func (s Scheme) SignsBody() bool {
+	if strings.EqualFold(s.Algorithm, "token") {
+		return false
+	}
+	t, err := parseTemplate(s.Signed)
+	return err == nil && t.uses(partBody)
+}
+
 // timestamped reports whether the scheme signs a timestamp.
 func (s Scheme) timestamped() bool {
 	return s.TimestampKey != "" || s.TimestampHeader != "" || s.TimestampJSON != ""
