@@ -172,3 +172,55 @@ func TestCheckListsADestinationWithoutItsCredentials(t *testing.T) {
 		t.Errorf("check lists the destination as:\n%s", out.String())
 	}
 }
+
+// Two configurations that verify less than they seem to get a warning
+// from check: a signature whose signed string leaves the body out, and
+// re-signing on a route that verifies nothing.
+func TestCheckWarnsAboutSignaturesThatProtectLessThanTheySeem(t *testing.T) {
+	t.Parallel()
+	file := t.TempDir() + "/footguns.yaml"
+	yaml := `routes:
+  - name: headeronly
+    path: /hooks/headeronly
+    provider: signature
+    secret: s3cret
+    signature: {header: X-Sig, timestamp_header: X-Ts, signed: "{timestamp}"}
+    destinations: [{name: app, url: "http://127.0.0.1:3000/"}]
+  - name: bodysigned
+    path: /hooks/bodysigned
+    provider: signature
+    secret: s3cret
+    signature: {header: X-Sig, timestamp_header: X-Ts, signed: "{timestamp}.{body}"}
+    destinations: [{name: app, url: "http://127.0.0.1:3000/"}]
+  - name: open
+    path: /hooks/open
+    provider: none
+    destinations:
+      - name: signedforbackend
+        url: "http://127.0.0.1:3000/"
+        resign: {secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+      - name: plain
+        url: "http://127.0.0.1:3001/"
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runCheck(context.Background(), []string{"-config", file}, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		`route "headeronly": signature.signed has no {body}`,
+		`route "open": destination "signedforbackend": resign on provider none`,
+	} {
+		if !strings.Contains(got, "warning: "+file+":") || !strings.Contains(got, want) {
+			t.Errorf("check output lacks a warning %q:\n%s", want, got)
+		}
+	}
+	for _, unwanted := range []string{`route "bodysigned": signature`, `destination "plain": resign`} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("check warned about %q, which is fine:\n%s", unwanted, got)
+		}
+	}
+}

@@ -43,6 +43,9 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err := checkAdminListen(s); err != nil {
 		return err
 	}
+	if err := checkNATSListen(s); err != nil {
+		return err
+	}
 	if s.AdminToken == "" {
 		token, path, err := localAdminToken(s.DataDir)
 		if err != nil {
@@ -74,11 +77,15 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err != nil {
 		return err
 	}
+	if s.NATSListen != "" && s.NATSURL == "" && !loopback(s.NATSListen) {
+		log.Warn("the embedded NATS client port is reachable from other machines, and its token travels unencrypted", "nats_listen", s.NATSListen)
+	}
 	a, err := app.New(ctx, cfg, app.Options{
 		StoreOptions: store.Options{
 			DataDir:          s.DataDir,
 			URL:              s.NATSURL,
 			ClientListen:     s.NATSListen,
+			ClientToken:      s.NATSToken,
 			Retention:        s.Retention,
 			DedupWindow:      s.DedupWindow,
 			DedupFilterBytes: int(s.DedupFilterBytes),

@@ -29,6 +29,7 @@ type Settings struct {
 	DataDir       string        `env:"DATA_DIR" envDefault:"./data"`
 	NATSURL       string        `env:"NATS_URL"`
 	NATSListen    string        `env:"NATS_LISTEN"`
+	NATSToken     string        `env:"NATS_TOKEN"` // required with NATSListen (checkNATSListen)
 	Retention     time.Duration `env:"RETENTION" envDefault:"72h"`
 	DedupWindow   time.Duration `env:"DEDUP_WINDOW" envDefault:"72h"`
 	StoreSync     string        `env:"STORE_SYNC" envDefault:"interval"`
@@ -237,6 +238,23 @@ func checkPublicHost(v string) error {
 	u, err := url.Parse("//" + v)
 	if err != nil || u.Host != v || u.User != nil || u.Hostname() == "" || strings.ContainsAny(v, " /?#@") {
 		return fmt.Errorf("environment: JETHOOK_PUBLIC_HOST=%q: want the host providers call, with a port if not the default (hooks.example.com, hooks.example.com:8443), no scheme or path", v)
+	}
+	return nil
+}
+
+// checkNATSListen refuses to open the embedded server's client port without
+// a token: a client there reads every stored webhook, deletes the streams,
+// and stores webhooks no signature was checked for. Loopback is no
+// exception, since every local user can reach it. With an external server
+// (JETHOOK_NATS_URL) no port is opened.
+func checkNATSListen(s Settings) error {
+	switch {
+	case s.NATSListen == "" || s.NATSURL != "":
+		return nil
+	case s.NATSToken == "":
+		return fmt.Errorf("environment: JETHOOK_NATS_LISTEN=%q opens the embedded NATS server to every client that reaches it: set JETHOOK_NATS_TOKEN, the token each client must present (nats --token)", s.NATSListen)
+	case strings.TrimSpace(s.NATSToken) != s.NATSToken:
+		return errors.New("environment: JETHOOK_NATS_TOKEN starts or ends with whitespace (a newline from a secret file?): remove it")
 	}
 	return nil
 }

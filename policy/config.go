@@ -9,6 +9,7 @@ package policy
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jethook/jethook/proxy/provider"
@@ -192,8 +193,19 @@ func (c *Config) Warnings() []string {
 	var w []string
 	for _, r := range c.Routes {
 		at := fmt.Sprintf("%s:%d: route %q", c.File, r.Line, r.Name)
-		if r.Provider == "none" || r.Provider == "" {
+		unverified := r.Provider == provider.NameNone || r.Provider == ""
+		if unverified {
 			w = append(w, at+": provider none: requests are not verified; unsafe on a public URL")
+		}
+		// A token is the secret itself and signs nothing: that is the
+		// sender's scheme, not a mistake in the template.
+		if r.Provider == provider.NameSignature && !strings.EqualFold(r.Signature.Algorithm, "token") && !r.Signature.SignsBody() {
+			w = append(w, at+": signature.signed has no {body}: the signature does not cover the body, so anyone who has seen one signed request can send any body under it")
+		}
+		for _, dst := range r.Destinations {
+			if unverified && dst.Resign != nil {
+				w = append(w, fmt.Sprintf("%s: destination %q: resign on provider none: jethook signs whatever anyone sends to this route, so the backend trusts requests nobody verified", at, dst.Name))
+			}
 		}
 		if c := r.CatchUp; c != nil && c.Stripe != nil && len(c.Stripe.Events) == 0 {
 			w = append(w, at+": catch_up.stripe has no events list, so events of every type are caught up; list the endpoint's events, or [\"*\"] if it takes all")

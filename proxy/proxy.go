@@ -166,6 +166,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Header:     r.Header,
 		Body:       body,
 	}
+	if d := rt.verifier.SignedDigest(preq); d != "" {
+		// The event id is not signed: a captured webhook sent again
+		// under a new id is still a duplicate of what was signed.
+		env.SignedKey = "signed:" + d
+	}
 	if r.TLS != nil {
 		env.Proto = "https"
 	}

@@ -3,7 +3,10 @@ package store_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
@@ -85,5 +88,64 @@ func TestAnEventIDShapedLikeAReplayIsStillStored(t *testing.T) {
 	}
 	if r, err := st.Replay(ctx, dls); err != nil || r.Queued != 1 {
 		t.Fatalf("replay of dead letter 2 after an event called replay/2: %+v, %v", r, err)
+	}
+}
+
+// A webhook with a signed key is a duplicate of an earlier one with the
+// same key under any event id: right away (the stream's own window),
+// once indexed, and after the index is rebuilt from the stream.
+func TestTheSignedKeyDedupsUnderAnyEventID(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	// The stream's own window is short, so that after the restart only the
+	// rebuilt index can answer.
+	opts := store.Options{DataDir: dir, DedupWindow: time.Hour, RaceWindow: 100 * time.Millisecond}
+	st, err := store.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := func(id, key string) *store.Envelope {
+		e := envelope(id, `{"n":1}`)
+		e.SignedKey = key
+		return e
+	}
+	stored := time.Now()
+	first, err := st.Publish(ctx, signed("delivery-1", "signed:k1"))
+	if err != nil || first.Duplicate {
+		t.Fatalf("first: %+v, %v", first, err)
+	}
+	duplicate := func(e *store.Envelope) {
+		t.Helper()
+		got, err := st.Publish(ctx, e)
+		if err != nil || !got.Duplicate || got.Seq != first.Seq {
+			t.Errorf("%s under %s: %+v, %v; want a duplicate of seq %d", e.EventID, e.SignedKey, got, err, first.Seq)
+		}
+	}
+	duplicate(signed("delivery-2", "signed:k1"))
+	// The stream keys its own window on the signed key; the same id
+	// signed apart is told from the index, once it holds the first.
+	if ok, err := st.Has(ctx, "github", "delivery-1"); !ok || err != nil {
+		t.Fatalf("Has(delivery-1) = %v, %v", ok, err)
+	}
+	duplicate(signed("delivery-1", "signed:k2"))
+	other, err := st.Publish(ctx, signed("delivery-3", "signed:k3"))
+	if err != nil || other.Duplicate {
+		t.Fatalf("another signed webhook: %+v, %v; want it stored", other, err)
+	}
+	st.Close()
+	if err := os.RemoveAll(filepath.Join(dir, "index")); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err = store.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	storetest.Eventually(t, time.Second, "the stream's window to pass", func() bool { return time.Since(stored) > 3*opts.RaceWindow })
+	got, err := st.Publish(ctx, signed("delivery-4", "signed:k1"))
+	if err != nil || !got.Duplicate || got.Seq != first.Seq {
+		t.Errorf("after the index was rebuilt: %+v, %v; want a duplicate of seq %d", got, err, first.Seq)
 	}
 }

@@ -31,6 +31,11 @@ type Envelope struct {
 	// CaughtUp names the provider whose API catch-up fetched the event
 	// from; empty for a webhook ingress received. Senders cannot set it.
 	CaughtUp string
+	// SignedKey, when set, is a second dedup key besides EventID: the
+	// digest of what the sender signed, for senders whose event id the
+	// signature does not cover. A captured webhook sent again under a new
+	// id keeps it, and is a duplicate.
+	SignedKey string
 }
 
 // Header names jethook writes on stored messages. Original request headers
@@ -45,6 +50,7 @@ const (
 	hdrRemote     = "Jethook-Remote"
 	hdrReceived   = "Jethook-Received"
 	hdrCaughtUp   = "Jethook-Caught-Up"
+	hdrSignedKey  = "Jethook-Signed-Key"
 	hdrOrigPrefix = "H-"
 )
 
@@ -92,6 +98,9 @@ func (e *Envelope) msg(subject string) *nats.Msg {
 	if e.CaughtUp != "" {
 		h[hdrCaughtUp] = []string{e.CaughtUp}
 	}
+	if e.SignedKey != "" {
+		h[hdrSignedKey] = []string{e.SignedKey}
+	}
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Body}
 }
 
@@ -111,6 +120,7 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 		RequestURI: h.Get(hdrURI),
 		RemoteAddr: h.Get(hdrRemote),
 		CaughtUp:   h.Get(hdrCaughtUp),
+		SignedKey:  h.Get(hdrSignedKey),
 		Header:     make(map[string][]string, len(h)),
 		Body:       data,
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,19 +18,26 @@ type Stored struct {
 
 // Publish writes e to its route's subject and waits for the stream's ack,
 // so a nil error means the message is on disk (docs/durability.md). An
-// event id the index holds from the last DedupWindow is a
+// event id (or signed key) the index holds from the last DedupWindow is a
 // duplicate and is not written again; one stored a moment ago, not yet
-// indexed, is caught by the stream itself (Nats-Msg-Id =
-// msgID(e.Route, e.EventID), raceWindow). Publishes are sent
+// indexed, is caught by the stream itself (Nats-Msg-Id = msgID of the
+// route and the signed key or else the event id, raceWindow). Publishes are sent
 // asynchronously, so concurrent callers share the wire; each waits only
 // for its own ack. While the store refuses writes (Health: disconnected,
 // stalled, disk below its floor, a write error not yet cleared) it fails
 // at once with a *NotReadyError. Any failure wraps ErrUnavailable.
 func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
-	if seq, ok, err := s.idx.eventSeq(e.Route, e.EventID, time.Now().Add(-s.opts.DedupWindow)); ok {
-		return Stored{Seq: seq, Duplicate: true}, nil
-	} else if err != nil {
-		s.opts.Logger.Warn("dedup index unreadable; storing", "route", e.Route, "err", err)
+	since := time.Now().Add(-s.opts.DedupWindow)
+	for _, key := range [...]string{e.EventID, e.SignedKey} {
+		if key == "" {
+			continue
+		}
+		if seq, ok, err := s.idx.eventSeq(e.Route, key, since); ok {
+			return Stored{Seq: seq, Duplicate: true}, nil
+		} else if err != nil {
+			s.opts.Logger.Warn("dedup index unreadable; storing", "route", e.Route, "err", err)
+			break
+		}
 	}
 	if err := s.refusing(); err != nil {
 		return Stored{}, err
@@ -45,8 +53,12 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 	// child of the request's context costs a lock and allocations.
 	timeout := time.NewTimer(s.opts.PublishTimeout)
 	defer timeout.Stop()
+	// The stream keeps one id per message: the signed key, when there is
+	// one, so that copies under several ids stored at once are one. Two
+	// copies of one id always share it, unless the sender signed them
+	// apart (a new timestamp); the index tells those apart a moment later.
 	fut, err := s.js.PublishMsgAsync(e.msg(Subject(e.Route)),
-		jetstream.WithMsgID(msgID(e.Route, e.EventID)),
+		jetstream.WithMsgID(msgID(e.Route, cmp.Or(e.SignedKey, e.EventID))),
 		jetstream.WithExpectStream(StreamName),
 		jetstream.WithStallWait(s.opts.PublishTimeout))
 	if err != nil {
@@ -56,6 +68,9 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 	case ack := <-fut.Ok():
 		if !ack.Duplicate {
 			s.indexStored(kindEvent, e.Route, "", e.EventID, ack.Sequence, 0)
+			if e.SignedKey != "" {
+				s.indexStored(kindEvent, e.Route, "", e.SignedKey, ack.Sequence, 0)
+			}
 		}
 		return Stored{Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
 	case err := <-fut.Err():

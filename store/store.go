@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	neturl "net/url"
 	"os"
 	"strconv"
@@ -51,7 +52,14 @@ type Options struct {
 	URL string
 	// ClientListen, if set ("127.0.0.1:4222"), opens the embedded server's
 	// client port so the nats CLI can look inside. Closed by default.
+	// Whoever connects there can read every stored webhook, delete the
+	// streams, or store a webhook no signature was checked for, so Open
+	// refuses an address other than loopback without a ClientToken.
 	ClientListen string
+	// ClientToken is the token every client of the embedded server must
+	// present (nats --token), jethook's own connection too. Empty, the
+	// loopback port of ClientListen takes any local user's connection.
+	ClientToken string
 	// Retention is the streams' MaxAge (default 72h).
 	Retention time.Duration
 	// DedupWindow is how long an event id is remembered (default and
@@ -134,6 +142,21 @@ func (o *Options) applyDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// ErrOpenClientPort is Open's answer to a ClientListen on an address other
+// than loopback without a ClientToken: anyone who can reach it could read,
+// delete or inject webhooks.
+var ErrOpenClientPort = errors.New("the embedded NATS client port is reachable from other machines and has no token: listen on 127.0.0.1 or set a token")
+
+// loopback reports whether host (of a listen address) is only reachable
+// from this machine. An empty host or 0.0.0.0 listens on every interface.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // Store is an open connection to JetStream with jethook's streams in place.
@@ -260,7 +283,11 @@ func (s *Store) startEmbedded() error {
 		if o.Port, err = strconv.Atoi(port); err != nil {
 			return fmt.Errorf("nats client listen %q: bad port", s.opts.ClientListen)
 		}
+		if s.opts.ClientToken == "" && !loopback(host) {
+			return fmt.Errorf("nats client listen %q: %w", s.opts.ClientListen, ErrOpenClientPort)
+		}
 	}
+	o.Authorization = s.opts.ClientToken
 	srv, err := server.NewServer(o)
 	if err != nil {
 		return fmt.Errorf("embedded nats-server: %w", err)
@@ -306,6 +333,9 @@ func (s *Store) connect() error {
 	url := s.opts.URL
 	if s.srv != nil {
 		nopts = append(nopts, nats.InProcessServer(s.srv))
+		if s.opts.ClientToken != "" {
+			nopts = append(nopts, nats.Token(s.opts.ClientToken))
+		}
 		url = ""
 	} else {
 		s.dialer = newDialer(nats.DefaultTimeout)

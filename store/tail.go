@@ -217,6 +217,9 @@ func (s *Store) indexWebhook(b *pebble.Batch, m jetstream.Msg, md *jetstream.Msg
 	switch {
 	case p[0] == "webhooks":
 		s.idx.putEvent(b, g, id, p[1], md.Sequence.Stream, md.Timestamp)
+		if k := h.Get(hdrSignedKey); k != "" {
+			s.idx.putEvent(b, g, eventHash(k), p[1], md.Sequence.Stream, md.Timestamp)
+		}
 	case p[0] == "replay" && len(p) == 4:
 		of, _ := strconv.ParseUint(h.Get(hdrReplayOf), 10, 64)
 		putEntry(b, key(g, id, kindReplay, p[1], p[2], nil), md.Sequence.Stream, md.Timestamp, of)

@@ -12,5 +12,9 @@ func (none) Verify(*Request) error { return nil }
 // EventID is always "": unsigned senders have no id jethook can trust.
 func (none) EventID(*Request) string { return "" }
 
+// SignedDigest is "": nothing is signed, and the event id is a hash of the
+// body.
+func (none) SignedDigest(*Request) string { return "" }
+
 // Sign sets nothing.
 func (none) Sign(*Request, string, time.Time) error { return nil }

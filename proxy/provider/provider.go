@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -164,6 +165,14 @@ type Provider interface {
 	// EventID is the provider's own id for dedup, "" when the request has
 	// none ([Info].ID says where each preset takes it from).
 	EventID(r *Request) string
+	// SignedDigest is the hex SHA-256 of what r's signature covers, for a
+	// preset whose event id comes from something the signature does not
+	// cover (an id header): changing that id does not make a captured
+	// request new, so the caller dedups on this digest too. It is "" when
+	// the id is signed, or taken from the signed body, and for presets
+	// that sign nothing a replay could be told apart by. Call it only
+	// after Verify succeeded.
+	SignedDigest(r *Request) string
 	// Handshake answers a provider's verification request without storing it.
 	// Call it only after Verify succeeded. ok is false when the request is an
 	// ordinary event.
@@ -265,6 +274,15 @@ func checkPublicURL(s string) error {
 		return fmt.Errorf("public_url %q must not hold a query or fragment (the request's query is appended)", s)
 	}
 	return nil
+}
+
+// digest is the hex SHA-256 of the concatenated parts.
+func digest(parts ...[]byte) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write(p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // rawKeys returns the secrets' bytes, used as HMAC keys as they are.

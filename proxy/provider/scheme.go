@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,6 +96,9 @@ type signed struct {
 	verifyToken string
 	// eventID replaces the scheme's id rule (shopify).
 	eventID func(r *Request) string
+	// digestHeaders are unsigned headers that tell two deliveries of one
+	// signed body apart and go into SignedDigest with it (shopify's topic).
+	digestHeaders []string
 	// newID makes an id for Sign; nil is newUUID.
 	newID func() string
 }
@@ -197,6 +201,17 @@ func compile(s Scheme, secrets []string, c Config, clk clock) (*signed, error) {
 		p.s.Assign = "="
 	}
 	return p, nil
+}
+
+// SignsBody reports whether the signature covers the whole body: its
+// signed template holds {body}. A token (the secret itself) signs nothing.
+// An unparsable template reports false; [New] refuses it.
+func (s Scheme) SignsBody() bool {
+	if strings.EqualFold(s.Algorithm, "token") {
+		return false
+	}
+	t, err := parseTemplate(s.Signed)
+	return err == nil && t.uses(partBody)
 }
 
 // timestamped reports whether the scheme signs a timestamp.
@@ -433,6 +448,47 @@ func (p *signed) EventID(r *Request) string {
 		return v
 	}
 	return ""
+}
+
+// SignedDigest hashes the signed string (and digestHeaders) when the
+// event id may come from outside it.
+func (p *signed) SignedDigest(r *Request) string {
+	if p.token || p.idSigned() {
+		return ""
+	}
+	_, ts, err := p.signatures(r)
+	if err != nil {
+		return ""
+	}
+	parts, err := p.tmpl.render(r, ts, p.publicURL, p.s.IDHeaders)
+	if err != nil {
+		return ""
+	}
+	for _, h := range p.digestHeaders {
+		parts = append(parts, []byte{0}, []byte(r.Header.Get(h)))
+	}
+	return digest(parts...)
+}
+
+// idSigned reports whether the event id, wherever it is taken from, is
+// covered by the signature: {id} (or a {header:…} of each id header) is
+// in the signed string, or the id is read from a signed body. A preset
+// with no id at all counts as signed: its id is a hash of the body.
+func (p *signed) idSigned() bool {
+	if p.eventID != nil {
+		return false
+	}
+	if len(p.s.IDHeaders) > 0 && !p.tmpl.uses(partID) {
+		for _, h := range p.s.IDHeaders {
+			if !p.tmpl.signsHeader(h) {
+				return false
+			}
+		}
+	}
+	if p.s.IDJSON != "" && !p.tmpl.uses(partBody) && !slices.Contains(p.tmpl.pointers(), p.s.IDJSON) {
+		return false
+	}
+	return true
 }
 
 // Handshake answers the preset's verification request, if r is one.

@@ -100,6 +100,9 @@ func sendgridDigest(ts string, body []byte) []byte {
 // sg_event_id.
 func (sendgrid) EventID(*Request) string { return "" }
 
+// SignedDigest is "": without an event id, the id is a hash of the body.
+func (sendgrid) SignedDigest(*Request) string { return "" }
+
 // Sign signs as SendGrid does, which needs SendGrid's private key: secret
 // must be a base64 DER (PKCS #8) EC private key, whose public key the
 // route holds. The route's own secret, a public key, cannot sign.

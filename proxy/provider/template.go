@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -100,6 +101,16 @@ func placeholder(name string) (part, error) {
 func (t template) uses(kind int) bool {
 	for _, p := range t {
 		if p.kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// signsHeader reports whether t holds {header:name}.
+func (t template) signsHeader(name string) bool {
+	for _, p := range t {
+		if p.kind == partHeader && http.CanonicalHeaderKey(p.arg) == http.CanonicalHeaderKey(name) {
 			return true
 		}
 	}

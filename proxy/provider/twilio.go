@@ -134,6 +134,17 @@ func portVariants(u string) []string {
 // EventID returns I-Twilio-Idempotency-Token, the same on Twilio's retries.
 func (twilio) EventID(r *Request) string { return r.Header.Get(HeaderTwilioIdempotency) }
 
+// SignedDigest covers what the signature does, the URL and the
+// parameters: I-Twilio-Idempotency-Token is not signed.
+func (p twilio) SignedDigest(r *Request) string {
+	u := signedURL(p.publicURL, r)
+	params, err := p.params(r, u)
+	if err != nil {
+		return ""
+	}
+	return digest([]byte(u), []byte(params))
+}
+
 // Sign sets X-Twilio-Signature over public_url and the form body (or, when
 // the URL holds bodySHA256, the URL alone), and a fresh idempotency token
 // when r lacks one.
