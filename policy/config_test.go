@@ -47,7 +47,7 @@ func TestParseFullExample(t *testing.T) {
 		Destinations: []Destination{{
 			Name: "app", URL: "http://127.0.0.1:3000/webhooks/github", Timeout: 10 * time.Second,
 			Concurrency: 8, Rate: Rate{PerSecond: 50, Burst: 2},
-			Breaker: Breaker{Failures: 5, Cooldown: 30 * time.Second}, SlowStart: 30 * time.Second,
+			Breaker: Breaker{Failures: 5, Cooldown: 5 * time.Second}, SlowStart: 30 * time.Second,
 		}},
 	}
 	if !reflect.DeepEqual(*github, want) {
@@ -71,7 +71,7 @@ func TestParseFullExample(t *testing.T) {
 			Breaker: Breaker{Failures: 3, Cooldown: time.Minute},
 		}, {
 			Name: "audit", URL: "http://audit:9000/in", Timeout: 5 * time.Second, Concurrency: 8,
-			Breaker: Breaker{Failures: 5, Cooldown: 30 * time.Second}, SlowStart: 30 * time.Second,
+			Breaker: Breaker{Failures: 5, Cooldown: 5 * time.Second}, SlowStart: 30 * time.Second,
 			Filter: `body.type.startsWith("invoice.")`,
 		}},
 	}
