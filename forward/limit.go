@@ -97,10 +97,12 @@ const (
 type counts struct {
 	sent, good, over int
 	latency          time.Duration
+	endedGood        bool // the latest answer was a delivery
 }
 
 func (c *counts) add(a answer, latency time.Duration) {
 	c.sent++
+	c.endedGood = a == answerGood
 	switch a {
 	case answerGood:
 		c.good++
@@ -199,10 +201,14 @@ func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 		return changed
 	}
 	l.cur.add(a, now.Sub(began))
-	// Any answer may complete the evidence: a backend that counts its load
-	// per second delivers first and refuses the rest, so within one of
-	// jethook's seconds its refusals may come before its deliveries.
-	if a == answerOther || l.trial || !l.wasOverloaded() || goodput <= 0 || l.cur.good == 0 || !l.overloaded(l.cur) {
+	// A delivery may complete the evidence too: a backend that counts its
+	// load per second delivers first and refuses the rest, and when
+	// jethook's seconds begin where its refusals do, each of them is
+	// refusals, then deliveries. The last second must then have ended
+	// with a delivery as well: one that ended with refusals is the start
+	// of an outage, whose end looks the same.
+	evidence := a == answerOverload || a == answerGood && l.last.endedGood
+	if !evidence || l.trial || !l.wasOverloaded() || goodput <= 0 || l.cur.good == 0 || !l.overloaded(l.cur) {
 		return changed
 	}
 	if l.learned() && now.Sub(l.lastCut) < limitHold {
