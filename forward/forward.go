@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -398,7 +399,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 		key := e.EventID + "/" + d.dest.Name
 		next := retry.Delay(n, key)
 		if v.victim {
-			next = min(next, retry.Delay(1, key))
+			next = min(next, victimDelay(retry, key, n))
 		}
 		if o.RetryAfter > 0 {
 			next = o.RetryAfter
@@ -430,14 +431,24 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 }
 
 // exhausted reports whether attempt n, which failed, was the event's last.
-// A probe that found the destination still down does not count towards
-// max_attempts: an outage must not use up the attempts of the events that
-// happen to probe it; only max_age ends them.
+// A probe that found the destination still down, and an overload answer
+// that was the load's doing, do not count towards max_attempts: an outage
+// or an overload must not use up the attempts of the events it happened
+// to hit; only max_age ends them.
 func exhausted(r policy.Retry, n int, age, next time.Duration, v verdict) bool {
-	if v.probe {
+	if v.probe || v.victim {
 		n = 1
 	}
 	return r.Exhausted(n, age, next)
+}
+
+// victimDelay is the wait after attempt n of the event keyed key failed
+// with an overload answer that was the load's doing: the schedule's first
+// step, jittered anew for each attempt, so that the event goes back behind
+// the load at the learned limit's pace rather than after the backoff of
+// all its attempts.
+func victimDelay(r policy.Retry, key string, n int) time.Duration {
+	return r.Delay(1, key+"#"+strconv.Itoa(n))
 }
 
 // reportGate logs what attempt n of e changed at the gate, and brings the

@@ -524,3 +524,22 @@ func TestAProbeThatFindsTheDestinationDownDoesNotUseUpItsEventsAttempts(t *testi
 		t.Error("a failed probe past max_age is not the last")
 	}
 }
+
+func TestAnOverloadAnswerThatWasTheLoadsDoesNotUseUpItsEventsAttempts(t *testing.T) {
+	t.Parallel()
+	r := policy.DefaultRetry()
+	if exhausted(r, r.MaxAttempts, time.Minute, time.Second, verdict{victim: true}) {
+		t.Error("an overload answer that was the load's, at max_attempts, dead-letters its event")
+	}
+	seen := map[time.Duration]bool{}
+	for n := 1; n <= 10; n++ {
+		d := victimDelay(r, "evt/app", n)
+		if d < 0 || d > r.Base {
+			t.Fatalf("attempt %d: wait %s, want the first step, 0 to %s", n, d, r.Base)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 5 {
+		t.Errorf("ten attempts' waits took %d values: the jitter is not drawn anew", len(seen))
+	}
+}

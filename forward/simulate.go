@@ -172,7 +172,7 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 			}
 			delay := r.Delay(f.ev.attempt, f.ev.key)
 			if v.victim {
-				delay = min(delay, r.Delay(1, f.ev.key))
+				delay = min(delay, victimDelay(r, f.ev.key, f.ev.attempt))
 			}
 			if exhausted(r, f.ev.attempt, f.end-f.ev.arrive, delay, v) {
 				res.DeadLettered++
