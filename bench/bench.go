@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -45,6 +46,8 @@ type Options struct {
 	// Dir holds the stores' temporary data directories (default the
 	// system's temporary directory). Its disk is what sync_always pays for.
 	Dir string
+	// Logger gets jethook's own log; nil discards it.
+	Logger *slog.Logger
 }
 
 func (o *Options) applyDefaults() {
@@ -148,7 +151,7 @@ func startStack(ctx context.Context, o Options, cfg *policy.Config, syncAlways, 
 	if s.dir, err = os.MkdirTemp(o.Dir, "jethook-bench-*"); err != nil {
 		return nil, err
 	}
-	if s.app, err = app.New(ctx, cfg, app.Options{StoreOptions: store.Options{DataDir: s.dir, SyncAlways: syncAlways}}); err != nil {
+	if s.app, err = app.New(ctx, cfg, app.Options{StoreOptions: store.Options{DataDir: s.dir, SyncAlways: syncAlways}, Logger: o.Logger}); err != nil {
 		return nil, err
 	}
 	if !deliver {
