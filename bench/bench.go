@@ -3,9 +3,10 @@
 // stores nothing, and how fast webhooks reach a backend through jethook next
 // to posting them to it directly. Every such figure is meant to be read as
 // a ratio against the baseline measured in the same run on the same
-// machine. The retention scenario runs the jethook binary as a separate
-// process instead, and reads what each webhook it keeps costs in memory and
-// disk.
+// machine. The recovery and protection scenarios put a failing backend
+// behind jethook and measure what it sees, each case against its target.
+// The retention scenario runs the jethook binary as a separate process
+// instead, and reads what each webhook it keeps costs in memory and disk.
 package bench
 
 import (

@@ -159,8 +159,9 @@ type RowResult struct {
 	Requests, Attempts int
 	// DownAttempts counts jethook's attempts while the backend was down.
 	DownAttempts int
-	// Repeats counts 200s to an event beyond its first.
-	Repeats int
+	// Repeats counts 200s to an event beyond its first; DeadLettered,
+	// the dead letters jethook stored.
+	Repeats, DeadLettered int
 	// Returned is true for rows with an outage; FirstAfter runs from the
 	// return to the backend's first 200 after it (-1: none).
 	Returned   bool
@@ -342,7 +343,16 @@ func runRow(ctx context.Context, o ProtectionOptions, spec row) (RowResult, erro
 	for _, n := range r.AttemptsPerSecond {
 		r.Attempts += n
 	}
+	stats, err := st.app.Store.Stats(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.DeadLettered = int(stats.DeadLetters)
 	r.Pass, r.Verdict = spec.judge(&r)
+	if !r.Drained() {
+		r.Verdict = fmt.Sprintf("%d of %d healthy events delivered, %d dead-lettered, %.2f requests per event",
+			r.Delivered, r.Healthy, r.DeadLettered, r.PerEvent())
+	}
 	return r, nil
 }
 
@@ -710,7 +720,7 @@ func (res ProtectionResult) Report(w io.Writer) {
 			result = "FAIL"
 		}
 		fmt.Fprintf(w, "  target: %s → %s (%s)\n", r.Target, result, r.Verdict)
-		fmt.Fprintf(w, "  %d repeated deliveries", r.Repeats)
+		fmt.Fprintf(w, "  %d repeated deliveries, %d dead-lettered", r.Repeats, r.DeadLettered)
 		if r.Returned {
 			fmt.Fprintf(w, "; %d attempts while down; backlog at the return %d", r.DownAttempts, r.Backlog)
 		}
