@@ -337,6 +337,13 @@ func runRow(ctx context.Context, o ProtectionOptions, spec row) (RowResult, erro
 			return RowResult{}, ctx.Err()
 		}
 	}
+	// jethook counts an attempt once it has read the answer, a moment
+	// after the backend counted it.
+	for settle := time.Now().Add(5 * time.Second); attempts() < be.requests() && time.Now().Before(settle); {
+		if !sleep(ctx, 10*time.Millisecond) {
+			return RowResult{}, ctx.Err()
+		}
+	}
 	ticks.stop()
 	r := be.result(spec, start, returned, postedAt, st.cfg.Routes[0].Retry)
 	r.DownAttempts, r.AttemptsPerSecond = downAttempts, ticks.perSecond()
@@ -590,6 +597,13 @@ func (b *rowBackend) setDown(down bool) time.Time {
 	defer b.mu.Unlock()
 	b.down = down
 	return time.Now()
+}
+
+// requests counts the requests the backend has answered.
+func (b *rowBackend) requests() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.reqs)
 }
 
 // allHealthy reports whether every acked healthy event has had its 200.
