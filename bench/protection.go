@@ -332,7 +332,7 @@ func runRow(ctx context.Context, o ProtectionOptions, spec row) (RowResult, erro
 	// Every healthy event has until its deadline: the last post or the
 	// return, whichever is later, plus the row's wait.
 	deadline := later(start.Add(spec.downFrom+spec.downFor), time.Now()).Add(spec.wait)
-	for !be.allHealthy(postedAt) && time.Now().Before(deadline) {
+	for !be.settled(postedAt, st.cfg.Routes[0].Retry.MaxAttempts) && time.Now().Before(deadline) {
 		if !sleep(ctx, 50*time.Millisecond) {
 			return RowResult{}, ctx.Err()
 		}
@@ -606,12 +606,14 @@ func (b *rowBackend) requests() int {
 	return len(b.reqs)
 }
 
-// allHealthy reports whether every acked healthy event has had its 200.
-func (b *rowBackend) allHealthy(postedAt []time.Time) bool {
+// settled reports whether every acked healthy event has had its 200, or
+// all its attempts (jethook dead-letters it then): nothing is left to
+// wait for.
+func (b *rowBackend) settled(postedAt []time.Time, attempts int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, at := range postedAt {
-		if !at.IsZero() && !b.poisoned(i) && b.okAt[i].IsZero() {
+		if !at.IsZero() && !b.poisoned(i) && b.okAt[i].IsZero() && b.tries[i] < attempts {
 			return false
 		}
 	}
