@@ -3,10 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -545,9 +545,7 @@ func (b *rowBackend) poisoned(seq int) bool {
 // draw is a fixed pseudo-random number in [0, 1) for request n of event
 // seq, so that every run fails the same requests.
 func draw(seq, n int) float64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(strconv.Itoa(seq) + "/" + strconv.Itoa(n)))
-	return float64(h.Sum64()>>11) / (1 << 53)
+	return rand.New(rand.NewPCG(uint64(seq), uint64(n))).Float64()
 }
 
 func (b *rowBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -89,3 +89,26 @@ func sum(v []int) int {
 	}
 	return n
 }
+
+func TestDrawFailsEachRequestWithTheShareIndependently(t *testing.T) {
+	t.Parallel()
+	// With a share of 0.5, an event fails its first k requests in a row
+	// with probability 2^-k: of 1,000 events, about 500 pass at once and
+	// none fails 20 in a row.
+	first, long := 0, 0
+	for seq := range 1000 {
+		k := 0
+		for k < 20 && draw(seq, k+1) < 0.5 {
+			k++
+		}
+		if k == 0 {
+			first++
+		}
+		if k == 20 {
+			long++
+		}
+	}
+	if first < 430 || first > 570 || long > 0 {
+		t.Errorf("%d of 1000 events passed at once (want about 500), %d failed 20 in a row (want 0)", first, long)
+	}
+}
