@@ -3,15 +3,17 @@
 // stores nothing, and how fast webhooks reach a backend through jethook next
 // to posting them to it directly. Every such figure is meant to be read as
 // a ratio against the baseline measured in the same run on the same
-// machine. The retention scenario runs the jethook binary as a separate
-// process instead, and reads what each webhook it keeps costs in memory and
-// disk.
+// machine. The recovery and protection scenarios put a failing backend
+// behind jethook and measure what it sees, each case against its target.
+// The retention scenario runs the jethook binary as a separate process
+// instead, and reads what each webhook it keeps costs in memory and disk.
 package bench
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -45,6 +47,8 @@ type Options struct {
 	// Dir holds the stores' temporary data directories (default the
 	// system's temporary directory). Its disk is what sync_always pays for.
 	Dir string
+	// Logger gets jethook's own log; nil discards it.
+	Logger *slog.Logger
 }
 
 func (o *Options) applyDefaults() {
@@ -148,7 +152,7 @@ func startStack(ctx context.Context, o Options, cfg *policy.Config, syncAlways, 
 	if s.dir, err = os.MkdirTemp(o.Dir, "jethook-bench-*"); err != nil {
 		return nil, err
 	}
-	if s.app, err = app.New(ctx, cfg, app.Options{StoreOptions: store.Options{DataDir: s.dir, SyncAlways: syncAlways}}); err != nil {
+	if s.app, err = app.New(ctx, cfg, app.Options{StoreOptions: store.Options{DataDir: s.dir, SyncAlways: syncAlways}, Logger: o.Logger}); err != nil {
 		return nil, err
 	}
 	if !deliver {

@@ -212,7 +212,15 @@ func Recovery(ctx context.Context, o RecoveryOptions) (RecoveryResult, error) {
 	case <-ctx.Done():
 		return r, ctx.Err()
 	case <-timeout.C:
-		return r, fmt.Errorf("backlog not drained within %s of the recovery", o.DrainTimeout)
+		stats, err := st.app.Store.Stats(ctx)
+		if err != nil {
+			return r, err
+		}
+		be.mu.Lock()
+		delivered := len(be.delivered)
+		be.mu.Unlock()
+		return r, fmt.Errorf("backlog not drained within %s of the recovery: the backend has %d of %d webhooks posted, %d refused by ingress; %d dead-lettered",
+			o.DrainTimeout, delivered, f.posted.Load(), f.failed.Load(), stats.DeadLetters)
 	}
 	stopFeed()
 	r.Lost = be.settle(ctx, 30*time.Second)

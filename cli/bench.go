@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +28,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	destConc := fs.Int("dest-concurrency", 64, "jethook's concurrency toward the backend (end to end and retention)")
 	size := fs.Int("body", 1024, "JSON body size in bytes")
 	dir := fs.String("dir", "", "where the stores' temporary data go (default the system temporary directory)")
-	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, recovery, backlog, retention")
+	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, recovery, protection, backlog, retention")
 	var ro bench.RecoveryOptions
 	fs.IntVar(&ro.Arrival, "arrival", 100, "recovery: webhooks per second posted throughout")
 	fs.DurationVar(&ro.Outage, "outage", 20*time.Second, "recovery: how long the backend answers 503")
@@ -36,6 +37,11 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&ro.BreakerFailures, "breaker-failures", 5, "recovery: the destination's breaker failures (0: off)")
 	fs.DurationVar(&ro.BreakerCooldown, "breaker-cooldown", 2*time.Second, "recovery: the destination's breaker cooldown")
 	fs.DurationVar(&ro.SlowStart, "slow-start", 2*time.Second, "recovery: the destination's slow_start (0: off)")
+	var po bench.ProtectionOptions
+	rowList := fs.String("rows", strings.Join(bench.ProtectionRows(), ","), "protection: rows to run, comma-separated")
+	fs.DurationVar(&po.LongOutage, "long-outage", 15*time.Minute, "protection: how long the long-outage row's backend refuses connections (100 webhooks a minute arrive meanwhile)")
+	fs.Float64Var(&po.Size, "size", 1, "protection: share of the other rows' webhooks and durations (1: the documented table)")
+	logFile := fs.String("log", "", "protection: append jethook's own log of every row (each failed attempt, the breaker) to this file")
 	var bo bench.BacklogOptions
 	fs.IntVar(&bo.Messages, "messages", 100_000, "backlog: webhooks parked in backoff")
 	fs.DurationVar(&bo.Delay, "backlog-delay", 2*time.Minute, "backlog: how long each parked webhook waits before its retry")
@@ -69,6 +75,14 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	}{{"count", *count}, {"clients", *clients}, {"dest-concurrency", *destConc}, {"body", *size}, {"retained", rto.Retained}} {
 		if f.v <= 0 {
 			return fmt.Errorf("%w: -%s must be positive", errUsage, f.name)
+		}
+	}
+	if want["protection"] {
+		if po.Rows, err = protectionRows(*rowList); err != nil {
+			return err
+		}
+		if po.LongOutage <= 0 || po.Size <= 0 {
+			return fmt.Errorf("%w: -long-outage and -size must be positive", errUsage)
 		}
 	}
 	if *duration <= 0 || rto.Settle <= 0 {
@@ -114,6 +128,22 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		r, err := bench.Recovery(ctx, ro)
 		if err != nil {
 			return fmt.Errorf("recovery: %w", err)
+		}
+		r.Report(out)
+	}
+	if want["protection"] {
+		po.BodySize, po.Dir, po.Progress = *size, *dir, out
+		if *logFile != "" {
+			f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			po.Log = f
+		}
+		r, err := bench.Protection(ctx, po)
+		if err != nil {
+			return fmt.Errorf("protection: %w", err)
 		}
 		r.Report(out)
 	}
@@ -205,13 +235,28 @@ func scenarios(s string) (map[string]bool, error) {
 	want := map[string]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		switch f = strings.TrimSpace(f); f {
-		case "ingest", "e2e", "recovery", "backlog", "retention":
+		case "ingest", "e2e", "recovery", "protection", "backlog", "retention":
 			want[f] = true
 		default:
-			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, recovery, backlog or retention, comma-separated", errUsage, s)
+			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, recovery, protection, backlog or retention, comma-separated", errUsage, s)
 		}
 	}
 	return want, nil
+}
+
+// protectionRows parses "dead,overload" into rows of the protection
+// scenario, refusing a name it does not have.
+func protectionRows(s string) ([]string, error) {
+	known := bench.ProtectionRows()
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(known, f) {
+			return nil, fmt.Errorf("%w: -rows %q: want some of %s, comma-separated", errUsage, s, strings.Join(known, ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // concurrencies parses "16,64".
