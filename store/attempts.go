@@ -33,6 +33,10 @@ type Attempt struct {
 	// Next is the delay before the next attempt; 0 when there is none
 	// (delivered, or dead-lettered).
 	Next time.Duration
+	// Parked is true when the event waits for that next attempt parked
+	// in the store (Park), its message acked, rather than in its
+	// consumer.
+	Parked bool
 }
 
 // OutcomeFiltered is the Outcome of a webhook the destination's filter did
@@ -51,6 +55,7 @@ type attemptRecord struct {
 	LatencyNS   int64     `json:"latency_ns"`
 	Outcome     string    `json:"outcome"`
 	NextNS      int64     `json:"next_ns,omitempty"`
+	Parked      bool      `json:"parked,omitempty"`
 }
 
 // AttemptSubject is the subject of the attempts to one destination.
@@ -135,6 +140,9 @@ func (a Attempt) appendJSON(b []byte) []byte {
 		b = append(b, `,"next_ns":`...)
 		b = strconv.AppendInt(b, int64(a.Next), 10)
 	}
+	if a.Parked {
+		b = append(b, `,"parked":true`...)
+	}
 	return append(b, '}')
 }
 
@@ -161,6 +169,29 @@ func (s *Store) Attempts(ctx context.Context, eventID string) ([]Attempt, error)
 	if _, err := s.tails[2].sync(ctx, time.Second); err != nil {
 		return nil, err
 	}
+	return s.indexedAttempts(eventID)
+}
+
+// LastAttempt returns the latest attempt of event eventID to route's
+// destination logged at or after since (filtered records aside); ok is
+// false if there is none. It reads the index as it is, without waiting for
+// the newest records of the attempt log: it is for a message an earlier
+// run handled (Inherited), whose attempts Open indexed.
+func (s *Store) LastAttempt(route, destination, eventID string, since time.Time) (a Attempt, ok bool, err error) {
+	as, err := s.indexedAttempts(eventID)
+	if err != nil {
+		return a, false, err
+	}
+	for _, x := range as {
+		if x.Route == route && x.Destination == destination && x.Outcome != OutcomeFiltered && !x.Time.Before(since) {
+			a, ok = x, true
+		}
+	}
+	return a, ok, nil
+}
+
+// indexedAttempts is Attempts without waiting for the index.
+func (s *Store) indexedAttempts(eventID string) ([]Attempt, error) {
 	es, err := s.idx.all(eventID, kindAttempt)
 	if err != nil {
 		return nil, err
@@ -177,7 +208,7 @@ func (s *Store) Attempts(ctx context.Context, eventID string) ([]Attempt, error)
 		out = append(out, Attempt{
 			Time: r.Time, Route: r.Route, Destination: r.Destination, EventID: r.EventID,
 			Attempt: r.Attempt, Status: r.Status, Error: r.Error, Latency: time.Duration(r.LatencyNS),
-			Outcome: r.Outcome, Next: time.Duration(r.NextNS),
+			Outcome: r.Outcome, Next: time.Duration(r.NextNS), Parked: r.Parked,
 		})
 	}
 	slices.SortStableFunc(out, func(a, b Attempt) int { return a.Time.Compare(b.Time) })

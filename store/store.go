@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -167,6 +168,10 @@ type Store struct {
 	js   jetstream.JetStream
 	dlq  jetstream.Stream
 	main jetstream.Stream
+	// inherited is WEBHOOKS' last sequence when the embedded server
+	// started: messages up to it may have been handled by an earlier run
+	// (Inherited). 0 with an external server.
+	inherited atomic.Uint64
 
 	attempts *attemptLog // nil until the streams exist
 
@@ -402,6 +407,9 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 		return err
 	}
 	s.main, s.dlq = main, dlq
+	if s.srv != nil {
+		s.inherited.Store(main.CachedInfo().State.LastSeq)
+	}
 	if err := s.startIndex(ctx, attempts); err != nil {
 		return err
 	}
