@@ -301,7 +301,8 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 	}
 	h = held{m: m, n: int(md.NumDelivered), seq: md.Sequence.Stream, first: md.Timestamp, queue: md.NumPending > 0}
 	if store.IsDue(m) {
-		e, p, err := d.f.Store.LoadDue(ctx, m)
+		var p store.Parked
+		e, p, err = d.f.Store.LoadDue(ctx, m)
 		switch {
 		case errors.Is(err, store.ErrUnavailable):
 			_ = m.NakWithDelay(5 * time.Second)
@@ -315,10 +316,8 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 			_ = m.NakWithDelay(wait) // early (the clocks of two replicas differ): wait out the rest
 			return nil, h, false
 		}
-		return e, held{m: m, n: p.Attempts + 1, seq: p.Seq, first: p.FirstSeen, due: true, queue: h.queue}, true
-	}
-	e, err = store.Decode(m)
-	if err != nil {
+		h = held{m: m, n: p.Attempts + 1, seq: p.Seq, first: p.FirstSeen, due: true, queue: h.queue}
+	} else if e, err = store.Decode(m); err != nil {
 		// Not written by jethook's ingress (no event id): kept as a dead
 		// letter under its stream sequence, body and all, not dropped.
 		e = &store.Envelope{Route: d.route.Name, EventID: fmt.Sprintf("seq-%d", md.Sequence.Stream), Body: m.Data()}
@@ -326,7 +325,45 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 		d.deadLetter(ctx, h, e, o, "permanent", d.eventLog(e, h.n))
 		return nil, h, false
 	}
+	if d.f.Store.Inherited(md.Sequence.Stream) && !d.resume(e, &h) {
+		return nil, h, false
+	}
 	return e, h, true
+}
+
+// resume checks a message that a run of jethook killed before this one may
+// have attempted (store.Inherited) against the attempt log: each attempt
+// is logged before its message is settled, and the record is on disk
+// within milliseconds, where the embedded server may lose the settle of
+// the last tenth of a second or so. It reports false when the attempt log
+// shows the message settled, and acks it without an attempt:
+//   - the event was delivered (its ack was lost): attempting it again
+//     would deliver it twice;
+//   - its latest attempt parked it, and this message is the one parked
+//     or a due record already attempted: the parked record carries the
+//     event on, and a second copy would go through the schedule too.
+//
+// Otherwise the message is the event's one copy. If the logged attempts
+// reach its number (a nak was lost), its next attempt is numbered after
+// them, so that X-Webhook-Attempt never repeats; that count, which
+// JetStream's count of deliveries does not know, then goes with the
+// event when it waits (h.local parks it).
+func (d *destination) resume(e *store.Envelope, h *held) bool {
+	last, ok, err := d.f.Store.LastAttempt(d.route.Name, d.dest.Name, e.EventID, h.first)
+	if err != nil || !ok {
+		return true // not attempted since it was stored (or unknown): attempt it
+	}
+	if last.Outcome == Delivered.String() || last.Parked && (!h.due || last.Attempt >= h.n) {
+		d.eventLog(e, h.n).Info("settled before a restart (the settle was lost); not attempted again",
+			"logged_attempt", last.Attempt, "outcome", last.Outcome, "parked", last.Parked)
+		_ = h.m.Ack()
+		return false
+	}
+	if last.Attempt >= h.n {
+		h.local += last.Attempt + 1 - h.n
+		h.n = last.Attempt + 1
+	}
+	return true
 }
 
 // attempt makes the HTTP attempt for m and settles it. While the
@@ -386,7 +423,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 	}
 	switch o.Kind {
 	case Delivered:
-		d.observe(e, h.first, n, o, latency, 0)
+		d.observe(e, h.first, n, o, latency, 0, false)
 		if d.log.Enabled(ctx, slog.LevelDebug) {
 			d.eventLog(e, n).Debug("delivered", "status", o.Status)
 		}
@@ -405,26 +442,27 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 			next = o.RetryAfter
 		}
 		if !exhausted(retry, n, now.Sub(h.first), next, v) {
+			logged := func(parked bool) { d.observe(e, h.first, n, o, latency, next, parked) }
 			if v.again {
-				d.observe(e, h.first, n, o, latency, v.wait)
+				d.observe(e, h.first, n, o, latency, v.wait, false)
 				log.Info("probe failed; the destination is down and this event probes it again", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", v.wait.Round(time.Millisecond).String())
 				if d.probeAgain(ctx, stopping, m) {
 					return true
 				}
+				logged = nil
 			} else {
-				d.observe(e, h.first, n, o, latency, next)
 				log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next.Round(time.Millisecond).String())
 			}
-			d.retryLater(ctx, *h, e, now.Add(next), log)
+			d.retryLater(ctx, *h, e, now.Add(next), log, logged)
 			return false
 		}
 		if v.again {
 			d.gate.unhold()
 		}
-		d.observe(e, h.first, n, o, latency, 0)
+		d.observe(e, h.first, n, o, latency, 0, false)
 		d.deadLetter(ctx, *h, e, o, "exhausted", log)
 	case Permanent:
-		d.observe(e, h.first, n, o, latency, 0)
+		d.observe(e, h.first, n, o, latency, 0, false)
 		d.deadLetter(ctx, *h, e, o, "permanent", d.eventLog(e, n))
 	}
 	return false
@@ -543,8 +581,10 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 // where JetStream's count of deliveries would not), or any wait while the destination is busy and webhooks wait behind this
 // one (its retry must not jump their queue), parks it (store.Park) and
 // acks the message. If parking fails the message is nak'd with the delay
-// instead, so nothing is lost.
-func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope, due time.Time, log *slog.Logger) {
+// instead, so nothing is lost. logged, unless nil, logs the attempt once
+// it is known where the event waits and before the message is settled,
+// which is what resume reads after a crash.
+func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope, due time.Time, log *slog.Logger, logged func(parked bool)) {
 	m, wait := h.m, due.Sub(d.f.Now())
 	if wait >= d.f.ParkAfter || h.due || h.local > 0 || h.queue && d.gate.busy() {
 		_ = m.InProgress() // parking may take up to settleWait
@@ -553,12 +593,18 @@ func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope,
 		err := d.f.Store.Park(sctx, d.route.Name, d.dest.Name, e.EventID, p)
 		cancel()
 		if err == nil {
+			if logged != nil {
+				logged(true)
+			}
 			if err := m.Ack(); err != nil {
 				log.Warn("ack after parking failed; the attempt may be made twice", "err", err)
 			}
 			return
 		}
 		log.Warn("parking failed; waiting in the consumer instead", "err", err)
+	}
+	if logged != nil {
+		logged(false)
 	}
 	if err := m.NakWithDelay(max(wait, 0)); err != nil {
 		log.Warn("nak failed; the message returns after its ack wait", "err", err)

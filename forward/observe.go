@@ -22,8 +22,9 @@ type Alerts interface {
 }
 
 // observe reports one classified attempt to the metrics and the attempt
-// log; next is the delay before the next attempt, 0 when there is none.
-func (d *destination) observe(e *store.Envelope, stored time.Time, n int, o Outcome, latency, next time.Duration) {
+// log; next is the delay before the next attempt, 0 when there is none,
+// and parked says whether the event waits for it parked in the store.
+func (d *destination) observe(e *store.Envelope, stored time.Time, n int, o Outcome, latency, next time.Duration, parked bool) {
 	route, dest := d.route.Name, d.dest.Name
 	now := d.f.Now()
 	d.f.Metrics.Attempt(route, dest, o.Kind.String(), o.Status, latency)
@@ -32,7 +33,7 @@ func (d *destination) observe(e *store.Envelope, stored time.Time, n int, o Outc
 	}
 	d.f.Store.LogAttempt(store.Attempt{
 		Time: now, Route: route, Destination: dest, EventID: e.EventID, Attempt: n,
-		Status: o.Status, Error: errText(o.Err), Latency: latency, Outcome: o.Kind.String(), Next: next,
+		Status: o.Status, Error: errText(o.Err), Latency: latency, Outcome: o.Kind.String(), Next: next, Parked: parked,
 	})
 	g := d.gate.status()
 	open := g.Breaker != BreakerClosed
