@@ -18,6 +18,8 @@ func TestAnAttemptIsEncodedAsEncodingJSONWouldEncodeIt(t *testing.T) {
 		{"a failure with an error and a next delay", Attempt{Time: at, Route: "shop", Destination: "app",
 			EventID: "evt.*.>1", Attempt: 3, Error: "dial tcp 127.0.0.1:1: connect: connection refused",
 			Latency: 40, Outcome: "transient", Next: 2 * time.Second}},
+		{"a failure parked until its next attempt", Attempt{Time: at, Route: "shop", Destination: "app",
+			EventID: "evt_2", Attempt: 4, Status: 503, Outcome: "transient", Next: time.Minute, Parked: true}},
 		{"quotes, backslashes and HTML characters", Attempt{Time: at, Route: "r", Destination: "d",
 			EventID: `a"b\c<d>&e`, Attempt: 2, Status: 503, Error: `"quoted" \ <tag> & more`, Outcome: "transient"}},
 		{"control characters, non-ASCII and invalid UTF-8", Attempt{Time: at, Route: "r", Destination: "d",
@@ -29,7 +31,7 @@ func TestAnAttemptIsEncodedAsEncodingJSONWouldEncodeIt(t *testing.T) {
 			want, err := json.Marshal(attemptRecord{
 				Time: a.Time.UTC(), Route: a.Route, Destination: a.Destination, EventID: a.EventID,
 				Attempt: a.Attempt, Status: a.Status, Error: a.Error, LatencyNS: int64(a.Latency),
-				Outcome: a.Outcome, NextNS: int64(a.Next),
+				Outcome: a.Outcome, NextNS: int64(a.Next), Parked: a.Parked,
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func TestTheAttemptLogGivesBackAnEventsAttemptsInOrder(t *testing.T) {
 		{Time: at, Route: "shop", Destination: "app", EventID: id, Attempt: 1, Error: "dial tcp: connection refused",
 			Latency: 3 * time.Millisecond, Outcome: "transient", Next: time.Second},
 		{Time: at.Add(time.Second), Route: "shop", Destination: "app", EventID: id, Attempt: 2, Status: 503,
-			Latency: 40 * time.Millisecond, Outcome: "transient", Next: 2 * time.Second},
+			Latency: 40 * time.Millisecond, Outcome: "transient", Next: 2 * time.Second, Parked: true},
 		{Time: at.Add(3 * time.Second), Route: "shop", Destination: "app", EventID: id, Attempt: 3, Status: 200,
 			Latency: 25 * time.Millisecond, Outcome: "delivered"},
 	}
@@ -49,6 +50,63 @@ func TestTheAttemptLogGivesBackAnEventsAttemptsInOrder(t *testing.T) {
 	}
 	if none, err := st.Attempts(ctx, "never-seen"); err != nil || len(none) != 0 {
 		t.Errorf("attempts of an unknown event: %v, %v", none, err)
+	}
+
+	for _, tc := range []struct {
+		name        string
+		route, dest string
+		since       time.Time
+		want        int // the attempt number; 0: none
+	}{
+		{"the latest attempt to the destination", "shop", "app", at, 3},
+		{"none logged since a later time", "shop", "app", at.Add(4 * time.Second), 0},
+		{"none to another destination", "shop", "crm", at, 0},
+		{"none of another route", "billing", "app", at, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, ok, err := st.LastAttempt(tc.route, tc.dest, id, tc.since)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case tc.want == 0 && ok:
+				t.Errorf("got attempt %+v, want none", a)
+			case tc.want != 0 && (!ok || a.Attempt != tc.want):
+				t.Errorf("got attempt %d (found %v), want %d", a.Attempt, ok, tc.want)
+			}
+		})
+	}
+}
+
+func TestOnlyMessagesStoredBeforeTheEmbeddedServerStartedAreInherited(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	first, err := store.Open(ctx, store.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i := range 3 {
+		got, err := first.Publish(ctx, &store.Envelope{Route: "shop", EventID: fmt.Sprintf("evt_%d", i), Body: []byte("{}")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = got.Seq
+	}
+	if first.Inherited(1) {
+		t.Error("a message this run stored is inherited")
+	}
+	first.Close()
+	second, err := store.Open(ctx, store.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if !second.Inherited(last) {
+		t.Errorf("message %d, stored before the restart, is not inherited", last)
+	}
+	if second.Inherited(last + 1) {
+		t.Errorf("message %d, stored after the restart, is inherited", last+1)
 	}
 }
 
