@@ -79,6 +79,13 @@ type delivery struct {
 	attempt string // X-Webhook-Attempt
 }
 
+// request is one attempt the backend saw, whatever its answer.
+type request struct {
+	attempt    int // X-Webhook-Attempt; 0 if missing or unreadable
+	start, end time.Time
+	status     int
+}
+
 // backend is the app behind jethook: a real HTTP server that answers
 // according to its mode and records every attempt by webhook number.
 type backend struct {
@@ -88,6 +95,7 @@ type backend struct {
 	mu        sync.Mutex
 	attempts  map[int]int        // requests per webhook, any answer
 	delivered map[int][]delivery // 2xx answers per webhook
+	requests  map[int][]request  // every request per webhook, in order of arrival
 	okTimes   []time.Time        // every 2xx answer, in order
 	inflight  int
 	lastReq   time.Time // when the last request arrived or finished
@@ -96,7 +104,7 @@ type backend struct {
 
 func newBackend(t *testing.T, m mode) *backend {
 	t.Helper()
-	b := &backend{attempts: map[int]int{}, delivered: map[int][]delivery{}}
+	b := &backend{attempts: map[int]int{}, delivered: map[int][]delivery{}, requests: map[int][]request{}}
 	b.mode.Store(int32(m))
 	b.Server = httptest.NewServer(http.HandlerFunc(b.serve))
 	t.Cleanup(b.Close)
@@ -112,20 +120,24 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 		err = decodeWebhook(body, &wh)
 	}
 	id := r.Header.Get("X-Webhook-Id")
+	attempt, _ := strconv.Atoi(r.Header.Get("X-Webhook-Attempt"))
 	b.mu.Lock()
 	b.inflight++
 	b.lastReq = time.Now()
+	req := -1 // index in b.requests[wh.N]
 	if err != nil || wh.N <= 0 || id == "" {
 		b.bad = append(b.bad, fmt.Sprintf("%s %s id=%q body=%.80q err=%v", r.Method, r.URL.Path, id, body, err))
 	} else {
 		b.attempts[wh.N]++
+		b.requests[wh.N] = append(b.requests[wh.N], request{attempt: attempt, start: b.lastReq})
+		req = len(b.requests[wh.N]) - 1
 	}
 	b.mu.Unlock()
 
 	status := b.answer()
 	if mode(b.mode.Load()) == flakyEvents {
 		status = http.StatusOK
-		if attempt, _ := strconv.Atoi(r.Header.Get("X-Webhook-Attempt")); attempt <= wh.N%4 {
+		if attempt <= wh.N%4 {
 			status = http.StatusServiceUnavailable
 		}
 	}
@@ -139,6 +151,9 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	b.inflight--
 	b.lastReq = time.Now()
+	if req >= 0 {
+		b.requests[wh.N][req].end, b.requests[wh.N][req].status = b.lastReq, status
+	}
 	if status/100 == 2 && wh.N > 0 && id != "" {
 		b.delivered[wh.N] = append(b.delivered[wh.N], delivery{id: id, attempt: r.Header.Get("X-Webhook-Attempt")})
 		b.okTimes = append(b.okTimes, time.Now())
@@ -236,6 +251,13 @@ func (b *backend) report(n int) report {
 		r.most = max(r.most, len(ds))
 	}
 	return r
+}
+
+// requestsOf returns every request for webhook n, in order of arrival.
+func (b *backend) requestsOf(n int) []request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]request(nil), b.requests[n]...)
 }
 
 // deliveries returns the 2xx answers for webhook n.

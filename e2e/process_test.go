@@ -243,6 +243,40 @@ func (p *process) cleanup() {
 	}
 }
 
+// awaitSettled waits until route's destination has nothing left to
+// attempt: nothing pending, unacknowledged, in flight or parked, in two
+// readings of /v1/status in a row (the parked count is the mover's, a
+// tick behind). It fails the test after within.
+func (p *process) awaitSettled(t *testing.T, route, destination string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for quiet := 0; quiet < 2; {
+		var st struct {
+			Destinations []struct {
+				Route       string `json:"route"`
+				Destination string `json:"destination"`
+				Pending     uint64 `json:"pending"`
+				AckPending  int    `json:"ack_pending"`
+				InFlight    int    `json:"in_flight"`
+				InBackoff   int    `json:"in_backoff"`
+			} `json:"destinations"`
+		}
+		quiet++
+		if code := p.adminJSON(t, http.MethodGet, "/v1/status", &st); code != http.StatusOK {
+			quiet = 0
+		}
+		for _, d := range st.Destinations {
+			if d.Route == route && d.Destination == destination && d.Pending+uint64(d.AckPending+d.InFlight+d.InBackoff) > 0 {
+				quiet = 0
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s still has messages to attempt after %s: %+v", route, destination, within, st.Destinations)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // freePort is a loopback TCP port nobody listens on now, taken below the
 // kernel's ephemeral range (ip_local_port_range starts at 32768 by
 // default): a port from that range can be taken by any outgoing connection
