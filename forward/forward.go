@@ -345,7 +345,7 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 //
 // Otherwise the message is the event's one copy. If the logged attempts
 // reach its number (a nak was lost), its next attempt is numbered after
-// them, so that X-Webhook-Attempt never repeats; that count, which
+// them, so that X-Webhook-Attempt repeats no logged attempt; that count, which
 // JetStream's count of deliveries does not know, then goes with the
 // event when it waits (h.local parks it).
 func (d *destination) resume(e *store.Envelope, h *held) bool {
