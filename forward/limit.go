@@ -201,6 +201,10 @@ func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 		return changed
 	}
 	l.cur.add(a, now.Sub(began))
+	if l.flood(a) && goodput > 0 {
+		l.cut(now, goodput)
+		return true
+	}
 	// A delivery may complete the evidence too: a backend that counts its
 	// load per second delivers first and refuses the rest, and when
 	// jethook's seconds begin where its refusals do, each of them is
@@ -216,6 +220,27 @@ func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 	}
 	l.cut(now, math.Min(goodput, float64(l.last.good)/l.lastSeconds))
 	return true
+}
+
+// A flood is overload the current second shows on its own beyond doubt,
+// before any limit is learned: at least floodMin answers, deliveries
+// among them, and a share of overload answers floodShare above the
+// baseline. A backlog sent at full concurrency to a fast backend that
+// refuses what it cannot take gets thousands of refusals in the second
+// the usual evidence needs.
+const (
+	floodMin   = 200
+	floodShare = 0.8
+)
+
+// flood reports whether a, just counted, makes the current second a
+// flood: see floodMin. The second before must have ended with a delivery,
+// or held nothing: one that ended with refusals may be an outage that
+// this second ends. A flood at an outage's start is undone by the trial,
+// as the backend then delivers nothing.
+func (l *limit) flood(a answer) bool {
+	return !l.learned() && a == answerOverload && !l.trial && l.cur.sent >= floodMin && l.cur.good > 0 &&
+		l.cur.share() >= l.baseline+floodShare && (l.last.sent == 0 || l.last.endedGood)
 }
 
 // wasOverloaded reports whether the last second showed overload while the
