@@ -42,7 +42,7 @@ routes:
 `, retry, backendURL)
 }
 
-// TestKillNineLosesNothing is the kill -9 loop of issue 7: webhooks are
+// TestKillNineLosesNothing is the kill -9 loop: webhooks are
 // posted at concurrency against a flaky backend while jethook is killed
 // with SIGKILL at random moments and restarted on the same data directory
 // and port. Every webhook jethook acknowledged must reach the backend. Run
