@@ -587,11 +587,7 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope, due time.Time, log *slog.Logger, logged func(parked bool)) {
 	m, wait := h.m, due.Sub(d.f.Now())
 	if wait >= d.f.ParkAfter || h.due || h.local > 0 || h.queue && d.gate.busy() {
-		_ = m.InProgress() // parking may take up to settleWait
-		p := store.Parked{Seq: h.seq, Attempts: h.n, FirstSeen: h.first, Due: due}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
-		err := d.f.Store.Park(sctx, d.route.Name, d.dest.Name, e.EventID, p)
-		cancel()
+		err := d.park(ctx, m, e, store.Parked{Seq: h.seq, Attempts: h.n, FirstSeen: h.first, Due: due})
 		if err == nil {
 			if logged != nil {
 				logged(true)
@@ -616,15 +612,11 @@ func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope,
 // this one, would not. If parking fails the message is nak'd instead, and
 // its next attempt's number is one too high.
 func (d *destination) putBack(ctx context.Context, h held, e *store.Envelope, due time.Time) {
-	_ = h.m.InProgress()
 	p := store.Parked{Seq: h.seq, Attempts: h.n - 1, FirstSeen: h.first, Due: due}
 	if md, err := h.m.Metadata(); err == nil {
 		p.Again = md.Sequence.Stream
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
-	err := d.f.Store.Park(sctx, d.route.Name, d.dest.Name, e.EventID, p)
-	cancel()
-	if err != nil {
+	if err := d.park(ctx, h.m, e, p); err != nil {
 		d.eventLog(e, h.n).Warn("parking failed; waiting in the consumer instead", "err", err)
 		_ = h.m.NakWithDelay(max(due.Sub(d.f.Now()), 0))
 		return
@@ -632,6 +624,16 @@ func (d *destination) putBack(ctx context.Context, h held, e *store.Envelope, du
 	if err := h.m.Ack(); err != nil {
 		d.eventLog(e, h.n).Warn("ack after parking failed; the event may be attempted twice", "err", err)
 	}
+}
+
+// park stores p, e's parked record, and waits for the stream's ack, after
+// telling the server that m is still in progress: parking may take up to
+// settleWait.
+func (d *destination) park(ctx context.Context, m jetstream.Msg, e *store.Envelope, p store.Parked) error {
+	_ = m.InProgress()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
+	defer cancel()
+	return d.f.Store.Park(sctx, d.route.Name, d.dest.Name, e.EventID, p)
 }
 
 // drain reads what is left of a response body: see maxDrain.
