@@ -369,17 +369,22 @@ func (l *limit) verdict() bool {
 // and its first overload answers teach the limit. A trial running when
 // the outage began is undone.
 func (l *limit) restart(now time.Time, goodput float64) {
-	if l.ceiling < noLimit || !l.learned() && goodput <= 0 {
+	if l.ceiling < noLimit {
 		return
 	}
 	if l.trial {
 		l.trial, l.rate, l.ssthresh = false, l.before, l.beforeThresh
 	}
+	// The seconds of the outage say nothing about the recovery: the first
+	// second after it may show a flood on its own.
+	l.start, l.cur, l.settling, l.last, l.lastSeconds = now, counts{}, counts{}, counts{}, 0
+	if !l.learned() && goodput <= 0 {
+		return
+	}
 	if !l.learned() {
 		l.ssthresh = noLimit
 	}
 	l.rate, l.climbing = math.Min(l.ssthresh, math.Max(limitStart, goodput)), true
-	l.start, l.cur, l.settling, l.last, l.lastSeconds = now, counts{}, counts{}, counts{}, 0
 }
 
 // burst is the token bucket's depth for rate r.
