@@ -211,12 +211,19 @@ func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 	// refusals, then deliveries. The last second must then have ended
 	// with a delivery as well: one that ended with refusals is the start
 	// of an outage, whose end looks the same.
+	// Climbing back after an outage, the rate has not yet found where the
+	// backend refuses: the first second that shows overload is enough, as
+	// a loss ends TCP's slow start.
 	evidence := a == answerOverload || a == answerGood && l.last.endedGood
-	if !evidence || l.trial || !l.wasOverloaded() || goodput <= 0 || l.cur.good == 0 || !l.overloaded(l.cur) {
+	if !evidence || l.trial || !l.climbing && !l.wasOverloaded() || goodput <= 0 || l.cur.good == 0 || !l.overloaded(l.cur) {
 		return changed
 	}
 	if l.learned() && now.Sub(l.lastCut) < limitHold {
 		return changed
+	}
+	if l.climbing {
+		l.endClimb(now)
+		return true
 	}
 	l.cut(now, math.Min(goodput, float64(l.last.good)/l.lastSeconds))
 	return true
@@ -274,8 +281,20 @@ func (l *limit) cut(now time.Time, goodput float64) {
 	l.before, l.beforeThresh = l.rate, l.ssthresh
 	l.ssthresh = math.Max(limitFloor, goodput)
 	l.rate = math.Max(limitFloor, limitDecrease*math.Min(l.rate, goodput))
-	l.lastCut, l.beforeShare = now, l.last.share()
+	l.lastCut, l.beforeShare = now, math.Max(l.last.share(), l.cur.share())
 	l.start, l.cur, l.settling, l.last, l.lastSeconds = l.trialStart, counts{}, counts{}, counts{}, 0
+}
+
+// endClimb ends the climb after an outage at its first overload, as a
+// loss ends TCP's slow start: the rate falls back to half, where the last
+// second had no overload, or to what this second has delivered so far, if
+// more, and grows additively from there. There is no trial: the backend
+// has just delivered at that rate.
+func (l *limit) endClimb(now time.Time) {
+	l.climbing, l.seen, l.lastCut = false, now, now
+	l.rate = math.Max(limitFloor, math.Max(l.rate/2, limitDecrease*float64(l.cur.good)))
+	l.ssthresh = l.rate
+	l.start, l.cur, l.last, l.lastSeconds = now, counts{}, counts{}, 0
 }
 
 // tick closes the second that began at start, if it has passed.
@@ -357,18 +376,25 @@ func (l *limit) verdict() bool {
 	return true
 }
 
-// restart begins the recovery from an outage, when no rate is configured
-// and the backend showed what it takes (a limit was learned, or it
-// delivered before the outage): its capacity after the outage is unknown
+// coldAfter is how long an outage must last for a backend that never
+// showed what it takes to be restarted in slow start: long enough to be
+// more than a deploy or a few failing attempts, so that the backend may
+// have come back cold and a backlog has piled up.
+const coldAfter = 30 * time.Second
+
+// restart begins the recovery from an outage that lasted down, when no
+// rate is configured: the backend's capacity after the outage is unknown
 // (it may have restarted cold), so the limit starts at limitStart or at
 // what the backend delivered before the outage (goodput), if more, and
 // slow start doubles it each second up to the threshold learned before,
 // or without bound if none was: a backlog of thousands reaches a fast
-// backend's pace within seconds, and an overloaded one's 503s cut it as
-// usual. A backend that never delivered gets its backlog at concurrency,
-// and its first overload answers teach the limit. A trial running when
-// the outage began is undone.
-func (l *limit) restart(now time.Time, goodput float64) {
+// backend's pace within seconds, and the first second that shows
+// overload cuts it. A backend that never showed what it takes (no limit
+// learned, nothing delivered before the outage) and was down for less
+// than coldAfter gets its backlog at concurrency, and its first overload
+// answers teach the limit. A trial running when the outage began is
+// undone.
+func (l *limit) restart(now time.Time, down time.Duration, goodput float64) {
 	if l.ceiling < noLimit {
 		return
 	}
@@ -378,7 +404,7 @@ func (l *limit) restart(now time.Time, goodput float64) {
 	// The seconds of the outage say nothing about the recovery: the first
 	// second after it may show a flood on its own.
 	l.start, l.cur, l.settling, l.last, l.lastSeconds = now, counts{}, counts{}, counts{}, 0
-	if !l.learned() && goodput <= 0 {
+	if !l.learned() && goodput <= 0 && down < coldAfter {
 		return
 	}
 	if !l.learned() {
