@@ -36,7 +36,7 @@ const (
 	limitIncrease = 0.05            // share of the limit one good second adds above the threshold…
 	limitStep     = 0.5             // …but at least this many requests per second
 	limitFloor    = 1.0             // the lowest limit, requests per second
-	limitStart    = 4.0             // where the limit restarts after an outage, requests per second, at least
+	limitStart    = 10.0            // where the limit restarts after an outage, requests per second, at least
 	limitUsed     = 0.8             // share of the limit a second must use to earn an increase
 	limitHold     = time.Second     // at most one decrease per limitHold, as TCP once per round trip
 	limitTick     = time.Second     // how often an increase is considered
@@ -222,7 +222,7 @@ func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 		return changed
 	}
 	if l.climbing {
-		l.endClimb(now)
+		l.endClimb(now, goodput)
 		return true
 	}
 	l.cut(now, math.Min(goodput, float64(l.last.good)/l.lastSeconds))
@@ -287,12 +287,14 @@ func (l *limit) cut(now time.Time, goodput float64) {
 
 // endClimb ends the climb after an outage at its first overload, as a
 // loss ends TCP's slow start: the rate falls back to half, where the last
-// second had no overload, or to what this second has delivered so far, if
-// more, and grows additively from there. There is no trial: the backend
-// has just delivered at that rate.
-func (l *limit) endClimb(now time.Time) {
+// second had no overload, or to 90 % of what the backend delivered over
+// the last second (goodput) or so far in this one, if more, and grows
+// additively from there. There is no trial: the backend has just
+// delivered at that rate; if it is still too high, overload cuts it as
+// usual.
+func (l *limit) endClimb(now time.Time, goodput float64) {
 	l.climbing, l.seen, l.lastCut = false, now, now
-	l.rate = math.Max(limitFloor, math.Max(l.rate/2, limitDecrease*float64(l.cur.good)))
+	l.rate = math.Max(limitFloor, math.Max(l.rate/2, limitDecrease*math.Max(goodput, float64(l.cur.good))))
 	l.ssthresh = l.rate
 	l.start, l.cur, l.last, l.lastSeconds = now, counts{}, counts{}, 0
 }

@@ -189,12 +189,12 @@ func TestTheFirstOverloadAfterARestartEndsTheClimb(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	l := newLimit(0)
 	l.restart(t0, time.Minute, 0)
-	// Slow start from limitStart: 4, 8, 16, 32, 64. The backend takes
+	// Slow start from limitStart: 10, 20, 40, 80. The backend takes
 	// 50 a second; the first second above it ends the climb at once,
-	// where two seconds of overload would be needed otherwise, at what
-	// that second delivered so far (more than half of 64).
-	got := play(&l, t0, []second{{good: 4}, {good: 8}, {good: 16}, {good: 32}, {good: 50, over: 14}, {good: 45}})
-	want := []float64{8, 16, 32, 64, 45, 45}
+	// where two seconds of overload would be needed otherwise, at 90 %
+	// of what the backend delivered (more than half of 80).
+	got := play(&l, t0, []second{{good: 10}, {good: 20}, {good: 40}, {good: 50, over: 30}, {good: 45}})
+	want := []float64{20, 40, 80, 45, 45}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("limit by second %v, want %v", got, want)
