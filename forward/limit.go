@@ -63,6 +63,14 @@ const (
 	trialMax    = 3 * time.Second
 )
 
+// trialHalved is the least number of answers in which a trial's share of
+// overload answers halving confirms a decrease that left some: with fewer,
+// only their absence does. A handful of answers halve their share by
+// chance, and events that fail a few attempts each on their own (right
+// after an outage, all of them retries) lower it as they reach their
+// passing attempt, whatever the rate.
+const trialHalved = 20
+
 // baselineDecay is the share of the gap to a lower observed share of
 // overload answers the baseline gives up each second.
 const baselineDecay = 0.1
@@ -354,13 +362,13 @@ func (l *limit) tick(now time.Time) bool {
 // in trialMin attempts or more while the lower rate took hold, it went
 // down (the breaker's business): the limit goes back to where it was. Otherwise the decrease
 // stands if at the lower rate the backend shows no overload, or half the
-// share of overload answers it showed before (or was sent nothing to judge
-// by); if it still shows as much, the limit goes back and that share
+// share of overload answers it showed before in trialHalved answers or
+// more (or was sent nothing to judge by); otherwise the limit goes back and that share
 // becomes the baseline, as a latency that stayed high becomes the floor.
 func (l *limit) verdict() bool {
 	l.trial = false
 	c := l.cur
-	eased := !l.overloaded(c) || c.share() < l.beforeShare/2
+	eased := !l.overloaded(c) || c.sent >= trialHalved && c.share() < l.beforeShare/2
 	switch {
 	case l.settling.sent >= trialMin && l.settling.good == 0 || c.sent > 0 && c.good == 0:
 		// down: undone, nothing learned

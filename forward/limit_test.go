@@ -204,3 +204,22 @@ func TestTheFirstOverloadAfterARestartEndsTheClimb(t *testing.T) {
 		t.Fatal("the climb's end started a trial: the backend has just delivered at the lower rate")
 	}
 }
+
+func TestAFewAnswersThatHalveTheirShareDoNotConfirmACut(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	l := newLimit(0)
+	// Right after an outage, every released event fails its own next
+	// attempt or two: two seconds of 503s with a few deliveries look like a
+	// backend that takes 2 a second. At the lower rate the share halves
+	// in a handful of answers, as the events reach their passing attempt:
+	// the cut is undone, and that share becomes the baseline.
+	got := play(&l, t0, []second{{good: 2, over: 104, mixed: true}, {good: 3, over: 6, mixed: true},
+		{good: 1, over: 1, mixed: true}, {good: 1, over: 1, mixed: true}, {good: 1, over: 1, mixed: true}, {good: 2}})
+	if got[1] == 0 {
+		t.Fatalf("limit by second %v: the two seconds did not cut it", got)
+	}
+	if l.learned() || l.baseline < 0.3 {
+		t.Fatalf("limit by second %v, baseline %.2f: want the cut undone and a baseline", got, l.baseline)
+	}
+}
