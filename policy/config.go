@@ -96,6 +96,7 @@ type Destination struct {
 	Concurrency int           // most requests in flight, default 8, at least 1: a ceiling
 	Rate        Rate          // YAML `rate: 50/s` (or /m, /h) and `burst: 10`; zero is unlimited: a ceiling
 	Resign      *Resign       // re-signing for the backend, nil if absent
+	Auth        *Auth         // how jethook authenticates to the backend, nil if absent
 	Breaker     Breaker       // YAML `breaker: {failures: 5, cooldown: 5s}`
 	// SlowStart is YAML `slow_start`, default 30s. 0 turns the learned
 	// limit off (only Concurrency and Rate bound the load, and a breaker
@@ -129,7 +130,10 @@ type Rate struct {
 // late retry whose provider signature timestamp has gone stale.
 type Resign struct {
 	Scheme string // "standard-webhooks" (default, the only one for now)
-	Secret string // "whsec_<base64>"
+	// Secrets are "whsec_<base64>" keys, from YAML `secret` and `secrets`
+	// merged, in that order. Each signs every attempt: two during a key
+	// change, so the backend verifies with either.
+	Secrets []string
 }
 
 // Load reads the policies file at path, expands ${VAR} from the process

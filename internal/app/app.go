@@ -20,6 +20,7 @@ import (
 	"github.com/jethook/jethook/alert"
 	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/dashboard"
+	"github.com/jethook/jethook/egress"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
@@ -57,6 +58,9 @@ type Options struct {
 	// zero takes its defaults.
 	FetchWait time.Duration
 	ParkAfter time.Duration
+	// Egress are the rules on the addresses deliveries connect to
+	// (forward.Forwarder.Egress); nil is egress.Default().
+	Egress *egress.Rules
 }
 
 // App is jethook assembled: each part, ready to serve. Ingress serves
@@ -121,7 +125,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	go watchStore(runCtx, a.Store, a.Alerts)
 
 	fwd := &forward.Forwarder{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Alerts: a.Alerts,
-		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter}
+		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter, Egress: o.Egress}
 	if err := fwd.Start(ctx, cfg); err != nil {
 		return nil, err
 	}
