@@ -94,7 +94,7 @@ func (f *Forwarder) Start(ctx context.Context, cfg *policy.Config) error {
 		f.Egress = egress.Default()
 	}
 	if f.Transport == nil {
-		f.Transport = newTransport(f.Egress)
+		f.Transport = newTransport(f.Egress, nil)
 	}
 	if f.Logger == nil {
 		f.Logger = slog.New(slog.DiscardHandler)
@@ -136,7 +136,7 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 	if d.Auth != nil && d.Auth.TLS != nil {
 		base, ok := f.Transport.(*http.Transport)
 		if !ok {
-			base = newTransport(f.Egress)
+			base = newTransport(f.Egress, nil)
 		}
 		if rt, err = newTLSTransport(base, *d.Auth.TLS); err != nil {
 			return nil, fmt.Errorf("route %q destination %q: auth.tls: %w", r.Name, d.Name, err)
@@ -565,7 +565,11 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 	if rs := d.dest.Resign; rs != nil {
 		// Fresh Standard Webhooks headers on every attempt, so a late retry
 		// still passes the backend's timestamp check.
-		if err := provider.Resign(req.Header, e.EventID, e.Body, rs.Secrets[0], d.f.Now(), rs.Secrets[1:]...); err != nil {
+		more := make([]string, 0, len(rs.Secrets)-1)
+		for _, s := range rs.Secrets[1:] {
+			more = append(more, string(s))
+		}
+		if err := provider.Resign(req.Header, e.EventID, e.Body, string(rs.Secrets[0]), d.f.Now(), more...); err != nil {
 			return Outcome{Kind: Permanent, Err: err, Reason: "resign: " + err.Error(), Unsent: true}
 		}
 	}

@@ -18,10 +18,11 @@ import (
 // newTransport is the transport attempts go through: every connection it
 // dials is checked against rules (egress.Rules.Control) once its address
 // is resolved, so a destination's name cannot lead jethook to a refused
-// address, however its DNS answers change.
-func newTransport(rules *egress.Rules) *http.Transport {
+// address, however its DNS answers change. A nil resolver is the
+// system's.
+func newTransport(rules *egress.Rules, resolver *net.Resolver) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: rules.Control}
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: rules.Control, Resolver: resolver}
 	t.DialContext = d.DialContext
 	t.MaxIdleConnsPerHost = 256
 	t.MaxIdleConns = 1024
@@ -80,7 +81,7 @@ func CheckTLS(cfg *policy.Config) error {
 			if d.Auth == nil || d.Auth.TLS == nil {
 				continue
 			}
-			if _, err := newTLSTransport(newTransport(nil), *d.Auth.TLS); err != nil {
+			if _, err := newTLSTransport(newTransport(nil, nil), *d.Auth.TLS); err != nil {
 				errs = append(errs, fmt.Errorf("%s:%d: route %q destination %q: auth.tls: %w", cfg.File, r.Line, r.Name, d.Name, err))
 			}
 		}

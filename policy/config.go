@@ -133,7 +133,7 @@ type Resign struct {
 	// Secrets are "whsec_<base64>" keys, from YAML `secret` and `secrets`
 	// merged, in that order. Each signs every attempt: two during a key
 	// change, so the backend verifies with either.
-	Secrets []string
+	Secrets []Secret
 }
 
 // Load reads the policies file at path, expands ${VAR} from the process

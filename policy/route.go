@@ -583,6 +583,8 @@ func (d *decoder) resign(e entry) *Resign {
 	if len(secrets) > 2 {
 		d.failf(entries[2].node(), entries[2].path, "at most two secrets: the new one and the one it replaces")
 	}
-	rs.Secrets = secrets
+	for _, sec := range secrets {
+		rs.Secrets = append(rs.Secrets, Secret(sec))
+	}
 	return rs
 }
