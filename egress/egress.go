@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // DefaultDeny are the ranges jethook never connects to unless Allow says
@@ -109,6 +110,12 @@ func (r *Rules) Control(network, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("egress: %q is not an address", host)
 	}
 	return r.Check(addr)
+}
+
+// Dialer returns a dialer that connects only where r allows, with the
+// timeouts of Go's default transport.
+func (r *Rules) Dialer() *net.Dialer {
+	return &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: r.Control}
 }
 
 // ParseList parses a comma-separated list of CIDRs or single addresses,

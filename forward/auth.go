@@ -72,8 +72,9 @@ func (a *auth) apply(ctx context.Context, req *http.Request) (*oauth2.Token, err
 }
 
 // tokens fetches OAuth2 access tokens with the client credentials grant
-// and keeps the latest until refreshAt; one fetch at a time, which the
-// attempts waiting for a token share.
+// and keeps the latest until refreshAt. One fetch at a time: attempts that
+// need a token meanwhile wait for that fetch's result, each no longer than
+// its own deadline.
 type tokens struct {
 	cfg    clientcredentials.Config
 	client *http.Client // egress rules, no redirects
@@ -82,6 +83,14 @@ type tokens struct {
 	mu        sync.Mutex
 	tok       *oauth2.Token
 	refreshAt time.Time
+	flight    *fetch // the fetch under way, nil if none
+}
+
+// fetch is one token request and, once done is closed, its result.
+type fetch struct {
+	done chan struct{}
+	tok  *oauth2.Token
+	err  error
 }
 
 // refreshShare is how much of a token's life is left when jethook fetches
@@ -96,21 +105,54 @@ const (
 // is due for refresh.
 func (t *tokens) get(ctx context.Context) (*oauth2.Token, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	if t.tok != nil && now.Before(t.refreshAt) {
+	if t.tok != nil && t.now().Before(t.refreshAt) {
+		defer t.mu.Unlock()
 		return t.tok, nil
 	}
+	f := t.flight
+	if f == nil {
+		f = &fetch{done: make(chan struct{})}
+		t.flight = f
+		go t.fetch(context.WithoutCancel(ctx), f, deadline(ctx))
+	}
+	t.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.tok, f.err
+	case <-ctx.Done():
+		return nil, &TokenError{Err: ctx.Err()}
+	}
+}
+
+// fetch requests a token, by the deadline of the attempt that asked for
+// it, and hands it to the attempts waiting for it.
+func (t *tokens) fetch(ctx context.Context, f *fetch, by time.Time) {
+	ctx, cancel := context.WithDeadline(ctx, by)
+	defer cancel()
+	start := t.now()
 	tok, err := t.cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.flight = nil
 	if err != nil {
-		return nil, tokenError(err, t.cfg.TokenURL)
+		f.err = tokenError(err, t.cfg.TokenURL)
+		close(f.done)
+		return
 	}
 	t.tok, t.refreshAt = tok, time.Time{}.Add(1<<63-1)
 	if !tok.Expiry.IsZero() {
-		life := tok.Expiry.Sub(now)
-		t.refreshAt = tok.Expiry.Add(-min(life/refreshShare, refreshMax))
+		t.refreshAt = tok.Expiry.Add(-min(tok.Expiry.Sub(start)/refreshShare, refreshMax))
 	}
-	return tok, nil
+	f.tok = tok
+	close(f.done)
+}
+
+// deadline is ctx's deadline, or a minute from now if it has none.
+func deadline(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Minute)
 }
 
 // revoke forgets tok, which the backend refused, so that the next get

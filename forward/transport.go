@@ -22,7 +22,8 @@ import (
 // system's.
 func newTransport(rules *egress.Rules, resolver *net.Resolver) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: rules.Control, Resolver: resolver}
+	d := rules.Dialer()
+	d.Resolver = resolver
 	t.DialContext = d.DialContext
 	t.MaxIdleConnsPerHost = 256
 	t.MaxIdleConns = 1024

@@ -6,10 +6,12 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"sync"
 	"time"
@@ -119,6 +121,11 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 
 	a.Metrics, a.Registry = newMetrics(a.Store)
 	a.Alerts = alert.New(cfg.Alerts, a.log)
+	// Notices go where the policies file says, like deliveries: by the
+	// same egress rules.
+	alerts := http.DefaultTransport.(*http.Transport).Clone()
+	alerts.DialContext = cmp.Or(o.Egress, egress.Default()).Dialer().DialContext
+	a.Alerts.Client = &http.Client{Transport: alerts}
 	a.Alerts.Start()
 	runCtx, stop := context.WithCancel(context.Background())
 	a.stopRun = stop
