@@ -111,3 +111,19 @@ func TestASecretShowsRedactedHoweverItIsPrinted(t *testing.T) {
 		t.Errorf("no redaction marker: %s", b.String())
 	}
 }
+
+func TestAllowSourcesTakesCIDRsAndAddresses(t *testing.T) {
+	t.Parallel()
+	ok := "routes:\n  - name: a\n    path: /a\n    allow_sources: [192.30.252.0/22, 3.18.12.63, '2a0a:a440::/29']\n    destinations: [{name: a, url: 'http://a'}]\n"
+	cfg, err := Parse("p.yaml", []byte(ok), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(cfg.Routes[0].AllowSources); got != "[192.30.252.0/22 3.18.12.63/32 2a0a:a440::/29]" {
+		t.Errorf("allow_sources = %s", got)
+	}
+	bad := strings.Replace(ok, "3.18.12.63", "stripe", 1)
+	if _, err := Parse("p.yaml", []byte(bad), nil); err == nil || err.Error() != `p.yaml:4: routes[0].allow_sources[1]: "stripe" is neither a CIDR (192.30.252.0/22) nor an address` {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -8,6 +8,7 @@ package policy
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -69,6 +70,10 @@ type Route struct {
 	// Destinations are the backends each event is delivered to; at least
 	// one, names unique within the route.
 	Destinations []Destination
+	// AllowSources, when set, are the only client addresses the route
+	// accepts webhooks from (after JETHOOK_TRUSTED_PROXIES): a provider's
+	// published ranges. Any other client gets 403 and nothing is stored.
+	AllowSources []netip.Prefix
 	// CatchUp asks the provider for the events jethook missed; nil when
 	// the route has no `catch_up:` block (docs/catch-up.md).
 	CatchUp *CatchUp

@@ -108,7 +108,8 @@ func (d *decoder) config(cfg *Config, root *yaml.Node) {
 func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, name, path entry, ok bool) {
 	n := d.resolve(it.val, it.path)
 	m, ok := d.mapping(n, it.path, "name", "path", "methods", "max_body", "provider", "secret", "secrets",
-		"tolerance", "hmac", "signature", "public_url", "verify_token", "retry", "timeout", "destinations", "catch_up")
+		"tolerance", "hmac", "signature", "public_url", "verify_token", "retry", "timeout", "destinations", "catch_up",
+		"allow_sources")
 	if !ok {
 		return r, name, path, false
 	}
@@ -174,6 +175,9 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 	d.provider(&r, n, it.path, m, secrets)
 	if e, ok := m["catch_up"]; ok {
 		r.CatchUp = d.catchUp(e, r.Provider)
+	}
+	if e, ok := m["allow_sources"]; ok {
+		r.AllowSources = d.allowSources(e)
 	}
 
 	var spec retrySpec
