@@ -179,3 +179,19 @@ func TestATokenEndpointThatRefusesIsADestinationFailureWithItsOwnReason(t *testi
 	ts.mu.Unlock()
 	eventually(t, "the event delivered", func() bool { return r.state("shop", id, "app") == "delivered" })
 }
+
+func TestATokenEndpointOnAMetadataAddressIsRefusedAsAPermanentFailure(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, status(http.StatusOK))
+	env := map[string]string{"BACKEND": b.URL, "TOKEN_URL": "http://169.254.169.254/latest", "CLIENT_SECRET": "client-secret-1"}
+	r := newRig(t, parseWith(t, withDestination(t, oauthKeys), env), store.Options{})
+	id := r.send(nil, `{"n":1}`)
+	eventually(t, "a dead letter", func() bool { return len(r.deadLetters()) == 1 })
+	if dl := r.deadLetters()[0]; dl.Reason != "permanent" || !strings.HasPrefix(dl.LastError, "egress refused: 169.254.169.254") {
+		t.Errorf("dead letter: reason %q, error %q", dl.Reason, dl.LastError)
+	}
+	eventually(t, "the attempt logged", func() bool { return len(r.attemptLog(id)) == 1 })
+	if n := b.count(); n != 0 {
+		t.Errorf("the backend got %d requests", n)
+	}
+}
