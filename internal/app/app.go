@@ -120,11 +120,12 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	}
 
 	a.Metrics, a.Registry = newMetrics(a.Store)
+	// Deliveries, alert notices and catch-up's API calls all go where the
+	// policies file says: by the same egress rules.
+	rules := cmp.Or(o.Egress, egress.Default())
 	a.Alerts = alert.New(cfg.Alerts, a.log)
-	// Notices go where the policies file says, like deliveries: by the
-	// same egress rules.
 	alerts := http.DefaultTransport.(*http.Transport).Clone()
-	alerts.DialContext = cmp.Or(o.Egress, egress.Default()).Dialer().DialContext
+	alerts.DialContext = rules.Dialer().DialContext
 	a.Alerts.Client = &http.Client{Transport: alerts}
 	a.Alerts.Start()
 	runCtx, stop := context.WithCancel(context.Background())
@@ -132,7 +133,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	go watchStore(runCtx, a.Store, a.Alerts)
 
 	fwd := &forward.Forwarder{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Alerts: a.Alerts,
-		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter, Egress: o.Egress}
+		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter, Egress: rules}
 	if err := fwd.Start(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -146,7 +147,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Ingress.TrustedProxies = o.TrustedProxies
 	a.Ingress.PublicHost = o.PublicHost
 
-	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics}
+	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Egress: rules}
 	a.CatchUp.Start(runCtx, cfg)
 
 	// One budget of wrong bearer tokens for the API and the dashboard.
