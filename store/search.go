@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,20 +21,20 @@ type Scan struct {
 	// Cursor continues a scan where the previous page ended (Next): newest
 	// first, it reads sequences before it; oldest first, from it on.
 	Cursor uint64
-	// HeadersOnly reads no bodies: for a Match that does not look at them.
-	HeadersOnly bool
-	// Match decides whether a webhook is a hit; nil matches every one. It
-	// may keep nothing of the envelope's body after it returns.
-	Match func(e *Envelope) bool
+	// Match decides whether the webhook e, stored at seq, is a hit; nil
+	// matches every one. It may keep nothing of e's body after it returns.
+	Match func(e *Envelope, seq uint64) bool
 	// Limit is the most hits one page holds (at least 1).
 	Limit int
 	// MaxBytes bounds the bytes (headers and bodies) one page reads; 0 is
 	// no bound.
 	MaxBytes int64
+	// Deadline, if not zero, ends a page that runs until then, with a
+	// cursor to go on from.
+	Deadline time.Time
 }
 
-// Hit is one webhook a scan matched. Envelope's body is nil unless the
-// scan read bodies.
+// Hit is one webhook a scan matched.
 type Hit struct {
 	Seq      uint64
 	Envelope *Envelope
@@ -53,7 +52,8 @@ type ScanProgress struct {
 
 // ScanEnd is how a page ended: with its progress, and Next, the cursor of
 // the next page (0 when the window is covered), and Stopped, why it ended
-// before the window's end: "limit" (the page is full) or "max_bytes".
+// before the window's end: "limit" (the page is full), "max_bytes" or
+// "deadline".
 type ScanEnd struct {
 	ScanProgress
 	Next    uint64
@@ -163,7 +163,6 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 		FilterSubjects: []string{sc.subject},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    start,
-		HeadersOnly:    sc.q.HeadersOnly,
 	})
 	if err != nil {
 		return 0, false, first, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
@@ -192,15 +191,12 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 				done = true
 				continue
 			}
-			if bound && sc.q.MaxBytes > 0 && sc.end.Bytes >= sc.q.MaxBytes {
+			if bound && sc.over() != "" {
 				at, full, done = seq, true, true
 				continue
 			}
 			h := m.Headers()
 			size := len(m.Data())
-			if sc.q.HeadersOnly {
-				size = msgSize(h)
-			}
 			sc.end.Scanned++
 			sc.end.Bytes += int64(headerBytes(h) + len(m.Data()))
 			if first.IsZero() {
@@ -210,7 +206,7 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 				sc.end.Reached = md.Timestamp
 			}
 			e, err := decodeEnvelope(m.Subject(), h, m.Data())
-			if err == nil && (sc.q.Match == nil || sc.q.Match(e)) && !fn(Hit{Seq: seq, Envelope: e, Size: size}) {
+			if err == nil && (sc.q.Match == nil || sc.q.Match(e, seq)) && !fn(Hit{Seq: seq, Envelope: e, Size: size}) {
 				at, done = seq, true
 				continue
 			}
@@ -226,6 +222,18 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 			return at, full, first, nil
 		}
 	}
+}
+
+// over says which bound the page has reached, if any: "max_bytes" or
+// "deadline".
+func (sc *scanner) over() string {
+	switch {
+	case sc.q.MaxBytes > 0 && sc.end.Bytes >= sc.q.MaxBytes:
+		return "max_bytes"
+	case !sc.q.Deadline.IsZero() && !time.Now().Before(sc.q.Deadline):
+		return "deadline"
+	}
+	return ""
 }
 
 // forward reads [lo, hi) oldest first.
@@ -250,7 +258,7 @@ func (sc *scanner) forward(ctx context.Context, lo, hi uint64) error {
 		return err
 	}
 	if full {
-		sc.end.Stopped = "max_bytes"
+		sc.end.Stopped = sc.over()
 	}
 	if at < hi && sc.end.Next == 0 {
 		sc.end.Next = at
@@ -273,13 +281,13 @@ const (
 func (sc *scanner) backward(ctx context.Context, lo, hi uint64) error {
 	window := uint64(firstWindow)
 	for end := hi; end > lo; {
+		if why := sc.over(); why != "" {
+			sc.end.Stopped, sc.end.Next = why, end
+			return nil
+		}
 		span := min(window, end-lo)
 		if sc.q.MaxBytes > 0 {
 			left := sc.q.MaxBytes - sc.end.Bytes
-			if left <= 0 {
-				sc.end.Stopped, sc.end.Next = "max_bytes", end
-				return nil
-			}
 			span = min(span, uint64(max(left/max(sc.avg, 1), 1)))
 		}
 		start := end - span
@@ -311,12 +319,6 @@ func (sc *scanner) backward(ctx context.Context, lo, hi uint64) error {
 		end, window = start, min(window*4, maxWindow)
 	}
 	return nil
-}
-
-// msgSize is the body's length of a message read without it.
-func msgSize(h nats.Header) int {
-	n, _ := strconv.Atoi(h.Get(nats.MsgSize))
-	return n
 }
 
 // headerBytes is about how many bytes h takes on the wire.

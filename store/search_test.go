@@ -60,7 +60,7 @@ func TestSearchFindsWhatMatchIsGivenInOrderPageByPage(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t, store.Options{})
 	publishOrders(t, st, "", 60)
-	odd := func(e *store.Envelope) bool {
+	odd := func(e *store.Envelope, _ uint64) bool {
 		return bytes.HasSuffix(e.Body, []byte("1}")) || bytes.HasSuffix(e.Body, []byte("3}"))
 	}
 	var want []string
