@@ -87,6 +87,7 @@ func (h *Handler) setup() {
 	page("POST /destinations/{route}/{destination}/{act}", h.hold)
 	page("GET /events", h.events)
 	page("GET /events/{id}", h.event)
+	page("POST /events/{id}/resend", h.resend)
 	page("GET /deadletters", h.deadLetters)
 	page("GET /deadletters/{seq}", h.deadLetter)
 	page("POST /deadletters/replay", h.replay)
