@@ -108,7 +108,8 @@ type rig struct {
 	ingress    *httptest.Server
 	admin      *httptest.Server
 	app, audit *backend
-	log        *logBuffer // what jethook logs
+	log        *logBuffer     // what jethook logs
+	api        *admin.Handler // the admin API's Go methods
 }
 
 // logBuffer is a log safe for concurrent writes.
@@ -160,6 +161,7 @@ func newRigOf(t *testing.T, config string) *rig {
 	t.Cleanup(func() { a.Close(time.Second) })
 	r.ingress = httptest.NewServer(a.Ingress)
 	t.Cleanup(r.ingress.Close)
+	r.api = a.Admin
 	r.admin = httptest.NewServer(a.Admin)
 	t.Cleanup(r.admin.Close)
 	return r

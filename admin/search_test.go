@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -171,5 +172,39 @@ func TestSearchSaysWhatIsWrongWithARequest(t *testing.T) {
 	}
 	if code := call(t, r.admin.URL, "", http.MethodGet, "/v1/events", nil, nil); code != http.StatusUnauthorized {
 		t.Errorf("without the token: %d, want 401", code)
+	}
+}
+
+func TestAThirdSearchAtOnceIsRefusedUntilOneEnds(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.post(`{"order":1}`, nil)
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := r.api.Search(context.Background(), admin.Search{}, func(admin.EventSummary) bool {
+				started <- struct{}{}
+				<-release // holds its slot, as a slow reader of a stream does
+				return true
+			}, nil)
+			errs <- err
+		}()
+	}
+	<-started
+	<-started
+	var e struct{ Error, Message string }
+	if code := r.call(http.MethodGet, "/v1/events", nil, &e); code != http.StatusTooManyRequests || e.Error != "too_many_searches" {
+		t.Fatalf("a third search: %d %+v, want 429 too_many_searches", code, e)
+	}
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := r.call(http.MethodGet, "/v1/events", nil, nil); code != http.StatusOK {
+		t.Fatalf("a search once the others ended: %d", code)
 	}
 }
