@@ -60,12 +60,8 @@ type ScanEnd struct {
 	Stopped string
 }
 
-// A scan asks the server for scanBatch messages or scanBatchBytes at a
-// time, and reports its progress every scanBatch messages.
-const (
-	scanBatch      = 512
-	scanBatchBytes = 4 << 20
-)
+// scanBatch is how many messages one fetch of a scan asks for.
+const scanBatch = 512
 
 // Search reads route's webhooks (every route's when empty) in the window
 // q.Since to q.Until, newest or oldest first, and hands each one q.Match
@@ -161,72 +157,69 @@ type scanner struct {
 // hit, until fn returns false. It returns the sequence it stopped at (stop
 // when it read the whole span), whether it ran into a bound (only checked
 // when bound is true), and the stored time of the first webhook it read.
-// The server sends the next messages while this reads the last ones.
+// It fetches a batch at a time: the server sends no more than the scan
+// has asked for, so a slow scan makes it wait, not drop messages.
 func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn func(Hit) bool) (at uint64, full bool, first time.Time, err error) {
 	at = stop
-	// The first of the route's webhooks from start on: none, or none
-	// before stop, and there is nothing to read (an iterator would wait
-	// for one).
-	m0, err := sc.s.main.GetMsg(ctx, start, jetstream.WithGetMsgSubject(sc.subject))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return at, false, first, nil
-	}
-	if err != nil {
-		return 0, false, first, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
-	}
-	if m0.Sequence >= stop {
-		return at, false, first, nil
-	}
 	c, err := sc.s.js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{sc.subject},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    m0.Sequence,
+		OptStartSeq:    start,
 	})
 	if err != nil {
 		return 0, false, first, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
-	it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(scanBatch, scanBatchBytes))
-	if err != nil {
-		return 0, false, first, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
-	}
-	defer it.Stop()
-	for n := 1; ; n++ {
-		m, err := it.Next(jetstream.NextContext(ctx))
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, false, first, err
+		}
+		batch, err := c.FetchNoWait(scanBatch)
 		if err != nil {
-			if ctx.Err() != nil {
-				return 0, false, first, ctx.Err()
-			}
 			return 0, false, first, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 		}
-		md, err := m.Metadata()
-		if err != nil {
-			continue
+		got, done := 0, false
+		for m := range batch.Messages() {
+			got++
+			if done {
+				continue // drain the batch
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			seq := md.Sequence.Stream
+			if seq >= stop {
+				done = true
+				continue
+			}
+			if bound && sc.over() != "" {
+				at, full, done = seq, true, true
+				continue
+			}
+			h := m.Headers()
+			sc.end.Scanned++
+			sc.end.Bytes += int64(headerBytes(h) + len(m.Data()))
+			if first.IsZero() {
+				first = md.Timestamp
+			}
+			if bound {
+				sc.end.Reached = md.Timestamp
+			}
+			e, err := decodeEnvelope(m.Subject(), h, m.Data())
+			if err == nil && (sc.q.Match == nil || sc.q.Match(e, seq)) && !fn(Hit{Seq: seq, Envelope: e, Size: len(m.Data())}) {
+				at, done = seq, true
+				continue
+			}
+			done = md.NumPending == 0
 		}
-		seq := md.Sequence.Stream
-		if seq >= stop {
-			return at, false, first, nil
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return 0, false, first, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 		}
-		if bound && sc.over() != "" {
-			return seq, true, first, nil
-		}
-		h := m.Headers()
-		sc.end.Scanned++
-		sc.end.Bytes += int64(headerBytes(h) + len(m.Data()))
-		if first.IsZero() {
-			first = md.Timestamp
-		}
-		if bound {
-			sc.end.Reached = md.Timestamp
-		}
-		e, err := decodeEnvelope(m.Subject(), h, m.Data())
-		if err == nil && (sc.q.Match == nil || sc.q.Match(e, seq)) && !fn(Hit{Seq: seq, Envelope: e, Size: len(m.Data())}) {
-			return seq, false, first, nil
-		}
-		if bound && sc.progress != nil && n%scanBatch == 0 {
+		if bound && sc.progress != nil && got > 0 {
 			sc.progress(sc.end.ScanProgress)
 		}
-		if md.NumPending == 0 {
-			return at, false, first, nil
+		if done || got == 0 {
+			return at, full, first, nil
 		}
 	}
 }
