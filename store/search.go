@@ -157,17 +157,27 @@ type scanner struct {
 // hit, until fn returns false. It returns the sequence it stopped at (stop
 // when it read the whole span), whether it ran into a bound (only checked
 // when bound is true), and the stored time of the first webhook it read.
-// It fetches a batch at a time: the server sends no more than the scan
-// has asked for, so a slow scan makes it wait, not drop messages.
+// It fetches a batch at a time from one consumer without acks (an
+// ordered consumer would be made anew for each fetch): the server sends
+// no more than the scan has asked for, so a slow scan makes it wait, not
+// drop messages.
 func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn func(Hit) bool) (at uint64, full bool, first time.Time, err error) {
 	at = stop
-	c, err := sc.s.js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{sc.subject},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    start,
+	c, err := sc.s.main.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Description:       "jethook: search",
+		AckPolicy:         jetstream.AckNonePolicy,
+		FilterSubject:     sc.subject,
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       start,
+		InactiveThreshold: 30 * time.Second, // the server drops it if a search cannot
+		MemoryStorage:     true,
 	})
 	if err != nil {
 		return 0, false, first, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
+	}
+	defer func() { _ = sc.s.main.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
+	if c.CachedInfo().NumPending == 0 {
+		return at, false, first, nil
 	}
 	for {
 		if err := ctx.Err(); err != nil {
