@@ -57,8 +57,9 @@ type Handler struct {
 	// tokens.
 	Throttle *Throttle
 
-	once sync.Once
-	mux  *http.ServeMux
+	once     sync.Once
+	mux      *http.ServeMux
+	searches chan struct{} // one token per search running
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -79,6 +80,7 @@ func (h *Handler) routes() {
 	if h.Throttle == nil {
 		h.Throttle = &Throttle{Now: h.Now}
 	}
+	h.searches = make(chan struct{}, maxSearches)
 	m := http.NewServeMux()
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -94,7 +96,9 @@ func (h *Handler) routes() {
 	})
 	v1 := func(pattern string, fn http.HandlerFunc) { m.Handle(pattern, h.auth(fn)) }
 	v1("GET /v1/status", h.status)
+	v1("GET /v1/events", h.search)
 	v1("GET /v1/events/{id}", h.event)
+	v1("POST /v1/events/{id}/resend", h.resend)
 	v1("GET /v1/deadletters", h.listDeadLetters)
 	v1("GET /v1/deadletters/count", h.countDeadLetters)
 	v1("GET /v1/deadletters/{seq}", h.showDeadLetter)
@@ -299,6 +303,12 @@ func storeError(w http.ResponseWriter, err error) {
 	default:
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 	}
+}
+
+// jsonLine is v as one line of JSON.
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	return append(b, '\n'), err
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -41,18 +42,20 @@ routes:
 // event id.
 type backend struct {
 	*httptest.Server
-	name string
-	mu   sync.Mutex
-	hits map[string]int
-	fail int // when not 0, the status every request gets
+	name     string
+	mu       sync.Mutex
+	hits     map[string]int
+	attempts map[string][]string // X-Webhook-Attempt of each request, per event id
+	fail     int                 // when not 0, the status every request gets
 }
 
 func newBackend(t *testing.T, name string) *backend {
-	b := &backend{name: name, hits: map[string]int{}}
+	b := &backend{name: name, hits: map[string]int{}, attempts: map[string][]string{}}
 	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		b.mu.Lock()
 		b.hits[r.Header.Get("X-Webhook-Id")]++
+		b.attempts[r.Header.Get("X-Webhook-Id")] = append(b.attempts[r.Header.Get("X-Webhook-Id")], r.Header.Get("X-Webhook-Attempt"))
 		code := b.fail
 		b.mu.Unlock()
 		if code == 0 {
@@ -71,6 +74,13 @@ func (b *backend) count(eventID string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.hits[eventID]
+}
+
+// attemptsOf lists the X-Webhook-Attempt of each request for eventID.
+func (b *backend) attemptsOf(eventID string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(b.attempts[eventID], ",")
 }
 
 func (b *backend) total() int {
@@ -98,12 +108,40 @@ type rig struct {
 	ingress    *httptest.Server
 	admin      *httptest.Server
 	app, audit *backend
+	log        *logBuffer     // what jethook logs
+	api        *admin.Handler // the admin API's Go methods
+}
+
+// logBuffer is a log safe for concurrent writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	r := &rig{t: t, store: storetest.Open(t, store.Options{}), app: newBackend(t, "App"), audit: newBackend(t, "Audit")}
-	cfg, err := policy.Parse("test.yaml", []byte(fanOut), func(k string) (string, bool) {
+	return newRigOf(t, fanOut)
+}
+
+// newRigOf is newRig with another policies file, whose destinations are
+// ${APP} and ${AUDIT}.
+func newRigOf(t *testing.T, config string) *rig {
+	t.Helper()
+	r := &rig{t: t, store: storetest.Open(t, store.Options{}), app: newBackend(t, "App"), audit: newBackend(t, "Audit"),
+		log: &logBuffer{}}
+	cfg, err := policy.Parse("test.yaml", []byte(config), func(k string) (string, bool) {
 		switch k {
 		case "APP":
 			return r.app.URL, true
@@ -115,13 +153,15 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(context.Background(), cfg, app.Options{Store: r.store, AdminToken: token, FetchWait: 100 * time.Millisecond})
+	a, err := app.New(context.Background(), cfg, app.Options{Store: r.store, AdminToken: token, FetchWait: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(r.log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(time.Second) })
 	r.ingress = httptest.NewServer(a.Ingress)
 	t.Cleanup(r.ingress.Close)
+	r.api = a.Admin
 	r.admin = httptest.NewServer(a.Admin)
 	t.Cleanup(r.admin.Close)
 	return r

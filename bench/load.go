@@ -54,6 +54,12 @@ func (l Measurement) PerSecond() float64 {
 // count. Each body is unique to its sequence number (0, 1, 2, …), so ingress
 // never takes one for a provider's redelivery. ctx cancels everything.
 func run(ctx context.Context, url string, concurrency, limit int, duration time.Duration, bodySize int) Measurement {
+	return runFrom(ctx, url, concurrency, limit, duration, bodySize, 0)
+}
+
+// runFrom is run with sequence numbers from first on, so that a second run
+// on the same store posts webhooks it does not hold yet.
+func runFrom(ctx context.Context, url string, concurrency, limit int, duration time.Duration, bodySize int, first int64) Measurement {
 	client := &http.Client{Transport: transport(concurrency), Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 
@@ -75,8 +81,8 @@ func run(ctx context.Context, url string, concurrency, limit int, duration time.
 			lat := make([]time.Duration, 0, 4096)
 			bad := 0
 			for ctx.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
-				seq := next.Add(1) - 1
-				if limit > 0 && seq >= int64(limit) {
+				seq := first + next.Add(1) - 1
+				if limit > 0 && seq >= first+int64(limit) {
 					break
 				}
 				t0 := time.Now()

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ type adminClient struct {
 	// 401 or 403.
 	tokenErr error
 	http     *http.Client
+	// stderr gets what a command says besides its answer (a search's
+	// progress); nil says nothing.
+	stderr io.Writer
 }
 
 // adminFromEnv reads JETHOOK_ADMIN_URL and JETHOOK_ADMIN_TOKEN. Without a
@@ -35,7 +39,7 @@ func adminFromEnv(getenv func(string) string) *adminClient {
 		base = "http://127.0.0.1:8081"
 	}
 	c := &adminClient{base: strings.TrimRight(base, "/"), token: getenv("JETHOOK_ADMIN_TOKEN"),
-		http: &http.Client{Timeout: 2 * time.Minute}}
+		http: &http.Client{Timeout: 2 * time.Minute}, stderr: os.Stderr}
 	if u, err := url.Parse(c.base); c.token == "" && err == nil && loopback(u.Host) {
 		dir := getenv("JETHOOK_DATA_DIR")
 		if dir == "" {
@@ -73,31 +77,14 @@ func (c *adminClient) call(ctx context.Context, method, path string, query url.V
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
-		return fmt.Errorf("admin API at %s (set JETHOOK_ADMIN_URL): %w", c.base, err)
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct{ Error, Message string }
-		if json.Unmarshal(data, &e) != nil || e.Message == "" {
-			e.Message = strings.TrimSpace(string(data))
-		}
-		msg := fmt.Sprintf("admin API: %s (%s)", e.Message, resp.Status)
-		if (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && c.token == "" {
-			msg += "; set JETHOOK_ADMIN_TOKEN, or JETHOOK_DATA_DIR to serve's data dir on its machine"
-			if c.tokenErr != nil {
-				msg += " (" + c.tokenErr.Error() + ")"
-			}
-		}
-		return errors.New(msg)
 	}
 	if out == nil {
 		return nil
@@ -110,6 +97,35 @@ func (c *adminClient) call(ctx context.Context, method, path string, query url.V
 		return fmt.Errorf("admin API answer: %w", err)
 	}
 	return nil
+}
+
+// do sends req with the token; a non-2xx answer becomes an error carrying
+// the API's message. The caller closes the body of the answer it gets.
+func (c *adminClient) do(req *http.Request) (*http.Response, error) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("admin API at %s (set JETHOOK_ADMIN_URL): %w", c.base, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var e struct{ Error, Message string }
+		if json.Unmarshal(data, &e) != nil || e.Message == "" {
+			e.Message = strings.TrimSpace(string(data))
+		}
+		msg := fmt.Sprintf("admin API: %s (%s)", e.Message, resp.Status)
+		if (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && c.token == "" {
+			msg += "; set JETHOOK_ADMIN_TOKEN, or JETHOOK_DATA_DIR to serve's data dir on its machine"
+			if c.tokenErr != nil {
+				msg += " (" + c.tokenErr.Error() + ")"
+			}
+		}
+		return nil, errors.New(msg)
+	}
+	return resp, nil
 }
 
 // printJSON writes an API answer as it came, indented.

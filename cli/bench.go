@@ -28,7 +28,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	destConc := fs.Int("dest-concurrency", 64, "jethook's concurrency toward the backend (end to end and retention)")
 	size := fs.Int("body", 1024, "JSON body size in bytes")
 	dir := fs.String("dir", "", "where the stores' temporary data go (default the system temporary directory)")
-	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, recovery, protection, backlog, retention")
+	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, recovery, protection, backlog, retention, search")
 	var ro bench.RecoveryOptions
 	fs.IntVar(&ro.Arrival, "arrival", 100, "recovery: webhooks per second posted throughout")
 	fs.DurationVar(&ro.Outage, "outage", 20*time.Second, "recovery: how long the backend answers 503")
@@ -51,6 +51,9 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&rto.Retained, "retained", 300_000, "retention: N, webhooks delivered and kept before the first reading and again before the second")
 	fs.DurationVar(&rto.Settle, "settle", 5*time.Second, "retention: wait after the last delivery, or after ready, before reading memory")
 	fs.StringVar(&rto.Binary, "jethook", "", "retention: the jethook binary to run as `jethook serve` (default this one)")
+	var so bench.SearchOptions
+	fs.IntVar(&so.Retained, "searched", 1_000_000, "search: webhooks retained when the searches run")
+	fs.IntVar(&so.Load, "search-load", 4, "search: clients posting webhooks one after the other while ingest latency is measured")
 	serveBare := fs.String("serve-bare", "", "only serve the bare baseline handler on this loopback address until interrupted, for an outside load generator (bench/wrk.sh)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (baselines included) to this file, for go tool pprof")
 	if err := parse(fs, args); err != nil {
@@ -72,7 +75,8 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"count", *count}, {"clients", *clients}, {"dest-concurrency", *destConc}, {"body", *size}, {"retained", rto.Retained}} {
+	}{{"count", *count}, {"clients", *clients}, {"dest-concurrency", *destConc}, {"body", *size}, {"retained", rto.Retained},
+		{"searched", so.Retained}, {"search-load", so.Load}} {
 		if f.v <= 0 {
 			return fmt.Errorf("%w: -%s must be positive", errUsage, f.name)
 		}
@@ -163,6 +167,14 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		}
 		r.Report(out)
 	}
+	if want["search"] {
+		so.BodySize, so.Clients, so.Dir, so.Progress = *size, *clients, *dir, out
+		r, err := bench.Search(ctx, so)
+		if err != nil {
+			return fmt.Errorf("search: %w", err)
+		}
+		benchSearchReport(out, r)
+	}
 	if la := loadAverage(); la != "" {
 		fmt.Fprintf(out, "\ndone%s\n", la)
 	}
@@ -235,10 +247,10 @@ func scenarios(s string) (map[string]bool, error) {
 	want := map[string]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		switch f = strings.TrimSpace(f); f {
-		case "ingest", "e2e", "recovery", "protection", "backlog", "retention":
+		case "ingest", "e2e", "recovery", "protection", "backlog", "retention", "search":
 			want[f] = true
 		default:
-			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, recovery, protection, backlog or retention, comma-separated", errUsage, s)
+			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, recovery, protection, backlog, retention or search, comma-separated", errUsage, s)
 		}
 	}
 	return want, nil
@@ -307,3 +319,25 @@ func micros(d time.Duration) string {
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+
+// benchSearchReport prints the search scenario: each search's time and
+// rate, and ingest's p99 beside it against its idle p99.
+func benchSearchReport(out io.Writer, r bench.SearchResult) {
+	fmt.Fprintf(out, "\nSearch: %d webhooks retained (stored in %s, %.0f/s); ingest beside each search from %d clients\n",
+		r.Retained, r.Fill.Elapsed.Round(time.Second), r.Fill.PerSecond(), r.Idle.Concurrency)
+	fmt.Fprintf(out, "%-44s %9s %9s %10s %10s %9s %9s %7s\n", "SEARCH", "FIRST", "PAGE", "SCANNED", "SCANNED/S", "MIB/S", "P99", "÷ IDLE")
+	fmt.Fprintf(out, "%-44s %9s %9s %10s %10s %9s %9s %7s\n", "(idle)", "-", "-", "-", "-", "-", brief(r.Idle.P99), "1.00")
+	for _, s := range []bench.SearchRun{r.Full, r.Selective} {
+		first := "-"
+		if s.Found > 0 {
+			first = brief(s.First)
+		}
+		secs := s.Elapsed.Seconds()
+		ratio := 0.0
+		if r.Idle.P99 > 0 {
+			ratio = float64(s.Ingest.P99) / float64(r.Idle.P99)
+		}
+		fmt.Fprintf(out, "%-44s %9s %9s %10d %10.0f %9.1f %9s %7.2f\n", clip("since "+s.Search.Since+": "+s.Search.Expr, 44), first,
+			brief(s.Elapsed), s.End.Scanned, float64(s.End.Scanned)/secs, float64(s.End.Bytes)/secs/(1<<20), brief(s.Ingest.P99), ratio)
+	}
+}

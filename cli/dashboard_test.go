@@ -248,6 +248,57 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		return strings.HasPrefix(eval(`document.querySelector(".progress-text").textContent`).(string), "Done: queued 2")
 	})
 
+	// Search by what the webhooks say: the search box, the type column,
+	// the URL that holds the search, and a resend from the event found.
+	post("/hooks/shop", `{"type":"<img src=x onerror=\"window.__pwned='type'\">","order":{"id":77}}`, nil)
+	do("search for order 1003",
+		chromedp.Navigate(admin+"/events"),
+		chromedp.WaitVisible(chromedp.CSS(`form.search input[name="q"]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.search input[name="q"]`), `body.order.id == 1003`),
+		chromedp.SetValue(chromedp.CSS(`form.search input[name="since"]`), "24h"),
+		chromedp.Submit(chromedp.CSS(`form.search input[name="q"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.scan`)))
+	rows := `[...document.querySelectorAll("table.events tbody tr")].map(tr => tr.querySelector("td.type").innerText + " " + tr.querySelector("a").innerText).join("|")`
+	found := eval(rows).(string)
+	if !strings.HasPrefix(found, "order.created ") || strings.Contains(found, "|") {
+		t.Fatalf("the search for order 1003 found %q, want one order.created event", found)
+	}
+	searchURL := eval(`location.pathname + location.search`).(string)
+	if !strings.Contains(searchURL, "q=body.order.id") || !strings.Contains(searchURL, "since=24h") {
+		t.Fatalf("the URL does not hold the search: %s", searchURL)
+	}
+	do("open the search's link afresh", chromedp.Navigate(admin+searchURL), chromedp.WaitVisible(chromedp.CSS(`p.scan`)))
+	if again := eval(rows).(string); again != found {
+		t.Fatalf("the search's link found %q, the search %q", again, found)
+	}
+	shots["search"] = visit(searchURL)
+	do("search by a type that holds markup", chromedp.Navigate(admin+"/events?type=%3Cimg*"), chromedp.WaitVisible(chromedp.CSS(`p.scan`)))
+	if got := eval(`typeof window.__pwned`); got != "undefined" {
+		t.Fatalf("markup from a webhook's type ran: window.__pwned is %v", eval(`window.__pwned`))
+	}
+	if text := eval(`document.querySelector("table.events td.type").textContent`).(string); !strings.HasPrefix(text, "<img") {
+		t.Fatalf("the type is not shown as text: %q", text)
+	}
+	do("open the order and deliver it again",
+		chromedp.Navigate(admin+searchURL),
+		chromedp.Click(chromedp.CSS(`table.events tbody a`)),
+		chromedp.WaitVisible(chromedp.CSS(`button.resend`)),
+		chromedp.Click(chromedp.CSS(`section.panel:first-of-type button.resend`)),
+		chromedp.WaitVisible(chromedp.CSS(`.notice`)))
+	if text := eval(`document.querySelector(".notice").innerText`).(string); !strings.Contains(text, "app: queued to be delivered again now") {
+		t.Fatalf("after deliver again: %q", text)
+	}
+	storetest.Eventually(t, 10*time.Second, "app got order 1003 again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for body, n := range appBodies {
+			if strings.Contains(body, `"id":1003`) {
+				return n == 2
+			}
+		}
+		return false
+	})
+
 	shots["events"] = visit("/events?route=shop")
 	shots["login"] = visit("/login")
 	shots["event"] = visit("/events/" + url.PathEscape(order) + "?route=shop")

@@ -19,9 +19,35 @@ func runEvents(ctx context.Context, args []string, out io.Writer) error {
 	return events(ctx, adminFromEnv(os.Getenv), args, out)
 }
 
-// events runs "events show ID": when the event came in and where it
-// stands at each destination, with its attempts.
+const eventsUsage = "want: jethook events show ID | search ['EXPRESSION'] | resend ID [flags]"
+
+// events runs "events show|search|resend" over the admin API.
 func events(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: %s", errUsage, eventsUsage)
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprintln(out, "Usage: jethook events show|search|resend [flags]")
+		fmt.Fprintln(out, "\nCommands:")
+		for _, sub := range []string{"show", "search", "resend"} {
+			fmt.Fprintf(out, "  %-7s %s\n", sub, summaries["events "+sub])
+		}
+		fmt.Fprintln(out, "\n`jethook events COMMAND -h` shows a command's flags.")
+		return nil
+	case "show":
+		return eventsShow(ctx, c, args, out)
+	case "search":
+		return eventsSearch(ctx, c, args[1:], out)
+	case "resend":
+		return eventsResend(ctx, c, args[1:], out)
+	}
+	return fmt.Errorf("%w: unknown events command %q; %s", errUsage, args[0], eventsUsage)
+}
+
+// eventsShow runs "events show ID": when the event came in and where it
+// stands at each destination, with its attempts.
+func eventsShow(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("events show", out)
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
 	route := fs.String("route", "", "the route the event came in on, when the same id came in on several")
@@ -58,8 +84,10 @@ func events(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 		if dl := d.DeadLetter; dl != nil {
 			line += fmt.Sprintf(" (dead letter %d: %s, %s after %d attempts)", dl.Seq, dl.Reason, failureText(dl.LastStatus, dl.LastError), dl.Attempts)
 		}
-		if rp := d.Replay; rp != nil {
+		if rp := d.Replay; rp != nil && rp.DeadLetter != 0 {
 			line += fmt.Sprintf("; replayed %s from dead letter %d", stamp(rp.At), rp.DeadLetter)
+		} else if rp != nil {
+			line += fmt.Sprintf("; resent %s", stamp(rp.At))
 		}
 		fmt.Fprintln(out, line)
 		if d.Error != "" {

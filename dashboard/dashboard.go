@@ -50,6 +50,10 @@ type Handler struct {
 	// one. Serve shares the admin API's. The login form has its own, so
 	// that guessing at one door does not close the other.
 	Throttle *admin.Throttle
+	// API is the admin API whose Go methods the pages call, so that its
+	// bounds (how many searches run at once) hold for both; nil builds
+	// one on Store and Forwarder.
+	API *admin.Handler
 
 	once   sync.Once
 	logins *admin.Throttle // wrong tokens the login form checks
@@ -74,7 +78,10 @@ func (h *Handler) setup() {
 	if h.Throttle == nil {
 		h.Throttle = &admin.Throttle{Now: h.Now}
 	}
-	h.api = &admin.Handler{Store: h.Store, Forwarder: h.Forwarder, Logger: h.Logger, Now: h.Now}
+	h.api = h.API
+	if h.api == nil {
+		h.api = &admin.Handler{Store: h.Store, Forwarder: h.Forwarder, Logger: h.Logger, Now: h.Now}
+	}
 	h.pages = parsePages()
 	m := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
@@ -87,6 +94,7 @@ func (h *Handler) setup() {
 	page("POST /destinations/{route}/{destination}/{act}", h.hold)
 	page("GET /events", h.events)
 	page("GET /events/{id}", h.event)
+	page("POST /events/{id}/resend", h.resend)
 	page("GET /deadletters", h.deadLetters)
 	page("GET /deadletters/{seq}", h.deadLetter)
 	page("POST /deadletters/replay", h.replay)

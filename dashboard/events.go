@@ -1,30 +1,19 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/store"
 )
 
-// eventsPerPage is how many recent events one page lists, each with its
-// state at every destination of its route.
+// eventsPerPage is how many events one page of a search lists, each with
+// its state at every destination of its route.
 const eventsPerPage = 20
-
-// eventRow is one recent event with its state per destination.
-type eventRow struct {
-	store.EventSummary
-	Outcomes []outcome
-}
-
-type outcome struct {
-	Destination string
-	State       string
-}
 
 // routes are the routes that have running destinations, in configuration
 // order, and each one's destinations.
@@ -39,53 +28,65 @@ func (h *Handler) routes() (names []string, dests map[string][]string) {
 	return names, dests
 }
 
-// events finds an event by id, or lists a route's recent events.
+// eventRow is an event found, with its states in the table's destination
+// columns when the search names a route.
+type eventRow struct {
+	admin.EventSummary
+	Columns []string // the state at each of Destinations, "" where it has none
+}
+
+// events finds an event by id, or searches events: the same search as
+// GET /v1/events and jethook events search, from the URL's query, one
+// page at a time.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	id, route := strings.TrimSpace(q.Get("id")), q.Get("route")
-	if id != "" {
-		http.Redirect(w, r, "/events/"+url.PathEscape(id)+query("route", route), http.StatusSeeOther)
+	if id := strings.TrimSpace(q.Get("id")); id != "" {
+		http.Redirect(w, r, "/events/"+url.PathEscape(id)+query("route", q.Get("route")), http.StatusSeeOther)
 		return
 	}
-	names, dests := h.routes()
-	if route == "" && len(names) > 0 {
-		route = names[0]
-	}
-	data := map[string]any{"Routes": names, "Route": route, "Destinations": dests[route]}
-	if route == "" {
-		h.render(w, r, http.StatusOK, "events", "Events", data)
-		return
-	}
-	var before uint64
-	if v := q.Get("before"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			h.fail(w, r, http.StatusBadRequest, "before: want the sequence of the next page's link")
-			return
-		}
-		before = n
-	}
-	p, err := h.Store.RecentEvents(r.Context(), route, before, eventsPerPage)
+	s, err := admin.ParseSearch(q)
 	if err != nil {
 		h.failure(w, r, err)
 		return
 	}
-	rows := make([]eventRow, 0, len(p.Events))
-	for _, e := range p.Events {
+	if s.Limit == 0 {
+		s.Limit = eventsPerPage
+	}
+	names, dests := h.routes()
+	columns := dests[s.Route]
+	if s.Destination != "" {
+		columns = []string{s.Destination}
+	}
+	var rows []eventRow
+	end, err := h.api.Search(r.Context(), s, func(e admin.EventSummary) bool {
 		row := eventRow{EventSummary: e}
-		env := &store.Envelope{Route: e.Route, EventID: e.EventID}
-		for _, d := range dests[route] {
-			state := store.StateUnknown
-			if got, err := h.Store.Delivery(r.Context(), env, e.Seq, d); err == nil {
-				state = got.State
+		for _, c := range columns {
+			state := ""
+			for _, d := range e.Destinations {
+				if d.Destination == c {
+					state = d.State
+				}
 			}
-			row.Outcomes = append(row.Outcomes, outcome{Destination: d, State: state})
+			row.Columns = append(row.Columns, state)
 		}
 		rows = append(rows, row)
+		return true
+	}, nil)
+	if errors.Is(err, admin.ErrTooManySearches) {
+		h.fail(w, r, http.StatusTooManyRequests, err.Error())
+		return
 	}
-	data["Events"] = rows
-	if p.Before > 0 {
-		data["Older"] = strconv.FormatUint(p.Before, 10)
+	if err != nil {
+		h.failure(w, r, err)
+		return
+	}
+	data := map[string]any{"Routes": names, "AllDestinations": dests, "Search": s, "Columns": columns,
+		"States": []string{store.StateDelivered, store.StatePending, store.StateAttempting, store.StateDeadLettered, store.StateFiltered},
+		"Events": rows, "End": end}
+	if end.NextCursor != "" {
+		next := s
+		next.Cursor = end.NextCursor
+		data["Next"] = "/events?" + next.Values().Encode()
 	}
 	h.render(w, r, http.StatusOK, "events", "Events", data)
 }
@@ -105,7 +106,42 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "event", "Event "+id, map[string]any{
-		"Event": ev, "Request": request(env), "Body": newBody(env.Body)})
+		"Event": ev, "Request": request(env), "Body": newBody(env.Body), "Done": r.URL.Query().Get("resent")})
+}
+
+// resend sends an event again (admin.Handler.Resend) to the destination
+// the form names, or to every one, and goes back to the event with what
+// was done.
+func (h *Handler) resend(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, "form: "+err.Error())
+		return
+	}
+	id := r.PathValue("id")
+	res, err := h.api.Resend(r.Context(), id, admin.ResendRequest{Route: r.PostFormValue("route"), Destination: r.PostFormValue("destination")})
+	if err != nil {
+		h.failure(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	var done []string
+	for _, o := range res.Destinations {
+		done = append(done, o.Destination+": "+resendText[o.Action])
+	}
+	http.Redirect(w, r, "/events/"+url.PathEscape(id)+query("route", res.Route, "resent", strings.Join(done, "; ")+"."), http.StatusSeeOther)
+}
+
+// resendText says what a resend did at a destination.
+var resendText = map[string]string{
+	admin.ResendQueued:    "queued to be delivered again now",
+	admin.ResendReplayed:  "dead letter replayed",
+	admin.ResendRetrying:  "next retry brought forward to now",
+	admin.ResendDuplicate: "already queued again",
+	admin.ResendWaiting:   "already on its way, nothing done",
+	admin.ResendSkipped:   "skipped (its filter did not take the event)",
 }
 
 // requestView is what a page shows of the original request.

@@ -28,6 +28,7 @@ var funcs = template.FuncMap{
 	"ago":        ago,
 	"dur":        duration,
 	"bytes":      size,
+	"bytes64":    size64,
 	"pathEscape": url.PathEscape,
 	"query":      func(kv ...string) template.URL { return template.URL(query(kv...)) },
 	"filterFields": func(s admin.Selection) map[string]string {
@@ -148,14 +149,18 @@ func duration(d any) string {
 }
 
 // size says n bytes briefly.
-func size(n int) string {
+func size(n int) string { return size64(int64(n)) }
+
+func size64(n int64) string {
 	switch {
 	case n < 1<<10:
 		return fmt.Sprintf("%d B", n)
 	case n < 1<<20:
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	}
-	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }
 
 // query builds "?k=v&..." from pairs, leaving out empty values.

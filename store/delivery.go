@@ -109,12 +109,21 @@ func (s *Store) lastAttempt(ctx context.Context, e *Envelope, destination string
 // attempt did not park it for a later one; a message acked out of order,
 // above the floor, still reads "attempting" until the floor passes it.
 func (s *Store) Delivery(ctx context.Context, e *Envelope, seq uint64, destination string) (Delivery, error) {
-	d := Delivery{Destination: destination}
 	for _, t := range s.tails[:2] {
 		if _, err := t.sync(ctx, time.Second); err != nil {
-			return d, err
+			return Delivery{Destination: destination}, err
 		}
 	}
+	info, err := s.consumerInfo(ctx, e.Route, destination)
+	if err != nil {
+		return Delivery{Destination: destination}, err
+	}
+	return s.delivery(ctx, e, seq, destination, info)
+}
+
+// delivery is Delivery with the destination's consumer as info read it.
+func (s *Store) delivery(ctx context.Context, e *Envelope, seq uint64, destination string, info *jetstream.ConsumerInfo) (Delivery, error) {
+	d := Delivery{Destination: destination}
 	dl, err := s.lastDeadLetter(ctx, e.Route, destination, e.EventID)
 	if err != nil {
 		return d, err
@@ -129,10 +138,6 @@ func (s *Store) Delivery(ctx context.Context, e *Envelope, seq uint64, destinati
 	if dl != nil && dl.Seq == target {
 		d.State, d.DeadLetter = StateDeadLettered, dl
 		return d, nil
-	}
-	info, err := s.consumerInfo(ctx, e.Route, destination)
-	if err != nil {
-		return d, err
 	}
 	switch {
 	case info == nil:

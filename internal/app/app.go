@@ -157,6 +157,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Admin = &admin.Handler{Store: a.Store, Forwarder: a.Forwarder, Token: o.AdminToken,
 		Metrics: a.Metrics.Handler(), Logger: a.log, Ready: o.Ready, Dashboard: a.Dashboard, CatchUp: a.CatchUp,
 		Hosts: o.AdminHosts, Throttle: bearers}
+	a.Dashboard.API = a.Admin // one service: the pages' searches count against the API's bound
 	if a.load != nil {
 		a.Admin.Reload = a.Reload
 	}

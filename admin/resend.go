@@ -1,0 +1,136 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/jethook/jethook/store"
+)
+
+// ResendRequest is the body of POST /v1/events/{id}/resend.
+type ResendRequest struct {
+	// Route picks the route when the same id came in on several; empty,
+	// the latest.
+	Route string `json:"route,omitempty"`
+	// Destination resends to one destination; empty, to every destination
+	// of the route but those whose filter did not match the event.
+	Destination string `json:"destination,omitempty"`
+}
+
+// What a resend did at one destination.
+const (
+	ResendQueued    = "queued"    // delivered (or filtered, named): queued to be delivered again now
+	ResendReplayed  = "replayed"  // dead-lettered: its dead letter replayed
+	ResendRetrying  = "retrying"  // in backoff: its parked retry brought forward to now
+	ResendDuplicate = "duplicate" // the same resend or replay is already queued
+	ResendWaiting   = "waiting"   // pending, or attempting in flight: it is on its way; nothing done
+	ResendSkipped   = "skipped"   // filtered (not named) or unknown: nothing done
+)
+
+// ResendResult is the answer of POST /v1/events/{id}/resend: per
+// destination, the state the event was in and what the resend did.
+type ResendResult struct {
+	EventID      string          `json:"event_id"`
+	Route        string          `json:"route"`
+	Destinations []ResendOutcome `json:"destinations"`
+}
+
+// ResendOutcome is what a resend did at one destination.
+type ResendOutcome struct {
+	Destination string `json:"destination"`
+	State       string `json:"state"`
+	Action      string `json:"action"`
+}
+
+func (h *Handler) resend(w http.ResponseWriter, r *http.Request) {
+	var req ResendRequest
+	if err := readJSON(w, r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	out, err := h.Resend(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// Resend sends an event again, whatever its state, with the rules of a
+// replay: at a destination where it was delivered (or, named, filtered),
+// it queues a copy for that destination only, whose attempts start again
+// at 1; where it was dead-lettered, it replays the dead letter; where it
+// waits in backoff, it brings the parked retry forward to now, its
+// attempts going on. Where the event is on its way (pending, in flight,
+// or a copy already queued), it does nothing. Each destination's outcome
+// is logged as an operator's act.
+func (h *Handler) Resend(ctx context.Context, id string, req ResendRequest) (ResendResult, error) {
+	h.setup()
+	e, seq, err := h.Store.Event(ctx, id, req.Route)
+	if err != nil {
+		return ResendResult{}, err
+	}
+	var dests []string
+	for _, f := range h.Forwarder.Status() {
+		if f.Route == e.Route {
+			dests = append(dests, f.Destination)
+		}
+	}
+	if req.Destination != "" {
+		if !slices.Contains(dests, req.Destination) {
+			return ResendResult{}, badRequest("route %q has no destination %q", e.Route, req.Destination)
+		}
+		dests = []string{req.Destination}
+	}
+	out := ResendResult{EventID: e.EventID, Route: e.Route, Destinations: []ResendOutcome{}}
+	for _, dest := range dests {
+		d, err := h.Store.Delivery(ctx, e, seq, dest)
+		if err != nil {
+			return out, err
+		}
+		o := ResendOutcome{Destination: dest, State: d.State}
+		switch d.State {
+		case store.StateDelivered:
+			o.Action, err = h.queue(ctx, e, seq, dest, d)
+		case store.StateFiltered:
+			o.Action = ResendSkipped
+			if req.Destination != "" {
+				o.Action, err = h.queue(ctx, e, seq, dest, d)
+			}
+		case store.StateDeadLettered:
+			var res store.ReplayCounts
+			res, err = h.Store.Replay(ctx, []store.DeadLetter{*d.DeadLetter})
+			o.Action = ResendReplayed
+			if res.Queued == 0 {
+				o.Action = ResendDuplicate
+			}
+		case store.StateAttempting:
+			o.Action = ResendRetrying
+			if err = h.Store.RetryNow(ctx, e.Route, dest, e.EventID); errors.Is(err, store.ErrNotParked) {
+				o.Action, err = ResendWaiting, nil
+			}
+		case store.StatePending:
+			o.Action = ResendWaiting
+		default:
+			o.Action = ResendSkipped
+		}
+		if err != nil {
+			return out, err
+		}
+		h.Logger.Info("event resent by operator", "route", e.Route, "destination", dest, "event_id", e.EventID,
+			"state", o.State, "action", o.Action)
+		out.Destinations = append(out.Destinations, o)
+	}
+	return out, nil
+}
+
+// queue queues a copy of the event for dest, once per latest replay.
+func (h *Handler) queue(ctx context.Context, e *store.Envelope, seq uint64, dest string, d store.Delivery) (string, error) {
+	queued, err := h.Store.Resend(ctx, e, seq, dest, d.Replay.Seq)
+	if !queued {
+		return ResendDuplicate, err
+	}
+	return ResendQueued, err
+}

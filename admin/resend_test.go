@@ -1,0 +1,119 @@
+package admin_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/store/storetest"
+)
+
+func (r *rig) resend(id string, req admin.ResendRequest) admin.ResendResult {
+	r.t.Helper()
+	var res admin.ResendResult
+	if code := r.call(http.MethodPost, "/v1/events/"+url.PathEscape(id)+"/resend", req, &res); code != http.StatusOK {
+		r.t.Fatalf("resend %s: %d", id, code)
+	}
+	return res
+}
+
+func outcomes(res admin.ResendResult) string {
+	var s []string
+	for _, o := range res.Destinations {
+		s = append(s, o.Destination+"="+o.State+":"+o.Action)
+	}
+	return strings.Join(s, " ")
+}
+
+func TestResendDeliversADeliveredEventAgainAsAReplayWould(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	id := r.post(`{"order":1}`, nil)
+	eventually(t, "both delivered", func() bool {
+		var ev admin.Event
+		r.call(http.MethodGet, "/v1/events/"+url.PathEscape(id), nil, &ev)
+		return states(ev) == "app=delivered audit=delivered"
+	})
+	res := r.resend(id, admin.ResendRequest{Destination: "app"})
+	if got := outcomes(res); got != "app=delivered:queued" {
+		t.Fatalf("resend to app: %s", got)
+	}
+	eventually(t, "app got it again", func() bool { return r.app.count(id) == 2 })
+	storetest.Settled(t, r.store)
+	if got := r.app.attemptsOf(id); got != "1,1" {
+		t.Errorf("app's X-Webhook-Attempt: %s, want 1,1 (a resend starts its attempts again, as a replay)", got)
+	}
+	if r.audit.count(id) != 1 {
+		t.Errorf("audit got the event %d times; a resend to app must not reach it", r.audit.count(id))
+	}
+	if !strings.Contains(r.log.String(), "event resent by operator") || !strings.Contains(r.log.String(), "action=queued") {
+		t.Errorf("no audit line for the resend:\n%s", r.log.String())
+	}
+	// To every destination: both deliver it again.
+	if got := outcomes(r.resend(id, admin.ResendRequest{})); got != "app=delivered:queued audit=delivered:queued" {
+		t.Fatalf("resend to all: %s", got)
+	}
+	eventually(t, "both got it again", func() bool { return r.app.count(id) == 3 && r.audit.count(id) == 2 })
+}
+
+func TestResendReplaysADeadLetterOnce(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.audit.failWith(http.StatusUnprocessableEntity)
+	id := r.post(`{"order":2}`, nil)
+	r.waitDeadLetters(1)
+	r.audit.failWith(0)
+	res := r.resend(id, admin.ResendRequest{Destination: "audit"})
+	if got := outcomes(res); got != "audit=dead_lettered:replayed" {
+		t.Fatalf("resend: %s", got)
+	}
+	eventually(t, "audit got the replay", func() bool { return r.audit.count(id) == 2 })
+	if code := r.call(http.MethodPost, "/v1/events/nope/resend", nil, nil); code != http.StatusNotFound {
+		t.Errorf("unknown event: %d, want 404", code)
+	}
+	if code := r.call(http.MethodPost, "/v1/events/"+url.PathEscape(id)+"/resend", map[string]string{"destination": "nowhere"}, nil); code != http.StatusBadRequest {
+		t.Errorf("unknown destination: %d, want 400", code)
+	}
+}
+
+// longBackoff parks a failed attempt for an hour.
+const longBackoff = `
+defaults:
+  retry: {backoff: fixed, delay: 1h, jitter: none, max_attempts: 5, max_age: 24h}
+  timeout: 2s
+routes:
+  - name: shop
+    path: /hooks/shop
+    destinations:
+      - {name: app, url: "${APP}/hook", slow_start: 0s}
+      - {name: audit, url: "${AUDIT}/hook", slow_start: 0s}
+`
+
+func TestResendRetriesAnEventInBackoffNowWithItsNextAttemptNumber(t *testing.T) {
+	t.Parallel()
+	r := newRigOf(t, longBackoff)
+	r.app.failWith(http.StatusServiceUnavailable)
+	id := r.post(`{"order":3}`, nil)
+	var ev admin.Event
+	eventually(t, "app's first attempt failed and waits an hour", func() bool {
+		r.call(http.MethodGet, "/v1/events/"+url.PathEscape(id), nil, &ev)
+		return states(ev) == "app=attempting audit=delivered" && len(ev.Destinations[0].Attempts) == 1
+	})
+	r.app.failWith(0)
+	res := r.resend(id, admin.ResendRequest{})
+	if got := outcomes(res); got != "app=attempting:retrying audit=delivered:queued" {
+		t.Fatalf("resend: %s", got)
+	}
+	eventually(t, "app delivered at its second attempt", func() bool { return r.app.attemptsOf(id) == "1,2" })
+	eventually(t, "app delivered", func() bool {
+		r.call(http.MethodGet, "/v1/events/"+url.PathEscape(id), nil, &ev)
+		return states(ev) == "app=delivered audit=delivered"
+	})
+	eventually(t, "no parked retry left to come due in an hour", func() bool { return r.store.ParkedCount("shop", "app") == 0 })
+	storetest.Settled(t, r.store)
+	if got := r.app.attemptsOf(id); got != "1,2" {
+		t.Errorf("app's X-Webhook-Attempt: %s, want 1,2: the parked retry brought forward, once", got)
+	}
+}

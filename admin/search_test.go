@@ -1,0 +1,210 @@
+package admin_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jethook/jethook/admin"
+)
+
+// search runs GET /v1/events?query page by page to the end and returns
+// the event ids found, in order.
+func (r *rig) search(query string) []string {
+	r.t.Helper()
+	var ids []string
+	q, _ := url.ParseQuery(query)
+	for page := 0; ; page++ {
+		if page > 50 {
+			r.t.Fatal("paging does not end")
+		}
+		var p admin.SearchPage
+		if code := r.call(http.MethodGet, "/v1/events?"+q.Encode(), nil, &p); code != http.StatusOK {
+			r.t.Fatalf("search %q: %d", query, code)
+		}
+		for _, e := range p.Events {
+			ids = append(ids, e.EventID)
+		}
+		if p.NextCursor == "" {
+			return ids
+		}
+		q.Set("cursor", p.NextCursor)
+	}
+}
+
+func TestSearchFindsEventsByWhatTheySayByTypeAndByState(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.audit.failWith(http.StatusUnprocessableEntity) // every event is dead-lettered at audit
+	var ids []string
+	for i := range 12 {
+		typ := "order.created"
+		if i%3 == 0 {
+			typ = "order.paid"
+		}
+		ids = append(ids, r.post(fmt.Sprintf(`{"type":%q,"order":{"id":"%d"}}`, typ, 1000+i), nil))
+	}
+	r.waitDeadLetters(12)
+
+	t.Run("an expression over the body finds the one order", func(t *testing.T) {
+		got := r.search(`route=shop&q=body.order.id == "1004"`)
+		if !slices.Equal(got, []string{ids[4]}) {
+			t.Fatalf("found %v, want %v", got, ids[4])
+		}
+	})
+	t.Run("newest first by default, oldest first when asked, page by page", func(t *testing.T) {
+		want := slices.Clone(ids)
+		slices.Reverse(want)
+		if got := r.search("limit=5"); !slices.Equal(got, want) {
+			t.Fatalf("newest first: %v\nwant %v", got, want)
+		}
+		if got := r.search("limit=5&order=oldest"); !slices.Equal(got, ids) {
+			t.Fatalf("oldest first: %v\nwant %v", got, ids)
+		}
+	})
+	t.Run("by the type the body names", func(t *testing.T) {
+		got := r.search("type=order.paid&order=oldest")
+		if !slices.Equal(got, []string{ids[0], ids[3], ids[6], ids[9]}) {
+			t.Fatalf("order.paid: %v", got)
+		}
+		if got := r.search("type=order.*"); len(got) != 12 {
+			t.Fatalf("order.*: %d events, want 12", len(got))
+		}
+	})
+	t.Run("by state at a destination", func(t *testing.T) {
+		if got := r.search("route=shop&destination=audit&state=dead_lettered"); len(got) != 12 {
+			t.Fatalf("dead-lettered at audit: %d, want 12", len(got))
+		}
+		if got := r.search("route=shop&destination=audit&state=delivered"); len(got) != 0 {
+			t.Fatalf("delivered at audit: %v, want none", got)
+		}
+		eventually(t, "app delivered them all", func() bool { return len(r.search("route=shop&destination=app&state=delivered")) == 12 })
+	})
+	t.Run("each event says its type and its state per destination", func(t *testing.T) {
+		var p admin.SearchPage
+		r.call(http.MethodGet, "/v1/events?limit=1&order=oldest", nil, &p)
+		if len(p.Events) != 1 {
+			t.Fatalf("page %+v", p)
+		}
+		e := p.Events[0]
+		if e.Type != "order.paid" || e.Route != "shop" || len(e.Destinations) != 2 ||
+			e.Destinations[0] != (admin.DestinationState{Destination: "app", State: "delivered"}) ||
+			e.Destinations[1] != (admin.DestinationState{Destination: "audit", State: "dead_lettered"}) {
+			t.Fatalf("event %+v", e)
+		}
+		if p.Scanned < 1 || p.Bytes == 0 || p.Reached == nil || p.NextCursor == "" || p.Stopped != "limit" {
+			t.Fatalf("progress %+v", p.SearchEnd)
+		}
+	})
+	t.Run("a streamed search sends each event, then its end", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, r.admin.URL+"/v1/events?q="+url.QueryEscape(`body.type == "order.paid"`), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Accept", "application/x-ndjson")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+			t.Fatalf("content type %q", ct)
+		}
+		var events, ends int
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var l struct {
+				Event *admin.EventSummary
+				End   *admin.SearchEnd
+			}
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+				t.Fatalf("line %q: %v", sc.Text(), err)
+			}
+			switch {
+			case l.Event != nil:
+				events++
+			case l.End != nil:
+				ends++
+				if l.End.Scanned != 12 || l.End.NextCursor != "" {
+					t.Fatalf("end %+v", l.End)
+				}
+			}
+		}
+		if events != 4 || ends != 1 {
+			t.Fatalf("%d events and %d end lines, want 4 and 1", events, ends)
+		}
+	})
+	t.Run("a page ends at its byte bound with a cursor", func(t *testing.T) {
+		var p admin.SearchPage
+		r.call(http.MethodGet, "/v1/events?max_bytes=1&order=oldest", nil, &p)
+		if p.Stopped != "max_bytes" || p.NextCursor == "" || p.Scanned != 1 {
+			t.Fatalf("page %+v", p.SearchEnd)
+		}
+	})
+}
+
+func TestSearchSaysWhatIsWrongWithARequest(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	for _, c := range []struct{ query, says string }{
+		{"q=" + url.QueryEscape("body.order.id =="), "expression does not compile"},
+		{"q=" + url.QueryEscape("body.order"), "boolean"},
+		{"q=" + url.QueryEscape(strings.Repeat("a", 5000)), "at most 4096"},
+		{"state=lost", "want one of delivered"},
+		{"destination=app", "needs a route"},
+		{"route=shop&destination=nowhere", "no destination"},
+		{"since=yesterday", "since"},
+		{"since=1h&until=2h", "until must be after since"},
+		{"order=random", "newest or oldest"},
+		{"limit=0", "limit"},
+		{"max_bytes=-1", "max_bytes"},
+		{"cursor=abc", "cursor"},
+		{"route=a.b", "not a route name"},
+	} {
+		var e struct{ Error, Message string }
+		if code := r.call(http.MethodGet, "/v1/events?"+c.query, nil, &e); code != http.StatusBadRequest || !strings.Contains(e.Message, c.says) {
+			t.Errorf("%s: %d %q, want 400 saying %q", c.query, code, e.Message, c.says)
+		}
+	}
+	if code := call(t, r.admin.URL, "", http.MethodGet, "/v1/events", nil, nil); code != http.StatusUnauthorized {
+		t.Errorf("without the token: %d, want 401", code)
+	}
+}
+
+func TestAThirdSearchAtOnceIsRefusedUntilOneEnds(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.post(`{"order":1}`, nil)
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := r.api.Search(context.Background(), admin.Search{}, func(admin.EventSummary) bool {
+				started <- struct{}{}
+				<-release // holds its slot, as a slow reader of a stream does
+				return true
+			}, nil)
+			errs <- err
+		}()
+	}
+	<-started
+	<-started
+	var e struct{ Error, Message string }
+	if code := r.call(http.MethodGet, "/v1/events", nil, &e); code != http.StatusTooManyRequests || e.Error != "too_many_searches" {
+		t.Fatalf("a third search: %d %+v, want 429 too_many_searches", code, e)
+	}
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := r.call(http.MethodGet, "/v1/events", nil, nil); code != http.StatusOK {
+		t.Fatalf("a search once the others ended: %d", code)
+	}
+}

@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/jethook/jethook/admin"
+)
+
+// SearchOptions configure the search scenario; a zero field takes its
+// default.
+type SearchOptions struct {
+	// Retained is how many webhooks the store holds when the searches run
+	// (default 1,000,000).
+	Retained int
+	// BodySize is the size of every JSON body in bytes (default 1024).
+	BodySize int
+	// Clients is how many posts are in flight at once while the store is
+	// filled (default 64).
+	Clients int
+	// Load is how many clients post webhooks, one after the other, while
+	// ingest's latency is measured, idle and during each search (default 4).
+	Load int
+	// Idle is how long ingest's idle latency is measured (default 10s).
+	Idle time.Duration
+	// Dir holds the run's temporary data directory.
+	Dir string
+	// Progress, if set, gets a line at each step of the run.
+	Progress io.Writer
+}
+
+func (o *SearchOptions) applyDefaults() {
+	if o.Retained <= 0 {
+		o.Retained = 1_000_000
+	}
+	if o.BodySize <= 0 {
+		o.BodySize = 1024
+	}
+	if o.Clients <= 0 {
+		o.Clients = 64
+	}
+	if o.Load <= 0 {
+		o.Load = 4
+	}
+	if o.Idle <= 0 {
+		o.Idle = 10 * time.Second
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+}
+
+// SearchResult is what the search scenario measured: ingest's latency
+// idle and during two searches of the retained webhooks through the admin
+// API's Search, as GET /v1/events and the dashboard run it.
+type SearchResult struct {
+	Retained int
+	Fill     Measurement // the posts that filled the store
+	Idle     Measurement // ingest with no search running
+	// Full reads the whole 24 h window for an expression nothing matches;
+	// Selective looks for the one webhook of the last hour that matches,
+	// newest first (the newest of those that filled the store).
+	Full, Selective SearchRun
+}
+
+// SearchRun is one search and the ingest load beside it.
+type SearchRun struct {
+	Search admin.Search
+	// First is when the first event was found, from the search's start;
+	// 0 when none was.
+	First   time.Duration
+	Elapsed time.Duration // the whole page
+	Found   int
+	End     admin.SearchEnd
+	Ingest  Measurement // ingest while the search ran
+}
+
+// Search fills a store with Retained webhooks through the ingress (the
+// destination paused: nothing is delivered), measures ingest's latency
+// idle, then runs each search with the same ingest load beside it.
+func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
+	o.applyDefaults()
+	r := SearchResult{Retained: o.Retained}
+	cfg, err := config("http://127.0.0.1:9/unused", 64)
+	if err != nil {
+		return r, err
+	}
+	st, err := startStack(ctx, Options{Dir: o.Dir}, cfg, false, false)
+	if err != nil {
+		return r, fmt.Errorf("start jethook: %w", err)
+	}
+	defer st.close()
+	url := st.ingress.URL + hookPath
+	fmt.Fprintf(o.Progress, "search: storing %d webhooks of %d bytes\n", o.Retained, o.BodySize)
+	r.Fill = runFrom(ctx, url, o.Clients, o.Retained, 0, o.BodySize, 0)
+	if r.Fill.Failed > 0 || r.Fill.Requests != o.Retained {
+		return r, fmt.Errorf("filling the store: %d stored, %d failed", r.Fill.Requests, r.Fill.Failed)
+	}
+	next := int64(o.Retained)
+	fmt.Fprintf(o.Progress, "search: stored in %s; ingest idle for %s\n", r.Fill.Elapsed.Round(time.Second), o.Idle)
+	r.Idle = runFrom(ctx, url, o.Load, 0, o.Idle, o.BodySize, next)
+	next += int64(r.Idle.Requests + r.Idle.Failed + o.Load)
+	for _, run := range []struct {
+		out *SearchRun
+		s   admin.Search
+	}{
+		{&r.Full, admin.Search{Route: "bench", Since: "24h", Expr: `body.id == "evt_none"`}},
+		{&r.Selective, admin.Search{Route: "bench", Since: "1h", Expr: fmt.Sprintf(`body.id == "evt_%d"`, o.Retained-1)}},
+	} {
+		fmt.Fprintf(o.Progress, "search: %s\n", run.s.Expr)
+		*run.out, err = searchBeside(ctx, st, run.s, url, o, next)
+		if err != nil {
+			return r, err
+		}
+		next += int64(run.out.Ingest.Requests + run.out.Ingest.Failed + o.Load)
+	}
+	return r, ctx.Err()
+}
+
+// searchBeside runs s while o.Load clients post webhooks numbered from
+// first on, and stops them when the search ends.
+func searchBeside(ctx context.Context, st *stack, s admin.Search, url string, o SearchOptions, first int64) (SearchRun, error) {
+	out := SearchRun{Search: s}
+	loadCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { out.Ingest = runFrom(loadCtx, url, o.Load, 0, 0, o.BodySize, first) })
+	start := time.Now()
+	end, err := st.app.Admin.Search(ctx, s, func(admin.EventSummary) bool {
+		if out.Found == 0 {
+			out.First = time.Since(start)
+		}
+		out.Found++
+		return true
+	}, nil)
+	out.Elapsed, out.End = time.Since(start), end
+	stop()
+	wg.Wait()
+	return out, err
+}

@@ -1,0 +1,35 @@
+package provider
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestEventTypeIsWhereEachSenderNamesIt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		header http.Header
+		body   string
+		want   string
+	}{
+		{"github names it in a header", http.Header{"X-Github-Event": {"push"}}, `{"action":"opened"}`, "push"},
+		{"shopify names its topic in a header", http.Header{"X-Shopify-Topic": {"orders/create"}}, `{}`, "orders/create"},
+		{"stripe names it in the body", nil, `{"id":"evt_1","type":"invoice.paid","data":{"object":{}}}`, "invoice.paid"},
+		{"slack's event callback names the inner event", nil, `{"type":"event_callback","event":{"type":"app_mention"}}`, "app_mention"},
+		{"zoom names it as event", nil, `{"event":"meeting.started","payload":{}}`, "meeting.started"},
+		{"paddle names it as event_type", nil, `{"event_type":"transaction.completed"}`, "transaction.completed"},
+		{"a body that names none has none", nil, `{"order_id":"1004"}`, ""},
+		{"a body that is not JSON has none", nil, `type=push`, ""},
+		{"a type that is not a string is not one", nil, `{"type":7}`, ""},
+		{"a body nested too deep is not read", nil, `{"type":"x","a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, ""},
+		{"a long type is clipped", nil, `{"type":"` + strings.Repeat("a", 300) + `"}`, strings.Repeat("a", 100)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := EventType(c.header, []byte(c.body)); got != c.want {
+				t.Fatalf("EventType = %q, want %q", got, c.want)
+			}
+		})
+	}
+}

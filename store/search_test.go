@@ -1,0 +1,161 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
+)
+
+// publishOrders stores n webhooks on github, order i with body
+// {"order":i} and ids that start with batch, each followed by two on
+// stripe, and returns the time before the first and after the last.
+func publishOrders(t *testing.T, st *store.Store, batch string, n int) (time.Time, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	from := time.Now()
+	for i := range n {
+		if _, err := st.Publish(ctx, envelope(fmt.Sprintf("gh-%s%03d", batch, i), fmt.Sprintf(`{"order":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 2 {
+			o := envelope(fmt.Sprintf("st-%s%03d-%d", batch, i, j), fmt.Sprintf(`{"order":%d}`, i))
+			o.Route = "stripe"
+			if _, err := st.Publish(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return from, time.Now()
+}
+
+// pages runs q page by page to the end and returns the event ids found.
+func pages(t *testing.T, st *store.Store, q store.Scan) []string {
+	t.Helper()
+	var ids []string
+	for page := 0; ; page++ {
+		if page > 100 {
+			t.Fatal("paging does not end")
+		}
+		end, err := st.Search(context.Background(), q, func(h store.Hit) bool {
+			ids = append(ids, h.Envelope.EventID)
+			return true
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end.Next == 0 {
+			return ids
+		}
+		q.Cursor = end.Next
+	}
+}
+
+func TestSearchFindsWhatMatchIsGivenInOrderPageByPage(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	publishOrders(t, st, "", 60)
+	odd := func(e *store.Envelope, _ uint64) bool {
+		return bytes.HasSuffix(e.Body, []byte("1}")) || bytes.HasSuffix(e.Body, []byte("3}"))
+	}
+	var want []string
+	for i := 59; i >= 0; i-- {
+		if i%10 == 1 || i%10 == 3 {
+			want = append(want, fmt.Sprintf("gh-%03d", i))
+		}
+	}
+	for _, limit := range []int{1, 5, 100} {
+		t.Run(fmt.Sprintf("newest first in pages of %d", limit), func(t *testing.T) {
+			got := pages(t, st, store.Scan{Route: "github", Match: odd, Limit: limit})
+			if !slices.Equal(got, want) {
+				t.Fatalf("found %v\nwant %v", got, want)
+			}
+		})
+		t.Run(fmt.Sprintf("oldest first in pages of %d", limit), func(t *testing.T) {
+			got := pages(t, st, store.Scan{Route: "github", Match: odd, Limit: limit, Oldest: true})
+			rev := slices.Clone(want)
+			slices.Reverse(rev)
+			if !slices.Equal(got, rev) {
+				t.Fatalf("found %v\nwant %v", got, rev)
+			}
+		})
+	}
+	t.Run("every route when none is named", func(t *testing.T) {
+		got := pages(t, st, store.Scan{Limit: 1000})
+		if len(got) != 180 {
+			t.Fatalf("found %d webhooks, want 180", len(got))
+		}
+	})
+	t.Run("not a route name", func(t *testing.T) {
+		if _, err := st.Search(context.Background(), store.Scan{Route: "a.>", Limit: 1}, func(store.Hit) bool { return true }, nil); err == nil {
+			t.Fatal("a route with subject wildcards was searched")
+		}
+	})
+}
+
+func TestSearchKeepsToItsTimeWindow(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	publishOrders(t, st, "a", 5)
+	// Stream times are the server's: wait for the clock to move past them.
+	mid := time.Now()
+	for !time.Now().After(mid) {
+		time.Sleep(time.Millisecond)
+	}
+	from, _ := publishOrders(t, st, "b", 3)
+	for _, oldest := range []bool{false, true} {
+		got := pages(t, st, store.Scan{Route: "github", Since: from, Limit: 100, Oldest: oldest})
+		if len(got) != 3 {
+			t.Fatalf("oldest first %v: since the second batch found %v, want its 3", oldest, got)
+		}
+		got = pages(t, st, store.Scan{Route: "github", Until: from, Limit: 100, Oldest: oldest})
+		if len(got) != 5 {
+			t.Fatalf("oldest first %v: until the second batch found %v, want the first 5", oldest, got)
+		}
+	}
+}
+
+func TestSearchStopsAtItsByteBoundAndGoesOnFromThere(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	publishOrders(t, st, "", 200)
+	for _, oldest := range []bool{false, true} {
+		q := store.Scan{Route: "github", Limit: 1000, MaxBytes: 20 << 10, Oldest: oldest}
+		var ids []string
+		progressed := 0
+		for page := 0; ; page++ {
+			if page > 200 {
+				t.Fatal("paging does not end")
+			}
+			end, err := st.Search(context.Background(), q, func(h store.Hit) bool {
+				ids = append(ids, h.Envelope.EventID)
+				return true
+			}, func(store.ScanProgress) { progressed++ })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if end.Bytes > 2*q.MaxBytes {
+				t.Fatalf("oldest first %v: a page read %d bytes, bound %d", oldest, end.Bytes, q.MaxBytes)
+			}
+			if end.Next == 0 {
+				break
+			}
+			if end.Stopped != "max_bytes" {
+				t.Fatalf("oldest first %v: a page stopped for %q, want max_bytes", oldest, end.Stopped)
+			}
+			q.Cursor = end.Next
+		}
+		if len(ids) != 200 || progressed == 0 {
+			t.Fatalf("oldest first %v: %d webhooks over the pages (want 200), %d progress reports", oldest, len(ids), progressed)
+		}
+		slices.Sort(ids)
+		if len(slices.Compact(ids)) != 200 {
+			t.Fatalf("oldest first %v: a webhook was found twice", oldest)
+		}
+	}
+}
