@@ -1,0 +1,324 @@
+package transform
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dop251/goja"
+
+	"github.com/jethook/jethook/payload"
+)
+
+// machine is one goja runtime with the script's top-level code run and its
+// handler registered. A run that a limit stopped discards its machine: its
+// state may be half-changed.
+type machine struct {
+	s       *Script
+	rt      *goja.Runtime
+	handler goja.Callable
+	parse   goja.Callable // JSON.parse as the runtime started, whatever the script does to it
+
+	// What the run in progress reads; set by run.
+	now      time.Time
+	console  io.Writer
+	query    string
+	body     []byte
+	bodyVal  goja.Value // the body as the script sees it, once read or set
+	bodyUsed bool       // read or set: the body must be encoded from bodyVal
+	failMsg  string     // $transform.fail's message
+	getBody  goja.Value
+	setBody  goja.Value
+	getQuery goja.Value
+}
+
+// errFail interrupts a run that called $transform.fail.
+var errFail = errors.New("failed")
+
+// newMachine makes a runtime for s and runs its top-level code, under the
+// run limits with ten times the timeout.
+func (s *Script) newMachine() (*machine, error) {
+	rt := goja.New()
+	m := &machine{s: s, rt: rt, now: time.Now()}
+	rt.SetMaxCallStackSize(MaxCallDepth)
+	rt.SetTimeSource(func() time.Time { return m.now })
+	harden(rt, s.limits)
+	if p, ok := goja.AssertFunction(rt.Get("JSON").ToObject(rt).Get("parse")); ok {
+		m.parse = p
+	}
+	m.install()
+	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory)
+	_, err := rt.RunProgram(s.prg)
+	tripped := w.end()
+	if err == nil && tripped != "" {
+		err = &Error{Kind: tripped, Msg: "while running the script's top-level code"}
+	}
+	if err != nil {
+		if e := runError(err, m); e != nil {
+			e.Msg = strings.TrimPrefix(e.Msg+" (top-level code)", " ")
+			return nil, fmt.Errorf("%s: %w", s.name, e)
+		}
+		return nil, fmt.Errorf("%s: %w", s.name, err)
+	}
+	if m.handler == nil {
+		return nil, fmt.Errorf("%s: the script registers no handler; call addHandler('transform', (request, context) => { ...; return request; })", s.name)
+	}
+	return m, nil
+}
+
+// install defines the globals a script may use besides the language's
+// own: addHandler, $transform.fail, console and process.env.
+func (m *machine) install() {
+	rt := m.rt
+	_ = rt.Set("addHandler", func(call goja.FunctionCall) goja.Value {
+		name := call.Argument(0).String()
+		fn, ok := goja.AssertFunction(call.Argument(1))
+		if !ok {
+			panic(rt.NewTypeError("addHandler(%q, handler): handler is not a function", name))
+		}
+		if name != "transform" {
+			panic(rt.NewTypeError("addHandler(%q, ...): the only handler is 'transform'", name))
+		}
+		m.handler = fn
+		return goja.Undefined()
+	})
+	tf := rt.NewObject()
+	_ = tf.Set("fail", func(call goja.FunctionCall) goja.Value {
+		m.failMsg = call.Argument(0).String()
+		rt.Interrupt(errFail)
+		return goja.Undefined()
+	})
+	_ = rt.Set("$transform", tf)
+	console := rt.NewObject()
+	for _, level := range []string{"log", "info", "warn", "error", "debug"} {
+		_ = console.Set(level, func(call goja.FunctionCall) goja.Value {
+			if m.console == nil {
+				return goja.Undefined()
+			}
+			parts := make([]string, len(call.Arguments))
+			for i, a := range call.Arguments {
+				parts[i] = display(rt, a)
+			}
+			fmt.Fprintf(m.console, "console.%s: %s\n", level, strings.Join(parts, " "))
+			return goja.Undefined()
+		})
+	}
+	_ = rt.Set("console", console)
+	env := rt.NewObject()
+	for k, v := range m.s.env {
+		_ = env.Set(k, v)
+	}
+	process := rt.NewObject()
+	_ = process.Set("env", env)
+	_ = rt.Set("process", process)
+
+	m.getBody = rt.ToValue(func(goja.FunctionCall) goja.Value {
+		if !m.bodyUsed {
+			m.bodyUsed = true
+			m.bodyVal = m.decodeBody()
+		}
+		return m.bodyVal
+	})
+	m.setBody = rt.ToValue(func(call goja.FunctionCall) goja.Value {
+		m.bodyUsed = true
+		m.bodyVal = call.Argument(0)
+		return goja.Undefined()
+	})
+	m.getQuery = rt.ToValue(func(goja.FunctionCall) goja.Value { return m.parsedQuery() })
+}
+
+// display is how console shows a value: strings as they are, the rest as
+// JSON where it can be.
+func display(rt *goja.Runtime, v goja.Value) string {
+	if s, ok := v.Export().(string); ok {
+		return s
+	}
+	if _, ok := v.(*goja.Object); ok {
+		if b, err := encodeJSON(rt, v, 64<<10); err == nil {
+			return string(b)
+		}
+	}
+	return v.String()
+}
+
+// decodeBody is the body as the script sees it: parsed when it is JSON
+// that nests no deeper than MaxDepth, else a string.
+func (m *machine) decodeBody() goja.Value {
+	text := string(m.body)
+	if m.parse != nil && looksJSON(m.body) && !payload.TooDeep(m.body) && utf8.Valid(m.body) {
+		if v, err := m.parse(goja.Undefined(), m.rt.ToValue(text)); err == nil {
+			return v
+		}
+	}
+	return m.rt.ToValue(text)
+}
+
+// looksJSON reports whether b starts, after white space, as a JSON value
+// can; a body that does not is not handed to JSON.parse.
+func looksJSON(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{', '[', '"', 't', 'f', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// parsedQuery is the query string as an object: each name's value, or
+// its values as an array when it came several times.
+func (m *machine) parsedQuery() goja.Value {
+	o := m.rt.NewObject()
+	vals, _ := url.ParseQuery(m.query)
+	for k, vs := range vals {
+		if len(vs) == 1 {
+			_ = o.Set(k, vs[0])
+			continue
+		}
+		items := make([]any, len(vs))
+		for i, v := range vs {
+			items[i] = v
+		}
+		_ = o.Set(k, m.rt.NewArray(items...))
+	}
+	return o
+}
+
+// run runs the handler on req. keep says whether the machine may be
+// reused.
+func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err error) {
+	rt := m.rt
+	m.now = c.Now
+	if m.now.IsZero() {
+		m.now = time.Now()
+	}
+	m.console, m.query, m.body = c.Console, req.Query, req.Body
+	m.bodyVal, m.bodyUsed, m.failMsg = nil, false, ""
+	defer func() { m.console, m.body, m.bodyVal = nil, nil, nil }()
+
+	r := rt.NewObject()
+	h := rt.NewObject()
+	for k, vs := range req.Header {
+		_ = h.Set(strings.ToLower(k), strings.Join(vs, ", "))
+	}
+	_ = r.Set("headers", h)
+	_ = r.Set("method", req.Method)
+	_ = r.Set("path", req.Path)
+	_ = r.Set("query", req.Query)
+	_ = r.DefineAccessorProperty("parsed_query", m.getQuery, nil, goja.FLAG_TRUE, goja.FLAG_TRUE)
+	_ = r.DefineAccessorProperty("body", m.getBody, m.setBody, goja.FLAG_TRUE, goja.FLAG_TRUE)
+	ctx := m.context(c)
+
+	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory)
+	res, err := m.handler(goja.Undefined(), r, ctx)
+	if err == nil {
+		out, err = m.output(req, r, res)
+	}
+	if tripped := w.end(); tripped != "" {
+		rt.ClearInterrupt()
+		return nil, false, &Error{Kind: tripped, Msg: limitText(tripped, m.s.limits)}
+	}
+	if err != nil {
+		if e := runError(err, m); e != nil {
+			// A limit or $transform.fail stopped it mid-way: its state
+			// may be half-changed.
+			keep := e.Kind == KindThrew || e.Kind == KindInvalid || e.Kind == KindTooBig
+			rt.ClearInterrupt()
+			return nil, keep, e
+		}
+		return nil, false, &Error{Kind: KindThrew, Msg: clip(err.Error())}
+	}
+	return out, true, nil
+}
+
+// context builds the handler's second argument. connection holds the
+// names Hookdeck scripts read (context.connection.source.name).
+func (m *machine) context(c Context) *goja.Object {
+	rt := m.rt
+	o := rt.NewObject()
+	_ = o.Set("route", c.Route)
+	_ = o.Set("destination", c.Destination)
+	_ = o.Set("event_id", c.EventID)
+	_ = o.Set("attempt", c.Attempt)
+	_ = o.Set("event_type", c.EventType)
+	if !c.ReceivedAt.IsZero() {
+		_ = o.Set("received_at", c.ReceivedAt.UTC().Format(time.RFC3339Nano))
+	}
+	src, dst, conn := rt.NewObject(), rt.NewObject(), rt.NewObject()
+	_ = src.Set("name", c.Route)
+	_ = dst.Set("name", c.Destination)
+	_ = conn.Set("source", src)
+	_ = conn.Set("destination", dst)
+	_ = o.Set("connection", conn)
+	return o
+}
+
+// limitText says which limit a run went past.
+func limitText(kind string, l Limits) string {
+	switch kind {
+	case KindTimeout:
+		return fmt.Sprintf("the run took longer than %v", l.Timeout)
+	case KindMemory:
+		return fmt.Sprintf("the run allocated more than %d MiB", l.Memory>>20)
+	}
+	return kind
+}
+
+// runError turns what goja returned into an *Error, nil when it is none
+// of goja's.
+func runError(err error, m *machine) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var ie *goja.InterruptedError
+	if errors.As(err, &ie) {
+		if errors.Is(ie.Unwrap(), errFail) {
+			return &Error{Kind: KindFailed, Msg: clip(m.failMsg), At: where(ie.Stack())}
+		}
+		if l, ok := ie.Value().(limitError); ok {
+			return &Error{Kind: string(l), Msg: limitText(string(l), m.s.limits), At: where(ie.Stack())}
+		}
+		return &Error{Kind: KindThrew, Msg: clip(fmt.Sprint(ie.Value())), At: where(ie.Stack())}
+	}
+	var so *goja.StackOverflowError
+	if errors.As(err, &so) {
+		return &Error{Kind: KindStack, Msg: fmt.Sprintf("calls nested deeper than %d", MaxCallDepth), At: where(so.Stack())}
+	}
+	var ex *goja.Exception
+	if errors.As(err, &ex) {
+		msg := "exception"
+		if v := ex.Value(); v != nil {
+			msg = v.String()
+		}
+		return &Error{Kind: KindThrew, Msg: clip(msg), At: where(ex.Stack())}
+	}
+	return nil
+}
+
+// where is the script position of the innermost frame that has one.
+func where(stack []goja.StackFrame) string {
+	for i := range stack {
+		p := stack[i].Position()
+		if p.Line > 0 {
+			return fmt.Sprintf("%s:%d:%d", p.Filename, p.Line, p.Column)
+		}
+	}
+	return ""
+}
+
+// clip keeps an error message to one short line.
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
