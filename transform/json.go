@@ -49,6 +49,11 @@ func (e *encoder) value(v goja.Value, depth int, key string) (skip bool, err err
 	if !isObj {
 		return e.primitive(v)
 	}
+	if lo, la := lazyOf(o); lo != nil {
+		return false, e.lazyObject(lo, depth)
+	} else if la != nil {
+		return false, e.lazyArray(la, depth)
+	}
 	if fn, ok := goja.AssertFunction(o.Get("toJSON")); ok {
 		r, err := fn(o, e.rt.ToValue(key))
 		if err != nil {
@@ -177,3 +182,80 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// lazyObject writes an object read from the body: as it came when the
+// script changed nothing in it, else key by key, the values the script
+// did not read as they came.
+func (e *encoder) lazyObject(o *lazyObject, depth int) error {
+	if o.untouched() {
+		e.buf = append(e.buf, o.raw.Raw...)
+		return e.full()
+	}
+	if depth >= MaxDepth {
+		return invalid("the body returned nests deeper than %d levels (or refers to itself)", MaxDepth)
+	}
+	o.index()
+	e.buf = append(e.buf, '{')
+	first := true
+	for _, f := range o.fields {
+		mark := len(e.buf)
+		if !first {
+			e.buf = append(e.buf, ',')
+		}
+		e.buf = appendString(e.buf, f.key)
+		e.buf = append(e.buf, ':')
+		if f.val != nil {
+			skip, err := e.value(f.val, depth+1, f.key)
+			if err != nil {
+				return err
+			}
+			if skip {
+				e.buf = e.buf[:mark]
+				continue
+			}
+		} else {
+			e.buf = append(e.buf, f.raw...)
+		}
+		first = false
+		if err := e.full(); err != nil {
+			return err
+		}
+	}
+	e.buf = append(e.buf, '}')
+	return e.full()
+}
+
+// lazyArray writes an array read from the body, as lazyObject does.
+func (e *encoder) lazyArray(a *lazyArray, depth int) error {
+	if a.untouched() {
+		e.buf = append(e.buf, a.raw.Raw...)
+		return e.full()
+	}
+	if depth >= MaxDepth {
+		return invalid("the body returned nests deeper than %d levels (or refers to itself)", MaxDepth)
+	}
+	e.buf = append(e.buf, '[')
+	for i, v := range a.vals {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		switch {
+		case v != nil:
+			skip, err := e.value(v, depth+1, strconv.Itoa(i))
+			if err != nil {
+				return err
+			}
+			if skip {
+				e.buf = append(e.buf, "null"...)
+			}
+		case i < len(a.raws):
+			e.buf = append(e.buf, a.raws[i].Raw...)
+		default:
+			e.buf = append(e.buf, "null"...)
+		}
+		if err := e.full(); err != nil {
+			return err
+		}
+	}
+	e.buf = append(e.buf, ']')
+	return e.full()
+}

@@ -7,9 +7,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dop251/goja"
+	"github.com/tidwall/gjson"
 
 	"github.com/jethook/jethook/payload"
 )
@@ -21,7 +21,6 @@ type machine struct {
 	s       *Script
 	rt      *goja.Runtime
 	handler goja.Callable
-	parse   goja.Callable // JSON.parse as the runtime started, whatever the script does to it
 
 	// What the run in progress reads; set by run.
 	now      time.Time
@@ -30,6 +29,7 @@ type machine struct {
 	body     []byte
 	bodyVal  goja.Value // the body as the script sees it, once read or set
 	bodyUsed bool       // read or set: the body must be encoded from bodyVal
+	decoded  goja.Value // the body as decodeBody made it, nil if it did not
 	failMsg  string     // $transform.fail's message
 	getBody  goja.Value
 	setBody  goja.Value
@@ -47,9 +47,6 @@ func (s *Script) newMachine() (*machine, error) {
 	rt.SetMaxCallStackSize(MaxCallDepth)
 	rt.SetTimeSource(func() time.Time { return m.now })
 	harden(rt, s.limits)
-	if p, ok := goja.AssertFunction(rt.Get("JSON").ToObject(rt).Get("parse")); ok {
-		m.parse = p
-	}
 	m.install()
 	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory)
 	_, err := rt.RunProgram(s.prg)
@@ -134,7 +131,7 @@ func (m *machine) install() {
 // display is how console shows a value: strings as they are, the rest as
 // JSON where it can be.
 func display(rt *goja.Runtime, v goja.Value) string {
-	if s, ok := v.Export().(string); ok {
+	if s, ok := stringOf(v); ok {
 		return s
 	}
 	if _, ok := v.(*goja.Object); ok {
@@ -145,31 +142,16 @@ func display(rt *goja.Runtime, v goja.Value) string {
 	return v.String()
 }
 
-// decodeBody is the body as the script sees it: parsed when it is JSON
-// that nests no deeper than MaxDepth, else a string.
+// decodeBody is the body as the script sees it: lazy objects and arrays
+// (lazy.go) when it is JSON that nests no deeper than MaxDepth, else a
+// string.
 func (m *machine) decodeBody() goja.Value {
-	text := string(m.body)
-	if m.parse != nil && looksJSON(m.body) && !payload.TooDeep(m.body) && utf8.Valid(m.body) {
-		if v, err := m.parse(goja.Undefined(), m.rt.ToValue(text)); err == nil {
-			return v
-		}
+	if gjson.ValidBytes(m.body) && !payload.TooDeep(m.body) {
+		v := jsValue(m.rt, gjson.ParseBytes(m.body))
+		m.decoded = v
+		return v
 	}
-	return m.rt.ToValue(text)
-}
-
-// looksJSON reports whether b starts, after white space, as a JSON value
-// can; a body that does not is not handed to JSON.parse.
-func looksJSON(b []byte) bool {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '{', '[', '"', 't', 'f', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-			return true
-		}
-		return false
-	}
-	return false
+	return m.rt.ToValue(string(m.body))
 }
 
 // parsedQuery is the query string as an object: each name's value, or
@@ -200,8 +182,8 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 		m.now = time.Now()
 	}
 	m.console, m.query, m.body = c.Console, req.Query, req.Body
-	m.bodyVal, m.bodyUsed, m.failMsg = nil, false, ""
-	defer func() { m.console, m.body, m.bodyVal = nil, nil, nil }()
+	m.bodyVal, m.bodyUsed, m.decoded, m.failMsg = nil, false, nil, ""
+	defer func() { m.console, m.body, m.bodyVal, m.decoded = nil, nil, nil, nil }()
 
 	r := rt.NewObject()
 	h := rt.NewObject()

@@ -65,7 +65,7 @@ func typeName(v goja.Value) string {
 	if o, ok := v.(*goja.Object); ok {
 		return strings.ToLower(o.ClassName())
 	}
-	return fmt.Sprintf("%T", v.Export())
+	return fmt.Sprintf("%T", v.Export()) // a primitive: cheap to export
 }
 
 // str reads o[key] as a string; absent is def.
@@ -74,7 +74,7 @@ func str(o *goja.Object, key, def string) (string, error) {
 	if v == nil || goja.IsUndefined(v) {
 		return def, nil
 	}
-	s, ok := v.Export().(string)
+	s, ok := stringOf(v)
 	if !ok {
 		return "", invalid("request.%s is a %s, not a string", key, typeName(v))
 	}
@@ -117,7 +117,7 @@ func (m *machine) queryOut(in *Request, o *goja.Object) (string, error) {
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 		return "", nil
 	}
-	if s, ok := v.Export().(string); ok {
+	if s, ok := stringOf(v); ok {
 		s = strings.TrimPrefix(s, "?")
 		if strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '#' || r == 0x7f }) {
 			return "", invalid("request.query holds a space, # or control character; encode it (encodeURIComponent)")
@@ -207,7 +207,10 @@ func (m *machine) bodyOut(in *Request, r, o *goja.Object) (body []byte, json boo
 	if v == nil || goja.IsUndefined(v) {
 		return nil, false, nil
 	}
-	if s, ok := v.Export().(string); ok {
+	if v == m.decoded && untouched(v) {
+		return in.Body, false, nil
+	}
+	if s, ok := stringOf(v); ok {
 		if int64(len(s)) > m.s.limits.MaxBody {
 			return nil, false, tooBig(m.s.limits.MaxBody)
 		}

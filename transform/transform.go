@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+	"github.com/dop251/goja/parser"
 
 	"github.com/jethook/jethook/payload"
 )
@@ -101,12 +102,12 @@ type Context struct {
 
 // Error kinds, in Error.Kind: the ways a run can fail.
 const (
-	KindThrew   = "threw"    // the script threw an exception
-	KindFailed  = "failed"   // the script called $transform.fail(message)
-	KindTimeout = "timeout"  // the run took longer than Limits.Timeout
-	KindMemory  = "memory"   // the run allocated more than Limits.Memory
-	KindStack   = "stack"    // calls nested deeper than MaxCallDepth
-	KindInvalid = "invalid"  // the handler returned something that is not a request
+	KindThrew   = "threw"     // the script threw an exception
+	KindFailed  = "failed"    // the script called $transform.fail(message)
+	KindTimeout = "timeout"   // the run took longer than Limits.Timeout
+	KindMemory  = "memory"    // the run allocated more than Limits.Memory
+	KindStack   = "stack"     // calls nested deeper than MaxCallDepth
+	KindInvalid = "invalid"   // the handler returned something that is not a request
 	KindTooBig  = "too large" // the returned body is larger than Limits.MaxBody
 )
 
@@ -153,7 +154,11 @@ func Compile(name, src string, env map[string]string, l Limits) (*Script, error)
 	if strings.TrimSpace(src) == "" {
 		return nil, fmt.Errorf("%s: the script is empty", name)
 	}
-	prg, err := goja.Compile(name, src, false)
+	ast, err := parser.ParseFile(nil, name, src, 0)
+	if err != nil {
+		return nil, compileError(name, err)
+	}
+	prg, err := goja.CompileAST(ast, false)
 	if err != nil {
 		return nil, compileError(name, err)
 	}
@@ -182,6 +187,14 @@ func (e *SyntaxError) Error() string {
 }
 
 func compileError(name string, err error) error {
+	var pe *parser.Error
+	if errors.As(err, &pe) {
+		return &SyntaxError{Name: name, Line: pe.Position.Line, Column: pe.Position.Column, Msg: pe.Message}
+	}
+	var pl parser.ErrorList
+	if errors.As(err, &pl) && len(pl) > 0 {
+		return &SyntaxError{Name: name, Line: pl[0].Position.Line, Column: pl[0].Position.Column, Msg: pl[0].Message}
+	}
 	var se *goja.CompilerSyntaxError
 	if errors.As(err, &se) && se.File != nil {
 		p := se.File.Position(se.Offset)
