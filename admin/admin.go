@@ -95,6 +95,7 @@ func (h *Handler) routes() {
 	v1 := func(pattern string, fn http.HandlerFunc) { m.Handle(pattern, h.auth(fn)) }
 	v1("GET /v1/status", h.status)
 	v1("GET /v1/events/{id}", h.event)
+	v1("POST /v1/events/{id}/preview", h.preview)
 	v1("GET /v1/deadletters", h.listDeadLetters)
 	v1("GET /v1/deadletters/count", h.countDeadLetters)
 	v1("GET /v1/deadletters/{seq}", h.showDeadLetter)

@@ -568,7 +568,7 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 	if d.transform != nil {
 		var o Outcome
 		var ok bool
-		if body, o, ok = d.transformed(req, e, attempt); !ok {
+		if body, o, ok = d.transformed(req, e, attempt, nil); !ok {
 			return o
 		}
 	}

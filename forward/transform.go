@@ -68,11 +68,12 @@ func transformInput(req *http.Request, e *store.Envelope) *transform.Request {
 // makes req into what it returned. It returns the body to send; ok is
 // false when there is nothing to send: o says why (Dropped, or a
 // transform error).
-func (d *destination) transformed(req *http.Request, e *store.Envelope, n int) (body []byte, o Outcome, ok bool) {
+// console, when not nil, gets what the script prints.
+func (d *destination) transformed(req *http.Request, e *store.Envelope, n int, console io.Writer) (body []byte, o Outcome, ok bool) {
 	out, err := d.transform.s.Run(transformInput(req, e), transform.Context{
 		Route: d.route.Name, Destination: d.dest.Name, EventID: e.EventID, Attempt: n,
 		EventType:  transform.EventType(d.route.Provider, e.Header, e.Body),
-		ReceivedAt: e.ReceivedAt, Now: d.f.Now(),
+		ReceivedAt: e.ReceivedAt, Now: d.f.Now(), Console: console,
 	})
 	if err != nil {
 		te := &transform.Error{Kind: transform.KindThrew, Msg: err.Error()}
