@@ -125,7 +125,7 @@ func TestATransformThatFailsDeadLettersTheEventAndTheOtherDestinationsGoOn(t *te
 		}
 	}
 	for dest, w := range map[string]string{
-		"loops":  "transform_error: timeout: the run took longer than 20ms",
+		"loops":  "transform_error: timeout: the run used more than 20ms of CPU time",
 		"throws": "transform_error: threw: Error: no card-4242 (at routes[0].destinations[1].transform.script:2:",
 		"huge":   "transform_error: threw: RangeError: Invalid string length",
 	} {

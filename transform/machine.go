@@ -246,7 +246,7 @@ func (m *machine) context(c Context) *goja.Object {
 func limitText(kind string, l Limits) string {
 	switch kind {
 	case KindTimeout:
-		return fmt.Sprintf("the run took longer than %v", l.Timeout)
+		return fmt.Sprintf("the run used more than %v of CPU time", l.Timeout)
 	case KindMemory:
 		return fmt.Sprintf("the run allocated more than %d MiB", l.Memory>>20)
 	}

@@ -203,10 +203,18 @@ func compileError(name string, err error) error {
 	return fmt.Errorf("%s: %v", name, err)
 }
 
+// running holds a slot per run in progress, all scripts together: runs
+// are CPU work, and more at once than there are CPUs only share them, each
+// taking longer by the wall clock its time limit reads. A run waits for a
+// slot before its time starts.
+var running = make(chan struct{}, runtime.GOMAXPROCS(0))
+
 // Run runs the script's handler on req. It returns the request to send,
 // or nil when the handler returned null: the event is not for this
 // destination. req is not changed. An error is an *Error.
 func (s *Script) Run(req *Request, c Context) (*Request, error) {
+	running <- struct{}{}
+	defer func() { <-running }()
 	m, err := s.get()
 	if err != nil {
 		return nil, err

@@ -22,12 +22,22 @@ func (l limitError) Error() string { return string(l) }
 // process's allocation count when the watchdog first saw the run.
 type guard struct {
 	rt       *goja.Runtime
-	deadline time.Time
+	timeout  time.Duration
+	deadline time.Time // past it, the run's CPU time is read
+	last     time.Time // past it, the run stops whatever its CPU time
+	clock    int32     // the run's thread's CPU-time clock
+	cpu0     time.Duration
+	hasCPU   bool
+	release  func()
 	budget   uint64
 	start    uint64
 	seen     bool
 	tripped  string
 }
+
+// wallFactor bounds a run by the wall clock too: at this many times its
+// time limit it stops, however little CPU time it had.
+const wallFactor = 10
 
 // dog holds the runs in progress. Its goroutine runs only while there are
 // some.
@@ -37,11 +47,16 @@ var dog = struct {
 	running bool
 }{runs: map[*guard]struct{}{}}
 
-// watch puts a run on rt under the watchdog: it is interrupted once it has
-// run longer than timeout or the process allocated more than memory bytes
-// since it began. Call end when the run is over.
+// watch puts a run on rt, on the calling goroutine, under the watchdog: it
+// is interrupted once it has used more than timeout of CPU time (or, where
+// that cannot be read, of wall time), or run for wallFactor times timeout,
+// or the process allocated more than memory bytes since it began. Call end
+// when the run is over.
 func watch(rt *goja.Runtime, timeout time.Duration, memory int64) *guard {
-	g := &guard{rt: rt, deadline: time.Now().Add(timeout), budget: uint64(memory)}
+	now := time.Now()
+	g := &guard{rt: rt, timeout: timeout, deadline: now.Add(timeout), last: now.Add(wallFactor * timeout), budget: uint64(memory)}
+	g.clock, g.release = cpuClock()
+	g.cpu0, g.hasCPU = cpuTime(g.clock)
 	dog.mu.Lock()
 	dog.runs[g] = struct{}{}
 	if !dog.running {
@@ -59,7 +74,20 @@ func (g *guard) end() string {
 	dog.mu.Lock()
 	defer dog.mu.Unlock()
 	delete(dog.runs, g)
+	g.release()
 	return g.tripped
+}
+
+// overtime reports whether the run has had its time by now.
+func (g *guard) overtime(now time.Time) bool {
+	if !now.After(g.deadline) {
+		return false
+	}
+	if !g.hasCPU || now.After(g.last) {
+		return true
+	}
+	cpu, ok := cpuTime(g.clock)
+	return !ok || cpu-g.cpu0 > g.timeout
 }
 
 // patrol interrupts the runs past a limit, every tick, until none is left.
@@ -84,7 +112,7 @@ func patrol() {
 				continue
 			}
 			switch {
-			case now.After(g.deadline):
+			case g.overtime(now):
 				g.tripped = KindTimeout
 			case allocated-g.start > g.budget:
 				g.tripped = KindMemory

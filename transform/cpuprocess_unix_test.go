@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// cpuTime is the CPU time, user and system, this process has used so far.
-func cpuTime() time.Duration {
+// processCPU is the CPU time, user and system, this process has used so far.
+func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
