@@ -27,6 +27,15 @@ func (m *machine) output(in *Request, r *goja.Object, res goja.Value) (*Request,
 	if !ok || o.ClassName() != "Object" {
 		return nil, invalid("the handler returned a %s, not a request object", typeName(res))
 	}
+	if _, ok := goja.AssertFunction(o.Get("then")); ok {
+		return nil, invalid("the handler returned a promise; a handler must not be async")
+	}
+	if !slices.ContainsFunc([]string{"headers", "body", "path", "query", "method"}, func(k string) bool {
+		v := o.Get(k)
+		return v != nil && !goja.IsUndefined(v)
+	}) {
+		return nil, invalid("the handler returned an object with none of a request's fields (headers, body, path, query, method)")
+	}
 	out := &Request{Header: http.Header{}}
 	var err error
 	if out.Method, err = m.method(in, o); err != nil {

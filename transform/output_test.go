@@ -47,6 +47,8 @@ func TestWhatAHandlerMayNotReturn(t *testing.T) {
 	cases := []struct{ name, handler, kind, msg string }{
 		{"nothing", "request.x = 1;", KindInvalid, "returned undefined"},
 		{"a string", "return 'hello';", KindInvalid, "returned a string"},
+		{"a promise", "return Promise.resolve(request);", KindInvalid, "must not be async"},
+		{"an object that is no request", "return {status: 200};", KindInvalid, "none of a request's fields"},
 		{"a body larger than max_body", "request.body = {s: 'x'.repeat(2000)}; return request;", KindTooBig, "larger than max_body"},
 		{"a string body larger than max_body", "request.body = 'x'.repeat(2000); return request;", KindTooBig, "larger than max_body"},
 		{"a body nested too deeply", "let o = {}; for (let i = 0; i < 200; i++) o = {o}; request.body = o; return request;", KindInvalid, "deeper than 128"},
