@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,7 +148,12 @@ func display(rt *goja.Runtime, v goja.Value) string {
 // string.
 func (m *machine) decodeBody() goja.Value {
 	if gjson.ValidBytes(m.body) && !payload.TooDeep(m.body) {
-		v := jsValue(m.rt, gjson.ParseBytes(m.body))
+		raw := strings.TrimSpace(string(m.body))
+		r := gjson.Result{Type: gjson.JSON, Raw: raw}
+		if raw[0] != '{' && raw[0] != '[' {
+			r = gjson.Parse(raw)
+		}
+		v := jsValue(m.rt, r)
 		m.decoded = v
 		return v
 	}
@@ -186,11 +192,7 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	defer func() { m.console, m.body, m.bodyVal, m.decoded = nil, nil, nil, nil }()
 
 	r := rt.NewObject()
-	h := rt.NewObject()
-	for k, vs := range req.Header {
-		_ = h.Set(strings.ToLower(k), strings.Join(vs, ", "))
-	}
-	_ = r.Set("headers", h)
+	_ = r.Set("headers", rt.NewDynamicObject(&headerObject{rt: rt, src: req.Header}))
 	_ = r.Set("method", req.Method)
 	_ = r.Set("path", req.Path)
 	_ = r.Set("query", req.Query)
@@ -220,26 +222,82 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	return out, true, nil
 }
 
-// context builds the handler's second argument. connection holds the
-// names Hookdeck scripts read (context.connection.source.name).
+// context builds the handler's second argument, each field made when the
+// script first reads it. connection holds the names Hookdeck scripts read
+// (context.connection.source.name).
 func (m *machine) context(c Context) *goja.Object {
-	rt := m.rt
-	o := rt.NewObject()
-	_ = o.Set("route", c.Route)
-	_ = o.Set("destination", c.Destination)
-	_ = o.Set("event_id", c.EventID)
-	_ = o.Set("attempt", c.Attempt)
-	_ = o.Set("event_type", c.EventType)
-	if !c.ReceivedAt.IsZero() {
-		_ = o.Set("received_at", c.ReceivedAt.UTC().Format(time.RFC3339Nano))
+	return m.rt.NewDynamicObject(&contextObject{rt: m.rt, c: c})
+}
+
+// contextKeys are the fields of a handler's context, in order.
+var contextKeys = []string{"route", "destination", "event_id", "attempt", "event_type", "received_at", "connection"}
+
+// contextObject is a handler's context: its fields are made from c when
+// read, and a script may set its own.
+type contextObject struct {
+	rt   *goja.Runtime
+	c    Context
+	vals map[string]goja.Value
+}
+
+func (o *contextObject) Get(key string) goja.Value {
+	if v, ok := o.vals[key]; ok {
+		return v
 	}
-	src, dst, conn := rt.NewObject(), rt.NewObject(), rt.NewObject()
-	_ = src.Set("name", c.Route)
-	_ = dst.Set("name", c.Destination)
-	_ = conn.Set("source", src)
-	_ = conn.Set("destination", dst)
-	_ = o.Set("connection", conn)
-	return o
+	var v goja.Value
+	switch key {
+	case "route":
+		v = o.rt.ToValue(o.c.Route)
+	case "destination":
+		v = o.rt.ToValue(o.c.Destination)
+	case "event_id":
+		v = o.rt.ToValue(o.c.EventID)
+	case "attempt":
+		v = o.rt.ToValue(o.c.Attempt)
+	case "event_type":
+		v = o.rt.ToValue(o.c.EventType)
+	case "received_at":
+		if o.c.ReceivedAt.IsZero() {
+			return nil
+		}
+		v = o.rt.ToValue(o.c.ReceivedAt.UTC().Format(time.RFC3339Nano))
+	case "connection":
+		src, dst, conn := o.rt.NewObject(), o.rt.NewObject(), o.rt.NewObject()
+		_ = src.Set("name", o.c.Route)
+		_ = dst.Set("name", o.c.Destination)
+		_ = conn.Set("source", src)
+		_ = conn.Set("destination", dst)
+		v = conn
+	default:
+		return nil
+	}
+	o.Set(key, v)
+	return v
+}
+
+func (o *contextObject) Set(key string, val goja.Value) bool {
+	if o.vals == nil {
+		o.vals = map[string]goja.Value{}
+	}
+	o.vals[key] = val
+	return true
+}
+
+func (o *contextObject) Has(key string) bool { return o.Get(key) != nil }
+
+func (o *contextObject) Delete(key string) bool {
+	o.Set(key, goja.Undefined())
+	return true
+}
+
+func (o *contextObject) Keys() []string {
+	keys := append([]string(nil), contextKeys...)
+	for k := range o.vals {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // limitText says which limit a run went past.

@@ -175,17 +175,29 @@ func (m *machine) headers(o *goja.Object, h http.Header) error {
 	if !ok || ho.ClassName() != "Object" {
 		return invalid("request.headers is a %s, not an object", typeName(v))
 	}
+	if ho.ExportType() == headerObjectType {
+		return ho.Export().(*headerObject).header(h)
+	}
 	for _, k := range ho.Keys() {
-		if !token(k) {
-			return invalid("request.headers: %q is not a valid header name", clip(k))
+		if err := addHeader(h, k, ho.Get(k)); err != nil {
+			return err
 		}
-		name := http.CanonicalHeaderKey(k)
-		for _, s := range values(ho.Get(k)) {
-			if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
-				return invalid("request.headers[%q]: control character in its value", strings.ToLower(name))
-			}
-			h.Add(name, s)
+	}
+	return nil
+}
+
+// addHeader adds header k with value v (a string, an array of values, or
+// null or undefined for none) to h.
+func addHeader(h http.Header, k string, v goja.Value) error {
+	if !token(k) {
+		return invalid("request.headers: %q is not a valid header name", clip(k))
+	}
+	name := http.CanonicalHeaderKey(k)
+	for _, s := range values(v) {
+		if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+			return invalid("request.headers[%q]: control character in its value", strings.ToLower(name))
 		}
+		h.Add(name, s)
 	}
 	return nil
 }

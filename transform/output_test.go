@@ -3,6 +3,7 @@ package transform
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,35 @@ func TestCompileErrorsSayWhere(t *testing.T) {
 			_, err := Compile("t.js", c.src, nil, Limits{Timeout: 10e6})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestHeadersReadAndChangeAsAnObject(t *testing.T) {
+	cases := []struct{ name, handler, want string }{
+		{"names in any case", "request.headers['X-A'] = request.headers['CONTENT-TYPE']; return request;", "Content-Type=application/json X-A=application/json"},
+		{"deleted", "delete request.headers['content-type']; return request;", ""},
+		{"spread into a new object", "return {...request, headers: {...request.headers, 'x-b': ['1', '2']}};", "Content-Type=application/json X-B=1 X-B=2"},
+		{"listed", "request.headers['x-keys'] = Object.keys(request.headers).join(' '); return request;", "Content-Type=application/json X-Keys=content-type"},
+		{"replaced", "request.headers = {'x-only': 1}; return request;", "X-Only=1"},
+		{"tested with in", "request.headers['x-in'] = String('content-type' in request.headers) + String('nope' in request.headers); return request;", "Content-Type=application/json X-In=truefalse"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := run(t, c.handler, `{}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for k, vs := range out.Header {
+				for _, v := range vs {
+					got = append(got, k+"="+v)
+				}
+			}
+			slices.Sort(got)
+			if s := strings.Join(got, " "); s != c.want {
+				t.Errorf("headers %q, want %q", s, c.want)
 			}
 		})
 	}
