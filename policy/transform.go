@@ -104,12 +104,10 @@ func (d *decoder) transform(e entry, maxBody int64) *Transform {
 	if fileEntry.val == nil {
 		at, key = scriptEntry, scriptEntry.path
 	}
-	line := at.node().Line
 	var se *transform.SyntaxError
 	if errors.As(err, &se) && t.Line > 0 {
 		// The script's own line is a line of policies.yaml.
-		line = t.Line + se.Line - 1
-		d.failf(&yaml.Node{Line: line}, key, "script line %d column %d: SyntaxError: %s", se.Line, se.Column, se.Msg)
+		d.failf(&yaml.Node{Line: t.Line + se.Line - 1}, key, "script line %d column %d: SyntaxError: %s", se.Line, se.Column, se.Msg)
 		return nil
 	}
 	d.failf(at.node(), key, "%v", err)

@@ -201,6 +201,14 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	ctx := m.context(c)
 
 	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory)
+	defer func() {
+		// A panic inside the engine is its bug, not the script's: the
+		// machine goes, the event fails with it, and jethook goes on.
+		if p := recover(); p != nil {
+			w.end()
+			out, keep, err = nil, false, &Error{Kind: KindThrew, Msg: clip(fmt.Sprintf("the JavaScript engine failed: %v", p))}
+		}
+	}()
 	res, err := m.handler(goja.Undefined(), r, ctx)
 	if err == nil {
 		out, err = m.output(req, r, res)

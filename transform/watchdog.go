@@ -73,8 +73,10 @@ func watch(rt *goja.Runtime, timeout time.Duration, memory int64) *guard {
 func (g *guard) end() string {
 	dog.mu.Lock()
 	defer dog.mu.Unlock()
-	delete(dog.runs, g)
-	g.release()
+	if _, ok := dog.runs[g]; ok {
+		delete(dog.runs, g)
+		g.release()
+	}
 	return g.tripped
 }
 
