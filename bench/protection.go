@@ -118,10 +118,15 @@ func rows(o ProtectionOptions) []row {
 			}},
 		{name: "long-outage", title: fmt.Sprintf("long outage: 100/min, connections refused for %s, then capacity 50/s", short(o.LongOutage)),
 			events: max(1, long), arrival: 100.0 / 60, downFor: o.LongOutage, refuse: true, capacity: 50, wait: 5 * time.Minute,
-			target: "drain ≤ 1.3 × minimum; ≤ 1.3 requests per event",
+			// The backend is probed about each second while it refuses
+			// connections, so that its return is seen within a second:
+			// 60 refused connections a minute, which never reach it,
+			// whatever the traffic. Requests are what reached it.
+			target: "drain ≤ 1.3 × minimum; ≤ 1.3 requests per event at the backend",
 			judge: func(r *RowResult) (bool, string) {
-				return r.Drained() && r.DrainRatio() <= 1.3 && r.PerEvent() <= 1.3,
-					fmt.Sprintf("drain ÷ minimum %.2f, %.2f requests per event", r.DrainRatio(), r.PerEvent())
+				return r.Drained() && r.DrainRatio() <= 1.3 && r.BackendPerEvent() <= 1.3,
+					fmt.Sprintf("drain ÷ minimum %.2f, %.2f requests per event at the backend (%.2f attempts, refused probes included)",
+						r.DrainRatio(), r.BackendPerEvent(), r.PerEvent())
 			}},
 		{name: "overload", title: "overload: capacity 50/s, 503 above, all posted at once",
 			events: n(1500), capacity: 50, wait: 5 * time.Minute,
@@ -198,6 +203,14 @@ func (r RowResult) PerEvent() float64 {
 		return 0
 	}
 	return float64(r.Attempts) / float64(r.Events)
+}
+
+// BackendPerEvent is the requests that reached the backend per webhook.
+func (r RowResult) BackendPerEvent() float64 {
+	if r.Events == 0 {
+		return 0
+	}
+	return float64(r.Requests) / float64(r.Events)
 }
 
 // DrainRatio is Drain ÷ MinDrain; 0 without a minimum.

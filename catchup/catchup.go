@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jethook/jethook/egress"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
@@ -31,8 +32,12 @@ type Runner struct {
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
 	// Transport makes the API requests; nil is http.DefaultTransport's
-	// settings with a 30 s limit on the wait for each answer.
+	// settings with a 30 s limit on the wait for each answer, dialing by
+	// Egress.
 	Transport http.RoundTripper
+	// Egress are the rules on the addresses API requests connect to (an
+	// api_url comes from the policies file); nil allows any.
+	Egress *egress.Rules
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -166,6 +171,7 @@ func (r *Runner) start(rt policy.Route) *job {
 	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.ResponseHeaderTimeout = requestTimeout
+		t.DialContext = r.Egress.Dialer().DialContext
 		base = t
 	}
 	client := &http.Client{

@@ -2,18 +2,25 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
+	"time"
 
+	"github.com/jethook/jethook/egress"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy/provider"
 )
 
-func runCheck(_ context.Context, args []string, out io.Writer) error {
+func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	fs := flags("check", out)
 	file := fs.String("config", configDefault(), "policies file")
 	list := fs.Bool("providers", false, "list the providers jethook verifies, and exit")
@@ -36,6 +43,13 @@ func runCheck(_ context.Context, args []string, out io.Writer) error {
 	}
 	cfg, err := loadConfig(s.resolved())
 	if err != nil {
+		return err
+	}
+	rules, err := s.egress()
+	if err != nil {
+		return err
+	}
+	if err := checkResolved(ctx, rules, cfg); err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -97,4 +111,60 @@ func configDefault() string {
 		return v
 	}
 	return "policies.yaml"
+}
+
+// resolveWait bounds the lookups of checkResolved, all names together.
+const resolveWait = 3 * time.Second
+
+// checkResolved resolves the host name of every destination URL once and
+// refuses a name that resolves to an address the egress rules refuse.
+// serve checks each connection's address instead, so this only tells
+// early: a name that does not resolve now is not an error here.
+func checkResolved(ctx context.Context, rules *egress.Rules, cfg *policy.Config) error {
+	ctx, cancel := context.WithTimeout(ctx, resolveWait)
+	defer cancel()
+	type lookup struct {
+		at   string
+		key  string
+		host string
+		err  error
+	}
+	var lookups []*lookup
+	for _, r := range cfg.Routes {
+		for _, d := range r.Destinations {
+			for key, raw := range destinationURLs(d) {
+				u, err := url.Parse(raw)
+				if err != nil || u.Hostname() == "" {
+					continue
+				}
+				if _, err := netip.ParseAddr(u.Hostname()); err == nil {
+					continue // checked by checkConfig
+				}
+				lookups = append(lookups, &lookup{at: fmt.Sprintf("%s:%d: route %q destination %q", cfg.File, r.Line, r.Name, d.Name), key: key, host: u.Hostname()})
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, l := range lookups {
+		wg.Go(func() {
+			addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", l.host)
+			if err != nil {
+				return
+			}
+			for _, a := range addrs {
+				if err := rules.Check(a); err != nil {
+					l.err = fmt.Errorf("%s: %s: %s resolves to %s: %w", l.at, l.key, l.host, a, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var errs []error
+	for _, l := range lookups {
+		if l.err != nil {
+			errs = append(errs, l.err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -77,6 +77,10 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err != nil {
 		return err
 	}
+	rules, err := s.egress()
+	if err != nil {
+		return err
+	}
 	if s.NATSListen != "" && s.NATSURL == "" && !loopback(s.NATSListen) {
 		log.Warn("the embedded NATS client port is reachable from other machines, and its token travels unencrypted", "nats_listen", s.NATSListen)
 	}
@@ -110,6 +114,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		MaxInFlightBytes: s.MaxInFlightBytes,
 		TrustedProxies:   trusted,
 		PublicHost:       s.PublicHost,
+		Egress:           rules,
 	})
 	if err != nil {
 		return err

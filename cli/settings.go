@@ -16,6 +16,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/jethook/jethook/egress"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
 )
@@ -66,6 +67,11 @@ type Settings struct {
 	// AdminHosts are more names the admin listener answers to, besides IP
 	// addresses, localhost and the name in AdminListen (admin.Handler.Hosts).
 	AdminHosts string `env:"ADMIN_HOSTS"`
+	// EgressDeny adds ranges to the addresses deliveries may not connect
+	// to (egress.DefaultDeny); EgressAllow are exceptions to both.
+	// Comma-separated CIDRs or addresses.
+	EgressDeny  string `env:"EGRESS_DENY"`
+	EgressAllow string `env:"EGRESS_ALLOW"`
 }
 
 // connCost is what the derived connection limit allows one public
@@ -159,7 +165,24 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	if _, err := s.trustedProxies(); err != nil {
 		return s, err
 	}
+	if _, err := s.egress(); err != nil {
+		return s, err
+	}
 	return s, nil
+}
+
+// egress parses JETHOOK_EGRESS_DENY and JETHOOK_EGRESS_ALLOW into the
+// rules deliveries connect by.
+func (s Settings) egress() (*egress.Rules, error) {
+	deny, err := egress.ParseList(s.EgressDeny)
+	if err != nil {
+		return nil, fmt.Errorf("environment: JETHOOK_EGRESS_DENY: %w", err)
+	}
+	allow, err := egress.ParseList(s.EgressAllow)
+	if err != nil {
+		return nil, fmt.Errorf("environment: JETHOOK_EGRESS_ALLOW: %w", err)
+	}
+	return egress.New(deny, allow), nil
 }
 
 // trustedProxies parses JETHOOK_TRUSTED_PROXIES: CIDRs ("10.0.0.0/8") or

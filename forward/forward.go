@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jethook/jethook/egress"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy/provider"
@@ -58,6 +59,10 @@ type Forwarder struct {
 	// as it is, never followed: a redirect is a permanent configuration
 	// error (docs/design.md, "Retry policy").
 	Transport http.RoundTripper
+	// Egress are the rules on the addresses attempts may connect to,
+	// checked on every connection newTransport dials; nil is
+	// egress.Default(). A Transport set by the caller dials as it likes.
+	Egress *egress.Rules
 	// Logger gets one line per failed attempt and per dead letter.
 	Logger *slog.Logger
 	// Now is the clock for Retry-After dates and dead-letter times.
@@ -85,8 +90,11 @@ type Forwarder struct {
 // Start creates or updates the consumer of every destination in cfg and
 // starts delivering. It returns once every consumer exists.
 func (f *Forwarder) Start(ctx context.Context, cfg *policy.Config) error {
+	if f.Egress == nil {
+		f.Egress = egress.Default()
+	}
 	if f.Transport == nil {
-		f.Transport = newTransport()
+		f.Transport = newTransport(f.Egress, nil)
 	}
 	if f.Logger == nil {
 		f.Logger = slog.New(slog.DiscardHandler)
@@ -128,11 +136,21 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 	if err != nil {
 		return nil, fmt.Errorf("route %q destination %q: %w", r.Name, d.Name, err)
 	}
+	rt := f.Transport
+	if d.Auth != nil && d.Auth.TLS != nil {
+		base, ok := f.Transport.(*http.Transport)
+		if !ok {
+			base = newTransport(f.Egress, nil)
+		}
+		if rt, err = newTLSTransport(base, *d.Auth.TLS); err != nil {
+			return nil, fmt.Errorf("route %q destination %q: auth.tls: %w", r.Name, d.Name, err)
+		}
+	}
 	c, err := f.Store.Consumer(ctx, r.Name, d.Name, d.Timeout+ackMargin)
 	if err != nil {
 		return nil, err
 	}
-	return &destination{f: f, route: r, dest: d, cons: c, filter: flt, transform: tf,
+	return &destination{f: f, route: r, dest: d, cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now),
 		log:   f.Logger.With("route", r.Name, "destination", d.Name),
 		gate:  newGate(d, f.Now),
 		ended: make(chan struct{}, 1)}, nil
@@ -159,15 +177,6 @@ func (f *Forwarder) Stop(grace time.Duration) {
 	f.abort()
 }
 
-func newTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 256
-	t.MaxIdleConns = 1024
-	// Forward the provider's Accept-Encoding (or none), not Go's own.
-	t.DisableCompression = true
-	return t
-}
-
 // destination is the delivery loop of one route × destination.
 type destination struct {
 	f     *Forwarder
@@ -183,6 +192,9 @@ type destination struct {
 
 	filter    *destFilter    // nil: every event is attempted
 	transform *destTransform // nil: every attempt sends the event as stored
+
+	rt   http.RoundTripper // the Forwarder's Transport, or one with the destination's TLS files
+	auth *auth
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
@@ -575,11 +587,23 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 	if rs := d.dest.Resign; rs != nil {
 		// Fresh Standard Webhooks headers on every attempt, so a late retry
 		// still passes the backend's timestamp check; over what is sent.
-		if err := provider.Resign(req.Header, e.EventID, body, rs.Secret, d.f.Now()); err != nil {
+		more := make([]string, 0, len(rs.Secrets)-1)
+		for _, s := range rs.Secrets[1:] {
+			more = append(more, string(s))
+		}
+		if err := provider.Resign(req.Header, e.EventID, body, string(rs.Secrets[0]), d.f.Now(), more...); err != nil {
 			return Outcome{Kind: Permanent, Err: err, Reason: "resign: " + err.Error(), Unsent: true}
 		}
 	}
-	resp, err := d.f.Transport.RoundTrip(req)
+	resp, err := d.roundTrip(ctx, req)
+	if o, ok := egressRefused(err); ok {
+		return o
+	}
+	if te, ok := errors.AsType[*TokenError](err); ok {
+		// The backend was not called; the breaker counts it like a
+		// backend that cannot be reached.
+		return Outcome{Kind: Transient, Err: te, Reason: "oauth2 token"}
+	}
 	if err != nil {
 		return Classify(d.route.Retry, nil, err, d.f.Now())
 	}

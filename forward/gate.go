@@ -447,7 +447,7 @@ func (g *gate) recover(now time.Time) {
 	g.state, g.holding, g.streak = BreakerClosed, false, 0
 	g.health, g.refusals, g.sinceGood = window{}, 0, 0
 	if g.adaptive {
-		g.limit.restart(now, g.downRate)
+		g.limit.restart(now, now.Sub(g.downSince), g.downRate)
 		g.setLimiter(now)
 	}
 }

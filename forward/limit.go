@@ -36,7 +36,7 @@ const (
 	limitIncrease = 0.05            // share of the limit one good second adds above the threshold…
 	limitStep     = 0.5             // …but at least this many requests per second
 	limitFloor    = 1.0             // the lowest limit, requests per second
-	limitStart    = 4.0             // where the limit restarts after an outage, requests per second, at least
+	limitStart    = 10.0            // where the limit restarts after an outage, requests per second, at least
 	limitUsed     = 0.8             // share of the limit a second must use to earn an increase
 	limitHold     = time.Second     // at most one decrease per limitHold, as TCP once per round trip
 	limitTick     = time.Second     // how often an increase is considered
@@ -62,6 +62,14 @@ const (
 	trialMin    = 5
 	trialMax    = 3 * time.Second
 )
+
+// trialHalved is the least number of answers in which a trial's share of
+// overload answers halving confirms a decrease that left some: with fewer,
+// only their absence does. A handful of answers halve their share by
+// chance, and events that fail a few attempts each on their own (right
+// after an outage, all of them retries) lower it as they reach their
+// passing attempt, whatever the rate.
+const trialHalved = 20
 
 // baselineDecay is the share of the gap to a lower observed share of
 // overload answers the baseline gives up each second.
@@ -211,12 +219,19 @@ func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 	// refusals, then deliveries. The last second must then have ended
 	// with a delivery as well: one that ended with refusals is the start
 	// of an outage, whose end looks the same.
+	// Climbing back after an outage, the rate has not yet found where the
+	// backend refuses: the first second that shows overload is enough, as
+	// a loss ends TCP's slow start.
 	evidence := a == answerOverload || a == answerGood && l.last.endedGood
-	if !evidence || l.trial || !l.wasOverloaded() || goodput <= 0 || l.cur.good == 0 || !l.overloaded(l.cur) {
+	if !evidence || l.trial || !l.climbing && !l.wasOverloaded() || goodput <= 0 || l.cur.good == 0 || !l.overloaded(l.cur) {
 		return changed
 	}
 	if l.learned() && now.Sub(l.lastCut) < limitHold {
 		return changed
+	}
+	if l.climbing {
+		l.endClimb(now, goodput)
+		return true
 	}
 	l.cut(now, math.Min(goodput, float64(l.last.good)/l.lastSeconds))
 	return true
@@ -274,8 +289,22 @@ func (l *limit) cut(now time.Time, goodput float64) {
 	l.before, l.beforeThresh = l.rate, l.ssthresh
 	l.ssthresh = math.Max(limitFloor, goodput)
 	l.rate = math.Max(limitFloor, limitDecrease*math.Min(l.rate, goodput))
-	l.lastCut, l.beforeShare = now, l.last.share()
+	l.lastCut, l.beforeShare = now, math.Max(l.last.share(), l.cur.share())
 	l.start, l.cur, l.settling, l.last, l.lastSeconds = l.trialStart, counts{}, counts{}, counts{}, 0
+}
+
+// endClimb ends the climb after an outage at its first overload, as a
+// loss ends TCP's slow start: the rate falls back to half, where the last
+// second had no overload, or to 90 % of what the backend delivered over
+// the last second (goodput) or so far in this one, if more, and grows
+// additively from there. There is no trial: the backend has just
+// delivered at that rate; if it is still too high, overload cuts it as
+// usual.
+func (l *limit) endClimb(now time.Time, goodput float64) {
+	l.climbing, l.seen, l.lastCut = false, now, now
+	l.rate = math.Max(limitFloor, math.Max(l.rate/2, limitDecrease*math.Max(goodput, float64(l.cur.good))))
+	l.ssthresh = l.rate
+	l.start, l.cur, l.last, l.lastSeconds = now, counts{}, counts{}, 0
 }
 
 // tick closes the second that began at start, if it has passed.
@@ -333,13 +362,13 @@ func (l *limit) tick(now time.Time) bool {
 // in trialMin attempts or more while the lower rate took hold, it went
 // down (the breaker's business): the limit goes back to where it was. Otherwise the decrease
 // stands if at the lower rate the backend shows no overload, or half the
-// share of overload answers it showed before (or was sent nothing to judge
-// by); if it still shows as much, the limit goes back and that share
+// share of overload answers it showed before in trialHalved answers or
+// more (or was sent nothing to judge by); otherwise the limit goes back and that share
 // becomes the baseline, as a latency that stayed high becomes the floor.
 func (l *limit) verdict() bool {
 	l.trial = false
 	c := l.cur
-	eased := !l.overloaded(c) || c.share() < l.beforeShare/2
+	eased := !l.overloaded(c) || c.sent >= trialHalved && c.share() < l.beforeShare/2
 	switch {
 	case l.settling.sent >= trialMin && l.settling.good == 0 || c.sent > 0 && c.good == 0:
 		// down: undone, nothing learned
@@ -357,18 +386,25 @@ func (l *limit) verdict() bool {
 	return true
 }
 
-// restart begins the recovery from an outage, when no rate is configured
-// and the backend showed what it takes (a limit was learned, or it
-// delivered before the outage): its capacity after the outage is unknown
+// coldAfter is how long an outage must last for a backend that never
+// showed what it takes to be restarted in slow start: long enough to be
+// more than a deploy or a few failing attempts, so that the backend may
+// have come back cold and a backlog has piled up.
+const coldAfter = 30 * time.Second
+
+// restart begins the recovery from an outage that lasted down, when no
+// rate is configured: the backend's capacity after the outage is unknown
 // (it may have restarted cold), so the limit starts at limitStart or at
 // what the backend delivered before the outage (goodput), if more, and
 // slow start doubles it each second up to the threshold learned before,
 // or without bound if none was: a backlog of thousands reaches a fast
-// backend's pace within seconds, and an overloaded one's 503s cut it as
-// usual. A backend that never delivered gets its backlog at concurrency,
-// and its first overload answers teach the limit. A trial running when
-// the outage began is undone.
-func (l *limit) restart(now time.Time, goodput float64) {
+// backend's pace within seconds, and the first second that shows
+// overload cuts it. A backend that never showed what it takes (no limit
+// learned, nothing delivered before the outage) and was down for less
+// than coldAfter gets its backlog at concurrency, and its first overload
+// answers teach the limit. A trial running when the outage began is
+// undone.
+func (l *limit) restart(now time.Time, down time.Duration, goodput float64) {
 	if l.ceiling < noLimit {
 		return
 	}
@@ -378,7 +414,7 @@ func (l *limit) restart(now time.Time, goodput float64) {
 	// The seconds of the outage say nothing about the recovery: the first
 	// second after it may show a flood on its own.
 	l.start, l.cur, l.settling, l.last, l.lastSeconds = now, counts{}, counts{}, counts{}, 0
-	if !l.learned() && goodput <= 0 {
+	if !l.learned() && goodput <= 0 && down < coldAfter {
 		return
 	}
 	if !l.learned() {

@@ -163,21 +163,63 @@ func TestABreakerThatOpensTeachesWhatTheBackendDeliveredBefore(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		ceiling float64
+		down    time.Duration
 		goodput float64
 		want    float64
 	}{
-		{"the goodput before the outage, if more than the start", 0, 40, 40},
-		{"at least the start", 0, 1.7, limitStart},
-		{"none if the backend never delivered", 0, 0, noLimit},
-		{"nothing under a configured rate: the backend takes it at once", 20, 1.7, noLimit},
+		{"the goodput before the outage, if more than the start", 0, 10 * time.Second, 40, 40},
+		{"at least the start", 0, 10 * time.Second, 1.7, limitStart},
+		{"none if the backend never delivered and was down briefly", 0, 10 * time.Second, 0, noLimit},
+		{"the start if the backend never delivered and was down long", 0, coldAfter, 0, limitStart},
+		{"nothing under a configured rate: the backend takes it at once", 20, time.Hour, 1.7, noLimit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			l := newLimit(tc.ceiling)
-			l.restart(time.Unix(0, 0), tc.goodput)
+			l.restart(time.Unix(0, 0), tc.down, tc.goodput)
 			if l.rate != tc.want {
 				t.Fatalf("limit %g, want %g", l.rate, tc.want)
 			}
 		})
+	}
+}
+
+func TestTheFirstOverloadAfterARestartEndsTheClimb(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	l := newLimit(0)
+	l.restart(t0, time.Minute, 0)
+	// Slow start from limitStart: 10, 20, 40, 80. The backend takes
+	// 50 a second; the first second above it ends the climb at once,
+	// where two seconds of overload would be needed otherwise, at 90 %
+	// of what the backend delivered (more than half of 80).
+	got := play(&l, t0, []second{{good: 10}, {good: 20}, {good: 40}, {good: 50, over: 30}, {good: 45}})
+	want := []float64{20, 40, 80, 45, 45}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("limit by second %v, want %v", got, want)
+		}
+	}
+	if l.trial {
+		t.Fatal("the climb's end started a trial: the backend has just delivered at the lower rate")
+	}
+}
+
+func TestAFewAnswersThatHalveTheirShareDoNotConfirmACut(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	l := newLimit(0)
+	// Right after an outage, every released event fails its own next
+	// attempt or two: two seconds of 503s with a few deliveries look like a
+	// backend that takes 2 a second. At the lower rate the share halves
+	// in a handful of answers, as the events reach their passing attempt:
+	// the cut is undone, and that share becomes the baseline.
+	got := play(&l, t0, []second{{good: 2, over: 104, mixed: true}, {good: 3, over: 6, mixed: true},
+		{good: 1, over: 1, mixed: true}, {good: 1, over: 1, mixed: true}, {good: 1, over: 1, mixed: true}, {good: 2}})
+	if got[1] == 0 {
+		t.Fatalf("limit by second %v: the two seconds did not cut it", got)
+	}
+	if l.learned() || l.baseline < 0.3 {
+		t.Fatalf("limit by second %v, baseline %.2f: want the cut undone and a baseline", got, l.baseline)
 	}
 }

@@ -97,7 +97,11 @@ func preview(f *Forwarder, r policy.Route, dst policy.Destination, tf *destTrans
 		}
 	}
 	if rs := dst.Resign; rs != nil {
-		if err := provider.Resign(req.Header, e.EventID, body, rs.Secret, f.Now()); err != nil {
+		more := make([]string, 0, len(rs.Secrets)-1)
+		for _, s := range rs.Secrets[1:] {
+			more = append(more, string(s))
+		}
+		if err := provider.Resign(req.Header, e.EventID, body, string(rs.Secrets[0]), f.Now(), more...); err != nil {
 			return Preview{}, err
 		}
 	}

@@ -8,6 +8,7 @@ package policy
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -69,6 +70,10 @@ type Route struct {
 	// Destinations are the backends each event is delivered to; at least
 	// one, names unique within the route.
 	Destinations []Destination
+	// AllowSources, when set, are the only client addresses the route
+	// accepts webhooks from (after JETHOOK_TRUSTED_PROXIES): a provider's
+	// published ranges. Any other client gets 403 and nothing is stored.
+	AllowSources []netip.Prefix
 	// CatchUp asks the provider for the events jethook missed; nil when
 	// the route has no `catch_up:` block (docs/catch-up.md).
 	CatchUp *CatchUp
@@ -97,6 +102,7 @@ type Destination struct {
 	Concurrency int           // most requests in flight, default 8, at least 1: a ceiling
 	Rate        Rate          // YAML `rate: 50/s` (or /m, /h) and `burst: 10`; zero is unlimited: a ceiling
 	Resign      *Resign       // re-signing for the backend, nil if absent
+	Auth        *Auth         // how jethook authenticates to the backend, nil if absent
 	Breaker     Breaker       // YAML `breaker: {failures: 5, cooldown: 5s}`
 	// SlowStart is YAML `slow_start`, default 30s. 0 turns the learned
 	// limit off (only Concurrency and Rate bound the load, and a breaker
@@ -130,7 +136,10 @@ type Rate struct {
 // late retry whose provider signature timestamp has gone stale.
 type Resign struct {
 	Scheme string // "standard-webhooks" (default, the only one for now)
-	Secret string // "whsec_<base64>"
+	// Secrets are "whsec_<base64>" keys, from YAML `secret` and `secrets`
+	// merged, in that order. Each signs every attempt: two during a key
+	// change, so the backend verifies with either.
+	Secrets []Secret
 }
 
 // Load reads the policies file at path, expands ${VAR} from the process

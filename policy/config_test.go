@@ -67,7 +67,7 @@ func TestParseFullExample(t *testing.T) {
 		Destinations: []Destination{{
 			Name: "billing", URL: "https://billing.internal:8443/stripe", Timeout: 30 * time.Second,
 			Concurrency: 2, Rate: Rate{PerSecond: 2, Burst: 5},
-			Resign:  &Resign{Scheme: "standard-webhooks", Secret: "whsec_c2VjcmV0LXNoYXJlZC13aXRoLXRoZS1hcHA="},
+			Resign:  &Resign{Scheme: "standard-webhooks", Secrets: []Secret{"whsec_c2VjcmV0LXNoYXJlZC13aXRoLXRoZS1hcHA="}},
 			Breaker: Breaker{Failures: 3, Cooldown: time.Minute},
 		}, {
 			Name: "audit", URL: "http://audit:9000/in", Timeout: 5 * time.Second, Concurrency: 8,

@@ -108,7 +108,8 @@ func (d *decoder) config(cfg *Config, root *yaml.Node) {
 func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, name, path entry, ok bool) {
 	n := d.resolve(it.val, it.path)
 	m, ok := d.mapping(n, it.path, "name", "path", "methods", "max_body", "provider", "secret", "secrets",
-		"tolerance", "hmac", "signature", "public_url", "verify_token", "retry", "timeout", "destinations", "catch_up")
+		"tolerance", "hmac", "signature", "public_url", "verify_token", "retry", "timeout", "destinations", "catch_up",
+		"allow_sources")
 	if !ok {
 		return r, name, path, false
 	}
@@ -174,6 +175,9 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 	d.provider(&r, n, it.path, m, secrets)
 	if e, ok := m["catch_up"]; ok {
 		r.CatchUp = d.catchUp(e, r.Provider)
+	}
+	if e, ok := m["allow_sources"]; ok {
+		r.AllowSources = d.allowSources(e)
 	}
 
 	var spec retrySpec
@@ -468,7 +472,7 @@ func (d *decoder) destinations(e entry, timeout time.Duration, maxBody int64) []
 // destination decodes one item of `destinations`.
 func (d *decoder) destination(it entry, timeout time.Duration, maxBody int64) (dst Destination, name entry, ok bool) {
 	n := d.resolve(it.val, it.path)
-	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter", "transform")
+	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter", "auth", "transform")
 	if !ok {
 		return dst, name, false
 	}
@@ -530,6 +534,9 @@ func (d *decoder) destination(it entry, timeout time.Duration, maxBody int64) (d
 	if e, ok := m["filter"]; ok {
 		dst.Filter = d.filter(e)
 	}
+	if e, ok := m["auth"]; ok {
+		dst.Auth = d.auth(e, dst.URL)
+	}
 	if e, ok := m["transform"]; ok {
 		dst.Transform = d.transform(e, maxBody)
 	}
@@ -557,7 +564,7 @@ func (d *decoder) breaker(e entry, b *Breaker) {
 
 // resign decodes a destination's `resign:` block.
 func (d *decoder) resign(e entry) *Resign {
-	m, ok := d.mapping(e.val, e.path, "scheme", "secret")
+	m, ok := d.mapping(e.val, e.path, "scheme", "secret", "secrets")
 	if !ok {
 		return nil
 	}
@@ -567,16 +574,25 @@ func (d *decoder) resign(e entry) *Resign {
 			rs.Scheme = v
 		}
 	}
-	s, ok := m["secret"]
-	if !ok {
-		d.failf(e.node(), join(e.path, "secret"), "missing")
+	secrets, entries := d.secrets(m)
+	if len(entries) == 0 {
+		_, one := m["secret"]
+		_, many := m["secrets"]
+		if !one && !many {
+			d.failf(e.node(), join(e.path, "secret"), "missing")
+		}
 		return rs
 	}
-	if v, ok := d.str(s); ok {
-		if !validWhsec(v) {
-			d.failf(s.node(), s.path, "secret must have the form whsec_<base64>")
+	for i, it := range entries {
+		if !validWhsec(secrets[i]) {
+			d.failf(it.node(), it.path, "secret must have the form whsec_<base64>")
 		}
-		rs.Secret = v
+	}
+	if len(secrets) > 2 {
+		d.failf(entries[2].node(), entries[2].path, "at most two secrets: the new one and the one it replaces")
+	}
+	for _, sec := range secrets {
+		rs.Secrets = append(rs.Secrets, Secret(sec))
 	}
 	return rs
 }

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"net/http"
+	"net/netip"
+	"strings"
 
 	"github.com/jethook/jethook/store"
 )
@@ -36,4 +38,49 @@ func (h *Handler) vouch(r *http.Request, env *store.Envelope) {
 	for _, name := range proxyHeaders {
 		delete(env.Header, name)
 	}
+}
+
+// client is the address of the client that sent r: the connection's
+// address, or, from a client in TrustedProxies, the address the proxies
+// in front saw, which is the last X-Forwarded-For entry that is not a
+// trusted proxy itself (a client may put anything before it). ok is false
+// when that entry is not an address.
+func (h *Handler) client(r *http.Request) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	addr := ap.Addr().Unmap()
+	if !h.trusted(r.RemoteAddr) {
+		return addr, true
+	}
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		addr = a.Unmap().WithZone("")
+		if !h.trustedAddr(addr) {
+			return addr, true
+		}
+	}
+	return addr, true
+}
+
+// allowedSource reports whether r's client (client) is in one of ranges.
+func (h *Handler) allowedSource(r *http.Request, ranges []netip.Prefix) bool {
+	addr, ok := h.client(r)
+	if !ok {
+		return false
+	}
+	for _, p := range ranges {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }

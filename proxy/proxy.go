@@ -114,6 +114,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, rt, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" not allowed on this route")
 		return
 	}
+	if len(rt.AllowSources) > 0 && !h.allowedSource(r, rt.AllowSources) {
+		// Before the body is read: a stranger costs a header parse.
+		h.reject(w, r, rt, http.StatusForbidden, "source_not_allowed", "this route takes webhooks only from its provider's addresses")
+		return
+	}
 	if r.ContentLength > rt.MaxBody {
 		h.reject(w, r, rt, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over the route's limit of %d bytes", rt.MaxBody))
 		return
@@ -208,7 +213,11 @@ func (h *Handler) trusted(remote string) bool {
 	if err != nil {
 		return false
 	}
-	ip := ap.Addr().Unmap()
+	return h.trustedAddr(ap.Addr().Unmap())
+}
+
+// trustedAddr reports whether ip is in TrustedProxies.
+func (h *Handler) trustedAddr(ip netip.Addr) bool {
 	for _, p := range h.TrustedProxies {
 		if p.Contains(ip) {
 			return true

@@ -6,10 +6,12 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"sync"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/jethook/jethook/alert"
 	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/dashboard"
+	"github.com/jethook/jethook/egress"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
@@ -57,6 +60,9 @@ type Options struct {
 	// zero takes its defaults.
 	FetchWait time.Duration
 	ParkAfter time.Duration
+	// Egress are the rules on the addresses deliveries connect to
+	// (forward.Forwarder.Egress); nil is egress.Default().
+	Egress *egress.Rules
 }
 
 // App is jethook assembled: each part, ready to serve. Ingress serves
@@ -114,14 +120,20 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	}
 
 	a.Metrics, a.Registry = newMetrics(a.Store)
+	// Deliveries, alert notices and catch-up's API calls all go where the
+	// policies file says: by the same egress rules.
+	rules := cmp.Or(o.Egress, egress.Default())
 	a.Alerts = alert.New(cfg.Alerts, a.log)
+	alerts := http.DefaultTransport.(*http.Transport).Clone()
+	alerts.DialContext = rules.Dialer().DialContext
+	a.Alerts.Client = &http.Client{Transport: alerts}
 	a.Alerts.Start()
 	runCtx, stop := context.WithCancel(context.Background())
 	a.stopRun = stop
 	go watchStore(runCtx, a.Store, a.Alerts)
 
 	fwd := &forward.Forwarder{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Alerts: a.Alerts,
-		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter}
+		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter, Egress: rules}
 	if err := fwd.Start(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -135,7 +147,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Ingress.TrustedProxies = o.TrustedProxies
 	a.Ingress.PublicHost = o.PublicHost
 
-	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics}
+	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Egress: rules}
 	a.CatchUp.Start(runCtx, cfg)
 
 	// One budget of wrong bearer tokens for the API and the dashboard.

@@ -27,20 +27,27 @@ const standardSecretPrefix = "whsec_"
 // webhook-timestamp = now, webhook-signature = "v1,<base64>"), replacing any
 // existing ones, so a backend can verify each delivery attempt with a secret
 // it shares with jethook whatever the original provider signed. secret is
-// "whsec_<base64>"; raw base64 is accepted too.
+// "whsec_<base64>"; raw base64 is accepted too. During a key change, more
+// holds the other secrets: webhook-signature then carries one signature per
+// secret, space-separated, as the scheme allows, so a backend that knows
+// any one of them verifies the request.
 // https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md#signature-scheme
-func Resign(h http.Header, id string, body []byte, secret string, now time.Time) error {
+func Resign(h http.Header, id string, body []byte, secret string, now time.Time, more ...string) error {
 	if id == "" {
 		return errors.New("standard-webhooks: empty webhook id")
 	}
-	key, err := standardKey(secret)
-	if err != nil {
-		return err
-	}
 	ts := strconv.FormatInt(now.Unix(), 10)
+	sigs := make([]string, 0, 1+len(more))
+	for _, s := range append([]string{secret}, more...) {
+		key, err := standardKey(s)
+		if err != nil {
+			return err
+		}
+		sigs = append(sigs, "v1,"+base64.StdEncoding.EncodeToString(mac(sha256.New, key, []byte(id+"."+ts+"."), body)))
+	}
 	h.Set(HeaderWebhookID, id)
 	h.Set(HeaderWebhookTimestamp, ts)
-	h.Set(HeaderWebhookSignature, "v1,"+base64.StdEncoding.EncodeToString(mac(sha256.New, key, []byte(id+"."+ts+"."), body)))
+	h.Set(HeaderWebhookSignature, strings.Join(sigs, " "))
 	return nil
 }
 

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# bench/rate.sh: the ack latency of jethook's ingress at a constant rate,
+# with delivery running, measured by vegeta (an open-loop load generator:
+# requests go out on schedule whatever the answers, so a stall shows in
+# the tail instead of slowing the load down, as with wrk). Each binary
+# named in BINARIES runs `jethook serve` on the embedded store with one
+# route (provider none) whose destination is a bare net/http handler on
+# loopback; vegeta posts unique 1 KiB JSON bodies at each rate in RATES
+# for DURATION. Runs alternate between the binaries, REPEAT times, so a
+# before/after comparison shares the machine's state. Prints each run's
+# p50, p99 and max ack latency, the share of 2xx, jethook's CPU per
+# webhook, and the load average before the run.
+#
+#   bench/rate.sh                                   # this tree, 1000, 2000 and 5000/s, 10 s each
+#   BINARIES="/tmp/jethook-before /tmp/jethook-after" RATES=5000 REPEAT=3 bench/rate.sh
+#
+# vegeta is installed with `go install` (from the Go module proxy) when it
+# is missing; python3 writes the targets.
+set -euo pipefail
+
+RATES=${RATES:-1000 2000 5000}
+DURATION=${DURATION:-10s}
+REPEAT=${REPEAT:-1}
+BODY=${BODY:-1024}
+BARE_ADDR=${BARE_ADDR:-127.0.0.1:18180}
+JETHOOK_ADDR=${JETHOOK_ADDR:-127.0.0.1:18190}
+ADMIN_ADDR=${ADMIN_ADDR:-127.0.0.1:18191}
+VEGETA_VERSION=${VEGETA_VERSION:-v12.13.0}
+
+for a in "$BARE_ADDR" "$JETHOOK_ADDR" "$ADMIN_ADDR"; do
+	case $a in
+	127.*:* | localhost:*) ;;
+	*) echo "rate.sh: $a is not a loopback address" >&2; exit 2 ;;
+	esac
+done
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/jethook-rate-XXXXXX")
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+vegeta=$(command -v vegeta || true)
+if [ -z "$vegeta" ]; then
+	gobin=$(go env GOPATH)/bin
+	if [ ! -x "$gobin/vegeta" ]; then
+		echo "installing vegeta $VEGETA_VERSION with go install" >&2
+		go install "github.com/tsenart/vegeta/v12@$VEGETA_VERSION"
+	fi
+	vegeta=$gobin/vegeta
+fi
+
+if [ -z "${BINARIES:-}" ]; then
+	echo "building jethook" >&2
+	(cd "$root" && go build -o "$tmp/jethook" .)
+	BINARIES=$tmp/jethook
+fi
+first=${BINARIES%% *}
+
+wait_http() {
+	for _ in $(seq 300); do
+		if curl -s -o /dev/null "$1"; then return 0; fi
+		sleep 0.1
+	done
+	echo "rate.sh: nothing answers at $1" >&2
+	exit 1
+}
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+"$first" bench -serve-bare "$BARE_ADDR" >"$tmp/bare.log" 2>&1 &
+pids+=($!)
+wait_http "http://$BARE_ADDR/"
+
+cat >"$tmp/policies.yaml" <<EOF
+routes:
+  - name: rate
+    path: /hooks/rate
+    provider: none
+    retry: {max_age: 1h}
+    destinations:
+      - {name: sink, url: "http://$BARE_ADDR/sink", concurrency: 64}
+EOF
+
+# targets N RUN: N vegeta JSON targets, each a POST of a unique body.
+targets() {
+	python3 - "$1" "$2" "$BODY" "http://$JETHOOK_ADDR/hooks/rate" <<'PY'
+import base64, json, sys
+n, run, size, url = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+out = sys.stdout
+for i in range(n):
+    head = '{"id":"evt_%s_%d","type":"bench.event","pad":"' % (run, i)
+    body = head + "x" * max(size - len(head) - 2, 0) + '"}'
+    out.write(json.dumps({"method": "POST", "url": url, "header": {"Content-Type": ["application/json"]},
+                          "body": base64.b64encode(body.encode()).decode()}) + "\n")
+PY
+}
+
+seconds=$(awk -v d="$DURATION" 'BEGIN{sub(/s$/, "", d); print d + 0}')
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+echo "vegeta at a constant rate for $DURATION, $BODY-byte JSON bodies unique per request, delivery running, loopback; $(nproc) CPUs"
+printf '%-40s %6s %9s %9s %9s %7s %11s %7s\n' BINARY RATE P50 P99 MAX 2XX "CPU/WEBHOOK" LOAD
+run=0
+for _ in $(seq "$REPEAT"); do
+	for rate in $RATES; do
+		for bin in $BINARIES; do
+			run=$((run + 1))
+			data=$tmp/data-$run
+			JETHOOK_LISTEN=$JETHOOK_ADDR JETHOOK_ADMIN_LISTEN=$ADMIN_ADDR JETHOOK_ADMIN_TOKEN=$token \
+				JETHOOK_CONFIG=$tmp/policies.yaml JETHOOK_DATA_DIR=$data JETHOOK_LOG_LEVEL=warn \
+				"$bin" serve >"$tmp/jethook-$run.log" 2>&1 &
+			jpid=$!
+			pids+=($jpid)
+			wait_http "http://$ADMIN_ADDR/readyz"
+			n=$(awk -v r="$rate" -v s="$seconds" 'BEGIN{printf "%d", r * s + r}')
+			targets "$n" "$run" >"$tmp/targets"
+			load=$(cut -d' ' -f1 /proc/loadavg)
+			c0=$(cpu_ticks "$jpid")
+			"$vegeta" attack -format=json -targets="$tmp/targets" -rate="$rate/s" -duration="$DURATION" \
+				-timeout=10s -max-workers=2000 >"$tmp/results.bin"
+			c1=$(cpu_ticks "$jpid")
+			"$vegeta" report -type=json <"$tmp/results.bin" >"$tmp/report.json"
+			python3 - "$tmp/report.json" "$bin" "$rate" "$((c1 - c0))" "$(getconf CLK_TCK)" "$load" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+bin, rate, ticks, hz, load = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+lat = r["latencies"]
+ms = lambda ns: "%.2fms" % (ns / 1e6)
+cpu = ticks / hz * 1e6 / max(r["requests"], 1)
+print("%-40s %6s %9s %9s %9s %6.1f%% %10.0fµs %7s" % (bin[-40:], rate, ms(lat["50th"]), ms(lat["99th"]), ms(lat["max"]),
+      100 * r["success"], cpu, load))
+codes = {k: v for k, v in r["status_codes"].items() if not k.startswith("2")}
+if codes:
+    print("  answers other than 2xx: %s" % codes, file=sys.stderr)
+PY
+			kill "$jpid"
+			wait "$jpid" 2>/dev/null || true
+			rm -rf "$data"
+		done
+	done
+done
+echo "(CPU/WEBHOOK: jethook's CPU during the attack, ingress and delivery, per request sent; the backend's is not counted)"
+echo "done; load average $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,65 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Alert notices go where the policies file says, so they are held to the
+// egress rules like deliveries: an alert URL on the metadata address is
+// refused at the connection.
+func TestAnAlertURLOnAMetadataAddressIsRefused(t *testing.T) {
+	t.Parallel()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNotFound) // a dead letter at once, which alerts
+	}))
+	t.Cleanup(backend.Close)
+	cfg := parse(t, oneRoute+"alerts: {url: \"http://169.254.169.254/latest/meta-data/\", batch: 100ms}\n", backend.URL)
+	logs := &syncBuffer{}
+	a, err := New(context.Background(), cfg, Options{
+		Store:     storetest.Open(t, store.Options{}),
+		Logger:    slog.New(slog.NewJSONHandler(logs, nil)),
+		FetchWait: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(time.Second) })
+	ingress := httptest.NewServer(a.Ingress)
+	t.Cleanup(ingress.Close)
+	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	storetest.Eventually(t, 10*time.Second, "the alert refused", func() bool {
+		return strings.Contains(logs.String(), `"msg":"alert not sent","err":"dial tcp 169.254.169.254:80: egress refused: 169.254.169.254 is in 169.254.0.0/16`)
+	})
+}
