@@ -99,6 +99,7 @@ func (h *Handler) routes() {
 	v1("GET /v1/events", h.search)
 	v1("GET /v1/events/{id}", h.event)
 	v1("POST /v1/events/{id}/resend", h.resend)
+	v1("POST /v1/events/{id}/preview", h.preview)
 	v1("GET /v1/deadletters", h.listDeadLetters)
 	v1("GET /v1/deadletters/count", h.countDeadLetters)
 	v1("GET /v1/deadletters/{seq}", h.showDeadLetter)

@@ -34,6 +34,9 @@ type EventDestination struct {
 	// Attempts come from the attempt log, oldest first.
 	Attempts []Attempt `json:"attempts"`
 	Error    string    `json:"error,omitempty"`
+	// Transform names the destination's transform script, empty when it
+	// has none: POST /v1/events/{id}/preview shows the request it makes.
+	Transform string `json:"transform,omitempty"`
 }
 
 // Attempt is one HTTP attempt from the attempt log.
@@ -88,7 +91,7 @@ func (h *Handler) Event(ctx context.Context, id, route string) (Event, error) {
 		if f.Route != e.Route {
 			continue
 		}
-		ed := EventDestination{Destination: f.Destination, Attempts: []Attempt{}}
+		ed := EventDestination{Destination: f.Destination, Attempts: []Attempt{}, Transform: f.Transform}
 		for _, a := range attempts {
 			if a.Route == e.Route && a.Destination == f.Destination {
 				ed.Attempts = append(ed.Attempts, Attempt{At: at(a.Time), Attempt: a.Attempt, Outcome: a.Outcome,

@@ -77,10 +77,10 @@ func EndToEnd(ctx context.Context, o Options) (EndToEndResult, error) {
 	if err := check("direct posts", r.Direct); err != nil {
 		return r, err
 	}
-	if r.Sustained, err = deliver(ctx, o, false); err != nil {
+	if r.Sustained, err = deliver(ctx, o, false, ""); err != nil {
 		return r, fmt.Errorf("sustained: %w", err)
 	}
-	if r.Drain, err = deliver(ctx, o, true); err != nil {
+	if r.Drain, err = deliver(ctx, o, true, ""); err != nil {
 		return r, fmt.Errorf("drain: %w", err)
 	}
 	return r, nil
@@ -89,7 +89,8 @@ func EndToEnd(ctx context.Context, o Options) (EndToEndResult, error) {
 // deliver runs o.Events webhooks through a fresh jethook to a fresh
 // backend: posted while the forwarder delivers, or, with backlog, all
 // posted while the destination is paused, then delivered once it resumes.
-func deliver(ctx context.Context, o Options, backlog bool) (Delivery, error) {
+// A script, if not empty, is the destination's transform.
+func deliver(ctx context.Context, o Options, backlog bool, script string) (Delivery, error) {
 	var d Delivery
 	be := newBackend(o.Events)
 	s, err := listen(be)
@@ -101,6 +102,7 @@ func deliver(ctx context.Context, o Options, backlog bool) (Delivery, error) {
 	if err != nil {
 		return d, err
 	}
+	withTransform(cfg, script)
 	st, err := startStack(ctx, o, cfg, false, true)
 	if err != nil {
 		return d, fmt.Errorf("start jethook: %w", err)

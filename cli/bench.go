@@ -28,7 +28,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	destConc := fs.Int("dest-concurrency", 64, "jethook's concurrency toward the backend (end to end and retention)")
 	size := fs.Int("body", 1024, "JSON body size in bytes")
 	dir := fs.String("dir", "", "where the stores' temporary data go (default the system temporary directory)")
-	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, recovery, protection, backlog, retention, search")
+	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, transform, recovery, protection, backlog, retention, search")
 	var ro bench.RecoveryOptions
 	fs.IntVar(&ro.Arrival, "arrival", 100, "recovery: webhooks per second posted throughout")
 	fs.DurationVar(&ro.Outage, "outage", 20*time.Second, "recovery: how long the backend answers 503")
@@ -124,6 +124,11 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if want["e2e"] {
 		if err := benchEndToEnd(ctx, out, o); err != nil {
+			return err
+		}
+	}
+	if want["transform"] {
+		if err := benchTransform(ctx, out, o); err != nil {
 			return err
 		}
 	}
@@ -227,6 +232,27 @@ func benchEndToEnd(ctx context.Context, out io.Writer, o bench.Options) error {
 }
 
 // startCPUProfile profiles the process into path until stop is called.
+func benchTransform(ctx context.Context, out io.Writer, o bench.Options) error {
+	fmt.Fprintf(out, "\nTransform: %d webhooks end to end, %d clients, destination concurrency %d, without and with a transform that renames the body's fields and adds two headers\n",
+		o.Events, o.Clients, o.DestConcurrency)
+	r, err := bench.Transform(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%-30s %9s %9s %9s %9s\n", "PATH", "EVENTS/S", "ELAPSED", "÷ PLAIN", "CPU/EVENT")
+	for _, row := range []struct {
+		name     string
+		d, plain bench.Delivery
+	}{
+		{"sustained, no transform", r.Plain, r.Plain}, {"sustained, with the transform", r.Transformed, r.Plain},
+		{"drain, no transform", r.PlainDrain, r.PlainDrain}, {"drain, with the transform", r.TransformDrain, r.PlainDrain},
+	} {
+		fmt.Fprintf(out, "%-30s %9.0f %9s %9.2f %9s\n", row.name, row.d.PerSecond(), seconds(row.d.Elapsed),
+			ratio(row.d.PerSecond(), row.plain.PerSecond()), micros(row.d.CPUPerEvent()))
+	}
+	return nil
+}
+
 func startCPUProfile(path string) (stop func(), err error) {
 	f, err := os.Create(path)
 	if err != nil {
@@ -247,10 +273,10 @@ func scenarios(s string) (map[string]bool, error) {
 	want := map[string]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		switch f = strings.TrimSpace(f); f {
-		case "ingest", "e2e", "recovery", "protection", "backlog", "retention", "search":
+		case "ingest", "e2e", "transform", "recovery", "protection", "backlog", "retention", "search":
 			want[f] = true
 		default:
-			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, recovery, protection, backlog, retention or search, comma-separated", errUsage, s)
+			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, transform, recovery, protection, backlog, retention or search, comma-separated", errUsage, s)
 		}
 	}
 	return want, nil

@@ -44,6 +44,7 @@ func commands() []command {
 		{"probe", "exit 0 if the jethook beside it is ready (or live): for exec probes and HEALTHCHECK", runProbe},
 		{"events", "find events and where they are, and resend them: events show ID|search|resend ID (admin API)", runEvents},
 		{"dlq", "list, show, replay or purge dead letters: dlq ls|show|replay|purge (admin API)", runDLQ},
+		{"transform", "try a destination's transform on a stored event or a file: transform test", runTransform},
 		{"echo", "run a backend that prints what it receives (for trying jethook out)", runEcho},
 		{"bench", "measure ingest and delivery against a bare baseline", runBench},
 		{"version", "print jethook's version, commit and Go version", runVersion},
@@ -53,25 +54,27 @@ func commands() []command {
 // synopses are the arguments each command and subcommand takes besides
 // its flags, for its -h.
 var synopses = map[string]string{
-	"schedule":      "ROUTE",
-	"send":          "ROUTE [-file payload.json]",
-	"probe":         "[ready|live]",
-	"events show":   "EVENT_ID",
-	"events search": "['EXPRESSION']",
-	"events resend": "EVENT_ID",
-	"dlq show":      "SEQ",
+	"schedule":       "ROUTE",
+	"send":           "ROUTE [-file payload.json]",
+	"probe":          "[ready|live]",
+	"events show":    "EVENT_ID",
+	"events search":  "['EXPRESSION']",
+	"events resend":  "EVENT_ID",
+	"dlq show":       "SEQ",
+	"transform test": "ROUTE DESTINATION (EVENT_ID | -file payload.json)",
 }
 
 // summaries say what the subcommands of dlq and events do; commands()
 // says it for the others.
 var summaries = map[string]string{
-	"dlq ls":        "list dead letters, a page at a time",
-	"dlq show":      "show one dead letter: its request, headers, body and why it failed",
-	"dlq replay":    "deliver dead letters again, by -seq or every one a filter selects",
-	"dlq purge":     "delete dead letters, by -seq or every one a filter selects",
-	"events show":   "show when an event came in and where it stands at each destination",
-	"events search": "find events by a CEL expression over headers and body, route, time, type and state",
-	"events resend": "deliver an event again now, to one destination or all of its route, or retry it now if it waits in backoff",
+	"dlq ls":         "list dead letters, a page at a time",
+	"dlq show":       "show one dead letter: its request, headers, body and why it failed",
+	"dlq replay":     "deliver dead letters again, by -seq or every one a filter selects",
+	"dlq purge":      "delete dead letters, by -seq or every one a filter selects",
+	"events show":    "show when an event came in and where it stands at each destination",
+	"events search":  "find events by a CEL expression over headers and body, route, time, type and state",
+	"events resend":  "deliver an event again now, to one destination or all of its route, or retry it now if it waits in backoff",
+	"transform test": "print the request a destination's transform makes of a stored event (admin API) or a payload file",
 }
 
 // Main runs the subcommand named by args[0] (serve when there is none) and

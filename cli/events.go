@@ -93,6 +93,9 @@ func eventsShow(ctx context.Context, c *adminClient, args []string, out io.Write
 		if d.Error != "" {
 			fmt.Fprintf(out, "  warning: %s\n", d.Error)
 		}
+		if d.Transform != "" {
+			fmt.Fprintf(out, "  transform: %s (jethook transform test %s %s %s prints the request it makes)\n", d.Transform, ev.Route, d.Destination, ev.EventID)
+		}
 		if len(d.Attempts) == 0 {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/store"
 )
 
@@ -105,8 +106,20 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		h.failure(w, r, err)
 		return
 	}
+	previews := map[string]previewView{}
+	for _, d := range ev.Destinations {
+		if d.Transform == "" {
+			continue
+		}
+		p, err := h.api.Preview(r.Context(), id, admin.PreviewRequest{Destination: d.Destination, Route: ev.Route})
+		if err != nil {
+			previews[d.Destination] = previewView{Script: d.Transform, Error: err.Error()}
+			continue
+		}
+		previews[d.Destination] = newPreview(d.Transform, p)
+	}
 	h.render(w, r, http.StatusOK, "event", "Event "+id, map[string]any{
-		"Event": ev, "Request": request(env), "Body": newBody(env.Body), "Done": r.URL.Query().Get("resent")})
+		"Event": ev, "Request": request(env), "Body": newBody(env.Body), "Done": r.URL.Query().Get("resent"), "Previews": previews})
 }
 
 // resend sends an event again (admin.Handler.Resend) to the destination
@@ -142,6 +155,26 @@ var resendText = map[string]string{
 	admin.ResendDuplicate: "already queued again",
 	admin.ResendWaiting:   "already on its way, nothing done",
 	admin.ResendSkipped:   "skipped (its filter did not take the event)",
+}
+
+// previewView is what the event page shows of the request a destination's
+// transform makes of the event now.
+type previewView struct {
+	Script, Method, Target string
+	Headers                []header
+	Body                   body
+	Dropped                bool
+	Error                  string
+}
+
+func newPreview(script string, p forward.Preview) previewView {
+	v := previewView{Script: script, Method: p.Method, Target: p.URL, Dropped: p.Dropped, Error: p.Error}
+	if p.Query != "" {
+		v.Target += "?" + p.Query
+	}
+	v.Headers = headers(p.Header)
+	v.Body = newBody([]byte(p.Body))
+	return v
 }
 
 // requestView is what a page shows of the original request.

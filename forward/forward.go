@@ -132,6 +132,10 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 	if err != nil {
 		return nil, fmt.Errorf("route %q destination %q: %w", r.Name, d.Name, err)
 	}
+	tf, err := newTransform(r, d)
+	if err != nil {
+		return nil, fmt.Errorf("route %q destination %q: %w", r.Name, d.Name, err)
+	}
 	rt := f.Transport
 	if d.Auth != nil && d.Auth.TLS != nil {
 		base, ok := f.Transport.(*http.Transport)
@@ -146,7 +150,7 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 	if err != nil {
 		return nil, err
 	}
-	return &destination{f: f, route: r, dest: d, cons: c, filter: flt, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now),
+	return &destination{f: f, route: r, dest: d, cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now),
 		log:   f.Logger.With("route", r.Name, "destination", d.Name),
 		gate:  newGate(d, f.Now),
 		ended: make(chan struct{}, 1)}, nil
@@ -186,7 +190,8 @@ type destination struct {
 	ended    chan struct{} // a signal each time an attempt ends
 	last     lastAttempt   // latest success and failure, for Status
 
-	filter *destFilter // nil: every event is attempted
+	filter    *destFilter    // nil: every event is attempted
+	transform *destTransform // nil: every attempt sends the event as stored
 
 	rt   http.RoundTripper // the Forwarder's Transport, or one with the destination's TLS files
 	auth *auth
@@ -413,6 +418,11 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 	start, began := time.Now(), d.f.Now()
 	o := d.send(actx, e, n)
 	latency := time.Since(start)
+	if o.Dropped {
+		d.gate.unprobe()
+		d.dropped(ctx, *h, e)
+		return false
+	}
 	if ctx.Err() != nil && o.Kind != Delivered {
 		// Shutdown cut this attempt short: hand the message back at once.
 		_ = m.Nak()
@@ -474,6 +484,10 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 		d.observe(e, h.first, n, o, latency, 0, false)
 		d.deadLetter(ctx, *h, e, o, "exhausted", log)
 	case Permanent:
+		if o.Transform != nil {
+			d.transformFailed(ctx, *h, e, o)
+			return false
+		}
 		d.observe(e, h.first, n, o, latency, 0, false)
 		d.deadLetter(ctx, *h, e, o, "permanent", d.eventLog(e, n))
 	}
@@ -562,14 +576,22 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 	if err != nil {
 		return Outcome{Kind: Permanent, Err: err, Reason: "bad request: " + err.Error(), Unsent: true}
 	}
+	body := e.Body
+	if d.transform != nil {
+		var o Outcome
+		var ok bool
+		if body, o, ok = d.transformed(req, e, attempt, nil); !ok {
+			return o
+		}
+	}
 	if rs := d.dest.Resign; rs != nil {
 		// Fresh Standard Webhooks headers on every attempt, so a late retry
-		// still passes the backend's timestamp check.
+		// still passes the backend's timestamp check; over what is sent.
 		more := make([]string, 0, len(rs.Secrets)-1)
 		for _, s := range rs.Secrets[1:] {
 			more = append(more, string(s))
 		}
-		if err := provider.Resign(req.Header, e.EventID, e.Body, string(rs.Secrets[0]), d.f.Now(), more...); err != nil {
+		if err := provider.Resign(req.Header, e.EventID, body, string(rs.Secrets[0]), d.f.Now(), more...); err != nil {
 			return Outcome{Kind: Permanent, Err: err, Reason: "resign: " + err.Error(), Unsent: true}
 		}
 	}
@@ -684,6 +706,9 @@ func (d *destination) deadLetter(ctx context.Context, h held, e *store.Envelope,
 	}
 	if o.Err != nil {
 		dl.LastError = errText(o.Err)
+	}
+	if o.Detail != "" {
+		dl.LastError = o.Detail
 	}
 	_ = m.InProgress() // the dead letter's publish may take up to settleWait
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)

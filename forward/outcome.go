@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/transform"
 )
 
 // Kind is what one attempt's result means for the delivery.
@@ -47,6 +48,15 @@ type Outcome struct {
 	// request, so nothing reached the backend and the breaker learns
 	// nothing from it.
 	Unsent bool
+	// Dropped is true when the destination's transform returned null: the
+	// event is not for it, as if its filter had not matched.
+	Dropped bool
+	// Transform is the destination's transform's error, when that is
+	// why nothing was sent.
+	Transform *transform.Error
+	// Detail, when set, is the dead letter's last error instead of Err's
+	// text, which logs show: it may quote what a script threw.
+	Detail string
 }
 
 // Classify applies the retry rules (docs/design.md, "Retry policy") to one

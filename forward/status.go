@@ -31,6 +31,9 @@ type DestinationStatus struct {
 	LastFailure time.Time
 	LastStatus  int
 	LastError   string
+	// Transform names the destination's transform script; empty when it
+	// has none.
+	Transform string
 }
 
 // Status reports every running destination, in configuration order.
@@ -49,6 +52,9 @@ func (f *Forwarder) Status() []DestinationStatus {
 			Gate:        d.gate.status(),
 		}
 		s.Paused = s.Gate.Held
+		if d.transform != nil {
+			s.Transform = d.transform.s.Name()
+		}
 		d.last.mu.Lock()
 		s.LastSuccess, s.LastFailure = d.last.success, d.last.failure
 		s.LastStatus, s.LastError = d.last.status, d.last.err

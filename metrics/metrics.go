@@ -22,21 +22,22 @@ const namespace = "jethook"
 type Metrics struct {
 	gatherer prometheus.Gatherer
 
-	received       *prometheus.CounterVec
-	rejected       *prometheus.CounterVec
-	stored         *prometheus.CounterVec
-	duplicates     *prometheus.CounterVec
-	publishSeconds prometheus.Histogram
-	attempts       *prometheus.CounterVec
-	delivered      *prometheus.CounterVec
-	deadLettered   *prometheus.CounterVec
-	filtered       *prometheus.CounterVec
-	filterFailed   *prometheus.CounterVec
-	attemptSeconds *prometheus.HistogramVec
-	deliveryAge    *prometheus.HistogramVec
-	breakerOpen    *prometheus.GaugeVec
-	limit          *prometheus.GaugeVec
-	inFlight       *prometheus.GaugeVec
+	received        *prometheus.CounterVec
+	rejected        *prometheus.CounterVec
+	stored          *prometheus.CounterVec
+	duplicates      *prometheus.CounterVec
+	publishSeconds  prometheus.Histogram
+	attempts        *prometheus.CounterVec
+	delivered       *prometheus.CounterVec
+	deadLettered    *prometheus.CounterVec
+	filtered        *prometheus.CounterVec
+	filterFailed    *prometheus.CounterVec
+	transformFailed *prometheus.CounterVec
+	attemptSeconds  *prometheus.HistogramVec
+	deliveryAge     *prometheus.HistogramVec
+	breakerOpen     *prometheus.GaugeVec
+	limit           *prometheus.GaugeVec
+	inFlight        *prometheus.GaugeVec
 
 	backlog *backlogCollector
 	store   *storeCollector
@@ -82,6 +83,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		filterFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filter_errors_total",
 			Help: "Webhooks on which a destination's filter failed at run time (counted as no match), by kind of error."},
 			[]string{"route", "destination", "kind"}),
+		transformFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "transform_errors_total",
+			Help: "Deliveries a destination's transform failed on (each dead-lettered), by kind of error."},
+			[]string{"route", "destination", "kind"}),
 		attemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "attempt_seconds",
 			Help:    "Duration of one HTTP attempt to a destination, until the response headers (or the error).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, rd),
@@ -95,7 +99,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight",
 			Help: "Attempts to a destination in progress now."}, rd),
 	}
-	reg.MustRegister(m.filtered, m.filterFailed)
+	reg.MustRegister(m.filtered, m.filterFailed, m.transformFailed)
 	m.backlog = newBacklogCollector()
 	m.store = newStoreCollector()
 	m.minutes = newMinutes()
@@ -212,6 +216,15 @@ func (m *Metrics) FilterFailed(route, destination, kind string) {
 		return
 	}
 	m.filterFailed.WithLabelValues(route, destination, kind).Inc()
+}
+
+// TransformFailed counts a delivery a destination's transform failed on;
+// kind is one of transform.Kinds.
+func (m *Metrics) TransformFailed(route, destination, kind string) {
+	if m == nil {
+		return
+	}
+	m.transformFailed.WithLabelValues(route, destination, kind).Inc()
 }
 
 // Breaker sets a destination's breaker gauge.

@@ -187,7 +187,7 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 	r.Retry = d.retry(n, join(it.path, "retry"), defSpec, spec)
 
 	if e, ok := required("destinations"); ok {
-		r.Destinations = d.destinations(e, r.Timeout)
+		r.Destinations = d.destinations(e, r.Timeout, r.MaxBody)
 	}
 	return r, name, path, true
 }
@@ -441,8 +441,9 @@ func (d *decoder) signature(r *Route, n *yaml.Node, path string, m map[string]en
 	}
 }
 
-// destinations decodes a route's `destinations` list; timeout is the route's.
-func (d *decoder) destinations(e entry, timeout time.Duration) []Destination {
+// destinations decodes a route's `destinations` list; timeout and maxBody
+// are the route's.
+func (d *decoder) destinations(e entry, timeout time.Duration, maxBody int64) []Destination {
 	items, ok := d.list(e)
 	if !ok {
 		return nil
@@ -454,7 +455,7 @@ func (d *decoder) destinations(e entry, timeout time.Duration) []Destination {
 	var out []Destination
 	lines := map[string]int{}
 	for _, it := range items {
-		dst, name, ok := d.destination(it, timeout)
+		dst, name, ok := d.destination(it, timeout, maxBody)
 		if !ok {
 			continue
 		}
@@ -469,9 +470,9 @@ func (d *decoder) destinations(e entry, timeout time.Duration) []Destination {
 }
 
 // destination decodes one item of `destinations`.
-func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination, name entry, ok bool) {
+func (d *decoder) destination(it entry, timeout time.Duration, maxBody int64) (dst Destination, name entry, ok bool) {
 	n := d.resolve(it.val, it.path)
-	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter", "auth")
+	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter", "auth", "transform")
 	if !ok {
 		return dst, name, false
 	}
@@ -535,6 +536,9 @@ func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination,
 	}
 	if e, ok := m["auth"]; ok {
 		dst.Auth = d.auth(e, dst.URL)
+	}
+	if e, ok := m["transform"]; ok {
+		dst.Transform = d.transform(e, maxBody)
 	}
 	return dst, name, nameOK
 }

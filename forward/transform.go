@@ -1,0 +1,155 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/transform"
+)
+
+// destTransform is a destination's compiled transform and the kinds of
+// error it has logged (at most len(transform.Kinds)).
+type destTransform struct {
+	s *transform.Script
+
+	mu     sync.Mutex
+	logged map[string]bool
+}
+
+// newTransform compiles d's transform for route r; nil when it has none.
+// The pool keeps as many machines as the destination has requests in
+// flight.
+func newTransform(r policy.Route, d policy.Destination) (*destTransform, error) {
+	t := d.Transform
+	if t == nil {
+		return nil, nil
+	}
+	l := t.Limits(r.MaxBody)
+	l.Pool = d.Concurrency
+	s, err := transform.Compile(t.Name, t.Script, t.Env, l)
+	if err != nil {
+		return nil, err
+	}
+	return &destTransform{s: s, logged: make(map[string]bool, len(transform.Kinds))}, nil
+}
+
+// firstOf reports whether kind is logged for the first time.
+func (dt *destTransform) firstOf(kind string) bool {
+	dt.mu.Lock()
+	defer dt.mu.Unlock()
+	if dt.logged[kind] {
+		return false
+	}
+	dt.logged[kind] = true
+	return true
+}
+
+// transformInput is the request the destination's transform starts from: req as
+// newRequest built it, with the body of e, minus the Basic auth the
+// destination URL's credentials made (a script sees no credential).
+func transformInput(req *http.Request, e *store.Envelope) *transform.Request {
+	h := req.Header.Clone()
+	if req.URL.User != nil && len(e.Header["Authorization"]) == 0 {
+		h.Del("Authorization")
+	}
+	return &transform.Request{Method: req.Method, Path: req.URL.EscapedPath(), Query: req.URL.RawQuery, Header: h, Body: e.Body}
+}
+
+// transformed runs the destination's transform on attempt n's request and
+// makes req into what it returned. It returns the body to send; ok is
+// false when there is nothing to send: o says why (Dropped, or a
+// transform error).
+// console, when not nil, gets what the script prints.
+func (d *destination) transformed(req *http.Request, e *store.Envelope, n int, console io.Writer) (body []byte, o Outcome, ok bool) {
+	out, err := d.transform.s.Run(transformInput(req, e), transform.Context{
+		Route: d.route.Name, Destination: d.dest.Name, EventID: e.EventID, Attempt: n,
+		EventType:  transform.EventType(d.route.Provider, e.Header, e.Body),
+		ReceivedAt: e.ReceivedAt, Now: d.f.Now(), Console: console,
+	})
+	if err != nil {
+		te := &transform.Error{Kind: transform.KindThrew, Msg: err.Error()}
+		errors.As(err, &te)
+		return nil, Outcome{Kind: Permanent, Err: te, Reason: "transform_error: " + te.Kind, Unsent: true, Transform: te}, false
+	}
+	if out == nil {
+		return nil, Outcome{Unsent: true, Dropped: true}, false
+	}
+	auth := req.Header.Get("Authorization")
+	fromURL := req.URL.User != nil && len(e.Header["Authorization"]) == 0
+	h := out.Header
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+	// The backend dedups on these: they stay jethook's.
+	h.Set("X-Webhook-Id", e.EventID)
+	h.Set("X-Webhook-Attempt", strconv.Itoa(n))
+	if fromURL && h.Get("Authorization") == "" {
+		h.Set("Authorization", auth)
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = []string{""}
+	}
+	req.Header = h
+	req.Method = out.Method
+	if p, err := url.PathUnescape(out.Path); err == nil {
+		req.URL.Path, req.URL.RawPath = p, out.Path
+	}
+	req.URL.RawQuery = out.Query
+	req.Body = io.NopCloser(bytes.NewReader(out.Body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out.Body)), nil }
+	req.ContentLength = int64(len(out.Body))
+	if len(out.Body) == 0 {
+		req.Body, req.GetBody = http.NoBody, nil
+	}
+	return out.Body, Outcome{}, true
+}
+
+// dropped settles an event the transform returned null for as filtered:
+// logged, counted, acked, and no failure of the destination's.
+func (d *destination) dropped(ctx context.Context, h held, e *store.Envelope) {
+	route, dest := d.route.Name, d.dest.Name
+	d.f.Store.LogAttempt(store.Attempt{Time: d.f.Now(), Route: route, Destination: dest, EventID: e.EventID, Attempt: h.n,
+		Outcome: store.OutcomeFiltered, Error: "the transform returned null"})
+	d.f.Metrics.Filtered(route, dest)
+	d.gate.refund()
+	if d.log.Enabled(ctx, slog.LevelDebug) {
+		d.eventLog(e, h.n).Debug("dropped by the transform")
+	}
+	if err := h.m.Ack(); err != nil {
+		d.eventLog(e, h.n).Warn("ack failed; the event comes back and is transformed again", "err", err)
+	}
+}
+
+// OutcomeTransformError is the attempt log's outcome of an attempt whose
+// transform failed: nothing was sent.
+const OutcomeTransformError = "transform_error"
+
+// transformFailed dead-letters an event its destination's transform failed
+// on, with reason transform_error; once the script is fixed, a replay
+// delivers it. The first failure of each kind is logged, with the kind and
+// the script position, never what the script threw (it may quote the
+// payload); the attempt log and the dead letter keep the whole message.
+func (d *destination) transformFailed(ctx context.Context, h held, e *store.Envelope, o Outcome) {
+	route, dest := d.route.Name, d.dest.Name
+	te := o.Transform
+	d.f.Store.LogAttempt(store.Attempt{Time: d.f.Now(), Route: route, Destination: dest, EventID: e.EventID, Attempt: h.n,
+		Outcome: OutcomeTransformError, Error: te.Error()})
+	d.f.Metrics.TransformFailed(route, dest, te.Kind)
+	log := d.eventLog(e, h.n)
+	if d.transform.firstOf(te.Kind) {
+		log.Warn("transform failed; the event is dead-lettered (replay it once the script is fixed); logged once per kind",
+			"kind", te.Kind, "at", te.At, "script", d.transform.s.Name())
+	}
+	o.Err = errors.New(o.Reason)
+	o.Detail = te.Error()
+	d.deadLetter(ctx, h, e, o, OutcomeTransformError, log)
+}

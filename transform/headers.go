@@ -1,0 +1,90 @@
+package transform
+
+import (
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/dop251/goja"
+)
+
+// headerObject is request.headers: the request's headers under lower-case
+// names, each a string (several values joined with ", "), read from src
+// when the script reads them; what the script sets or deletes is kept
+// apart, and src is never changed. Names are case-insensitive.
+type headerObject struct {
+	rt    *goja.Runtime
+	src   http.Header
+	set   map[string]goja.Value // by lower-case name; nil: deleted
+	added []string              // names set that src lacks, in order
+}
+
+var headerObjectType = reflect.TypeFor[*headerObject]()
+
+func (o *headerObject) Get(key string) goja.Value {
+	k := strings.ToLower(key)
+	if v, ok := o.set[k]; ok {
+		return v
+	}
+	vs, ok := o.src[http.CanonicalHeaderKey(k)]
+	if !ok {
+		return nil
+	}
+	if len(vs) == 1 {
+		return o.rt.ToValue(vs[0])
+	}
+	return o.rt.ToValue(strings.Join(vs, ", "))
+}
+
+func (o *headerObject) Set(key string, val goja.Value) bool {
+	k := strings.ToLower(key)
+	if o.set == nil {
+		o.set = map[string]goja.Value{}
+	}
+	if _, ok := o.set[k]; !ok {
+		if _, ok := o.src[http.CanonicalHeaderKey(k)]; !ok {
+			o.added = append(o.added, k)
+		}
+	}
+	o.set[k] = val
+	return true
+}
+
+func (o *headerObject) Has(key string) bool { return o.Get(key) != nil }
+
+func (o *headerObject) Delete(key string) bool {
+	o.Set(key, nil)
+	return true
+}
+
+func (o *headerObject) Keys() []string {
+	keys := make([]string, 0, len(o.src)+len(o.added))
+	for k := range o.src {
+		if k := strings.ToLower(k); o.Has(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range o.added {
+		if o.Has(k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// header is what o holds now, into h.
+func (o *headerObject) header(h http.Header) error {
+	for k, vs := range o.src {
+		if _, changed := o.set[strings.ToLower(k)]; !changed {
+			h[k] = vs
+		}
+	}
+	for k, v := range o.set {
+		if err := addHeader(h, k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

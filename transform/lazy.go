@@ -1,0 +1,301 @@
+package transform
+
+import (
+	"reflect"
+
+	"github.com/dop251/goja"
+	"github.com/tidwall/gjson"
+)
+
+// A JSON body reaches the script as lazy objects and arrays: each reads
+// its own level of the raw JSON (keys and the extent of each value, not
+// the values) the first time the script looks at it, and makes a value
+// into a JavaScript one when the script reads it. A script that reads two
+// fields of a 5 KB body decodes two fields, not 5 KB; and what it leaves
+// alone goes back out as the sender wrote it, numbers past 2^53 included.
+
+// jsValue is r as a JavaScript value: objects and arrays lazy.
+func jsValue(rt *goja.Runtime, r gjson.Result) goja.Value {
+	switch r.Type {
+	case gjson.String:
+		return rt.ToValue(r.String())
+	case gjson.Number:
+		return rt.ToValue(r.Float())
+	case gjson.True:
+		return rt.ToValue(true)
+	case gjson.False:
+		return rt.ToValue(false)
+	case gjson.JSON:
+		if r.IsArray() {
+			return rt.NewDynamicArray(&lazyArray{rt: rt, raw: r})
+		}
+		return rt.NewDynamicObject(&lazyObject{rt: rt, raw: r})
+	}
+	return goja.Null()
+}
+
+// lazyObject is a JSON object as a script sees it. Until the script lists
+// its keys, sets or deletes one, each read finds its key in the raw JSON
+// and keeps the value it made in vals, so that reading it again gives the
+// same object; after, fields holds every key in order (indexed).
+type lazyObject struct {
+	rt      *goja.Runtime
+	raw     gjson.Result
+	vals    []field // values made so far, until indexed
+	indexed bool
+	fields  []field
+	changed bool
+}
+
+// field is one key of a lazyObject: its raw JSON, and its value once made
+// or set (nil before).
+type field struct {
+	key string
+	raw string
+	val goja.Value
+}
+
+// index lists the object's keys. A key written twice is listed twice and
+// read as its first value, as filters read it.
+func (o *lazyObject) index() {
+	if o.indexed {
+		return
+	}
+	o.indexed = true
+	n := 0
+	o.raw.ForEach(func(_, _ gjson.Result) bool { n++; return true })
+	o.fields = make([]field, 0, n)
+	o.raw.ForEach(func(k, v gjson.Result) bool {
+		o.fields = append(o.fields, field{key: k.String(), raw: v.Raw})
+		return true
+	})
+	for _, f := range o.vals {
+		if i := o.find(f.key); i >= 0 {
+			o.fields[i].val = f.val
+		}
+	}
+	o.vals = nil
+}
+
+// find is the index of key in fields, or -1.
+func (o *lazyObject) find(key string) int {
+	for i := range o.fields {
+		if o.fields[i].key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+func (o *lazyObject) Get(key string) goja.Value {
+	if o.indexed {
+		i := o.find(key)
+		if i < 0 {
+			return nil
+		}
+		f := &o.fields[i]
+		if f.val == nil {
+			f.val = jsValue(o.rt, gjson.Parse(f.raw))
+		}
+		return f.val
+	}
+	for _, f := range o.vals {
+		if f.key == key {
+			return f.val
+		}
+	}
+	r := o.raw.Get(gjson.Escape(key))
+	if !r.Exists() {
+		return nil
+	}
+	v := jsValue(o.rt, r)
+	o.vals = append(o.vals, field{key: key, val: v})
+	return v
+}
+
+func (o *lazyObject) Set(key string, val goja.Value) bool {
+	o.index()
+	if i := o.find(key); i >= 0 {
+		o.fields[i].val = val
+	} else {
+		o.fields = append(o.fields, field{key: key, val: val})
+	}
+	o.changed = true
+	return true
+}
+
+func (o *lazyObject) Has(key string) bool {
+	if o.indexed {
+		return o.find(key) >= 0
+	}
+	return o.Get(key) != nil
+}
+
+func (o *lazyObject) Delete(key string) bool {
+	o.index()
+	if i := o.find(key); i >= 0 {
+		o.fields = append(o.fields[:i:i], o.fields[i+1:]...)
+		o.changed = true
+	}
+	return true
+}
+
+func (o *lazyObject) Keys() []string {
+	o.index()
+	keys := make([]string, len(o.fields))
+	for i, f := range o.fields {
+		keys[i] = f.key
+	}
+	return keys
+}
+
+// untouched reports whether the object encodes as its raw JSON: nothing
+// set or deleted, and no object or array read from it that could have been
+// changed.
+func (o *lazyObject) untouched() bool {
+	if o.changed {
+		return false
+	}
+	for _, f := range o.vals {
+		if !untouched(f.val) {
+			return false
+		}
+	}
+	for _, f := range o.fields {
+		if f.val != nil && !untouched(f.val) {
+			return false
+		}
+	}
+	return true
+}
+
+// untouched reports whether v, read from a lazy body, still encodes as
+// its raw JSON.
+func untouched(v goja.Value) bool {
+	obj, ok := v.(*goja.Object)
+	if !ok {
+		return true
+	}
+	if lo, la := lazyOf(obj); lo != nil {
+		return lo.untouched()
+	} else if la != nil {
+		return la.untouched()
+	}
+	return false
+}
+
+var (
+	lazyObjectType = reflect.TypeFor[*lazyObject]()
+	lazyArrayType  = reflect.TypeFor[*lazyArray]()
+)
+
+// lazyOf is o's lazy object or array, if it is one. It never calls
+// Export on another object, which would copy it whole.
+func lazyOf(o *goja.Object) (*lazyObject, *lazyArray) {
+	switch o.ExportType() {
+	case lazyObjectType:
+		return o.Export().(*lazyObject), nil
+	case lazyArrayType:
+		return nil, o.Export().(*lazyArray)
+	}
+	return nil, nil
+}
+
+// stringOf is v's text when v is a string primitive.
+func stringOf(v goja.Value) (string, bool) {
+	if v == nil {
+		return "", false
+	}
+	if _, ok := v.(*goja.Object); ok {
+		return "", false
+	}
+	s, ok := v.Export().(string)
+	return s, ok
+}
+
+// lazyArray is a JSON array as a script sees it: raws holds its elements
+// as written once read, vals the values made or set since.
+type lazyArray struct {
+	rt      *goja.Runtime
+	raw     gjson.Result
+	indexed bool
+	raws    []gjson.Result
+	vals    []goja.Value
+	changed bool
+}
+
+func (a *lazyArray) index() {
+	if a.indexed {
+		return
+	}
+	a.indexed = true
+	a.raws = a.raw.Array()
+	a.vals = make([]goja.Value, len(a.raws))
+}
+
+func (a *lazyArray) Len() int {
+	a.index()
+	return len(a.vals)
+}
+
+func (a *lazyArray) Get(i int) goja.Value {
+	a.index()
+	if i < 0 || i >= len(a.vals) {
+		return nil
+	}
+	if a.vals[i] == nil {
+		if i >= len(a.raws) {
+			return goja.Undefined()
+		}
+		a.vals[i] = jsValue(a.rt, a.raws[i])
+	}
+	return a.vals[i]
+}
+
+func (a *lazyArray) Set(i int, val goja.Value) bool {
+	a.index()
+	if i < 0 {
+		return false
+	}
+	if i >= len(a.vals) && !a.SetLen(i+1) {
+		return false
+	}
+	a.vals[i] = val
+	a.changed = true
+	return true
+}
+
+// maxLen is the longest a script may make an array read from the body:
+// growing it is one step no interrupt can stop.
+const maxLen = 1 << 20
+
+func (a *lazyArray) SetLen(n int) bool {
+	a.index()
+	if n < 0 || n > max(maxLen, len(a.vals)) {
+		return false
+	}
+	for len(a.vals) < n {
+		a.vals = append(a.vals, goja.Undefined())
+	}
+	a.vals = a.vals[:n]
+	if n < len(a.raws) {
+		a.raws = a.raws[:n]
+	}
+	a.changed = true
+	return true
+}
+
+func (a *lazyArray) untouched() bool {
+	if !a.indexed {
+		return true
+	}
+	if a.changed {
+		return false
+	}
+	for _, v := range a.vals {
+		if v != nil && !untouched(v) {
+			return false
+		}
+	}
+	return true
+}

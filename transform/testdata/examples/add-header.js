@@ -1,0 +1,4 @@
+addHandler('transform', (request, context) => {
+  request.headers['example-header'] = 'Hello World';
+  return request;
+});

@@ -1,0 +1,6 @@
+addHandler('transform', (request, context) => {
+  if (request.body.livemode === false) {
+    return null; // not for this destination: the event counts as filtered
+  }
+  return request;
+});

@@ -1,0 +1,243 @@
+// Package transform owns destination transformations: JavaScript scripts,
+// written like Hookdeck's (addHandler('transform', (request, context) =>
+// request)), that reshape a webhook's request for one destination at
+// delivery. It compiles a script once, runs it in a pool of goja virtual
+// machines with no network, file or clock beyond what the context gives,
+// under a time limit, a memory limit and a call-depth limit, and turns
+// what the handler returns into the request to send, bounded in size.
+package transform
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/dop251/goja"
+	"github.com/dop251/goja/parser"
+
+	"github.com/jethook/jethook/payload"
+)
+
+// Defaults and bounds of a script and of one run.
+const (
+	// DefaultTimeout bounds one run when Limits.Timeout is 0.
+	DefaultTimeout = 50 * time.Millisecond
+	// DefaultMemory bounds what one run may allocate when Limits.Memory
+	// is 0.
+	DefaultMemory = 64 << 20
+	// DefaultMaxBody bounds the body a run may return when
+	// Limits.MaxBody is 0.
+	DefaultMaxBody = 5 << 20
+	// MaxScript is the largest script accepted, in bytes.
+	MaxScript = 1 << 20
+	// MaxCallDepth is how deeply JavaScript calls may nest: a recursion
+	// past it stops with a RangeError.
+	MaxCallDepth = 1000
+	// MaxDepth is how deeply the returned body's arrays and objects may
+	// nest, as for the bodies jethook reads.
+	MaxDepth = payload.MaxDepth
+)
+
+// Limits bound every run of a script. The zero value takes the defaults.
+type Limits struct {
+	// Timeout is the longest one run may take, top-level code excluded
+	// (it runs once per virtual machine).
+	Timeout time.Duration
+	// Memory bounds the bytes allocated while one run is in progress.
+	// jethook cannot tell one goroutine's allocations from another's, so
+	// it counts everything the process allocates meanwhile: keep it well
+	// above what a run needs.
+	Memory int64
+	// MaxBody is the largest body a run may return, in bytes: the
+	// route's max_body.
+	MaxBody int64
+	// Pool is how many idle virtual machines are kept for reuse (default
+	// the number of CPUs); more are made when runs overlap.
+	Pool int
+}
+
+func (l Limits) withDefaults() Limits {
+	l.Timeout = cmp.Or(l.Timeout, DefaultTimeout)
+	l.Memory = cmp.Or(l.Memory, DefaultMemory)
+	l.MaxBody = cmp.Or(l.MaxBody, DefaultMaxBody)
+	l.Pool = cmp.Or(l.Pool, runtime.GOMAXPROCS(0))
+	return l
+}
+
+// Request is what a run reads and returns: the request jethook would send
+// to the destination.
+type Request struct {
+	Method string
+	// Path is the URL path, escaped as it goes on the wire ("/a%20b").
+	Path string
+	// Query is the raw query string, without "?".
+	Query  string
+	Header http.Header
+	Body   []byte
+}
+
+// Context is what the script's handler gets as its second argument, and
+// the clock it sees.
+type Context struct {
+	Route       string
+	Destination string
+	EventID     string
+	Attempt     int
+	// EventType is the provider's name for the event ("push",
+	// "invoice.paid"), empty when jethook does not know it (EventType).
+	EventType  string
+	ReceivedAt time.Time
+	// Now is what Date.now() and new Date() give inside the run; zero
+	// means the real time when the run starts.
+	Now time.Time
+	// Console gets what console.log and its kin print, one line each;
+	// nil discards it.
+	Console io.Writer
+}
+
+// Error kinds, in Error.Kind: the ways a run can fail.
+const (
+	KindThrew   = "threw"     // the script threw an exception
+	KindFailed  = "failed"    // the script called $transform.fail(message)
+	KindTimeout = "timeout"   // the run took longer than Limits.Timeout
+	KindMemory  = "memory"    // the run allocated more than Limits.Memory
+	KindStack   = "stack"     // calls nested deeper than MaxCallDepth
+	KindInvalid = "invalid"   // the handler returned something that is not a request
+	KindTooBig  = "too large" // the returned body is larger than Limits.MaxBody
+)
+
+// Kinds lists every Error.Kind.
+var Kinds = []string{KindThrew, KindFailed, KindTimeout, KindMemory, KindStack, KindInvalid, KindTooBig}
+
+// Error is a run that produced no request. Its text starts with
+// "transform_error: ", then the kind and a message; Msg may quote what the
+// script threw, so logs record Kind and At, never Msg.
+type Error struct {
+	Kind string
+	Msg  string
+	At   string // script:line:column where it happened, when known
+}
+
+func (e *Error) Error() string {
+	s := "transform_error: " + e.Kind
+	if e.Msg != "" {
+		s += ": " + e.Msg
+	}
+	if e.At != "" {
+		s += " (at " + e.At + ")"
+	}
+	return s
+}
+
+// Script is a compiled transformation. It is safe for concurrent use.
+type Script struct {
+	name   string
+	prg    *goja.Program
+	limits Limits
+	env    map[string]string
+	pool   chan *machine
+}
+
+// Compile compiles src, named name in errors and stack traces, and runs its
+// top-level code once to check that it registers a transform handler. env
+// is what the script reads as process.env. A syntax error names
+// name:line:column.
+func Compile(name, src string, env map[string]string, l Limits) (*Script, error) {
+	if len(src) > MaxScript {
+		return nil, fmt.Errorf("%s: the script is %d bytes; at most %d", name, len(src), MaxScript)
+	}
+	if strings.TrimSpace(src) == "" {
+		return nil, fmt.Errorf("%s: the script is empty", name)
+	}
+	ast, err := parser.ParseFile(nil, name, src, 0)
+	if err != nil {
+		return nil, compileError(name, err)
+	}
+	prg, err := goja.CompileAST(ast, false)
+	if err != nil {
+		return nil, compileError(name, err)
+	}
+	l = l.withDefaults()
+	s := &Script{name: name, prg: prg, limits: l, env: env, pool: make(chan *machine, l.Pool)}
+	m, err := s.newMachine()
+	if err != nil {
+		return nil, err
+	}
+	s.put(m)
+	return s, nil
+}
+
+// Name is the name the script was compiled under.
+func (s *Script) Name() string { return s.name }
+
+// SyntaxError is a script that does not compile, with where.
+type SyntaxError struct {
+	Name         string
+	Line, Column int
+	Msg          string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("%s:%d:%d: SyntaxError: %s", e.Name, e.Line, e.Column, e.Msg)
+}
+
+func compileError(name string, err error) error {
+	var pe *parser.Error
+	if errors.As(err, &pe) {
+		return &SyntaxError{Name: name, Line: pe.Position.Line, Column: pe.Position.Column, Msg: pe.Message}
+	}
+	var pl parser.ErrorList
+	if errors.As(err, &pl) && len(pl) > 0 {
+		return &SyntaxError{Name: name, Line: pl[0].Position.Line, Column: pl[0].Position.Column, Msg: pl[0].Message}
+	}
+	var se *goja.CompilerSyntaxError
+	if errors.As(err, &se) && se.File != nil {
+		p := se.File.Position(se.Offset)
+		return &SyntaxError{Name: name, Line: p.Line, Column: p.Column, Msg: se.Message}
+	}
+	return fmt.Errorf("%s: %v", name, err)
+}
+
+// running holds a slot per run in progress, all scripts together: runs
+// are CPU work, and more at once than there are CPUs only share them, each
+// taking longer by the wall clock its time limit reads. A run waits for a
+// slot before its time starts.
+var running = make(chan struct{}, runtime.GOMAXPROCS(0))
+
+// Run runs the script's handler on req. It returns the request to send,
+// or nil when the handler returned null: the event is not for this
+// destination. req is not changed. An error is an *Error.
+func (s *Script) Run(req *Request, c Context) (*Request, error) {
+	running <- struct{}{}
+	defer func() { <-running }()
+	m, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	out, keep, err := m.run(req, c)
+	if keep {
+		s.put(m)
+	}
+	return out, err
+}
+
+func (s *Script) get() (*machine, error) {
+	select {
+	case m := <-s.pool:
+		return m, nil
+	default:
+		return s.newMachine()
+	}
+}
+
+func (s *Script) put(m *machine) {
+	select {
+	case s.pool <- m:
+	default:
+	}
+}

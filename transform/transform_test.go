@@ -1,0 +1,91 @@
+package transform
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// example is one testdata/examples/NAME.json: a request, the context, and
+// what NAME.js must make of them.
+type example struct {
+	Env     map[string]string `json:"env"`
+	Context struct {
+		Route       string    `json:"route"`
+		Destination string    `json:"destination"`
+		EventType   string    `json:"event_type"`
+		Attempt     int       `json:"attempt"`
+		Now         time.Time `json:"now"`
+	} `json:"context"`
+	In      exampleRequest  `json:"in"`
+	Out     *exampleRequest `json:"out"`
+	Dropped bool            `json:"dropped"`
+	Error   string          `json:"error"`
+}
+
+type exampleRequest struct {
+	Method  string      `json:"method"`
+	Path    string      `json:"path"`
+	Query   string      `json:"query"`
+	Headers http.Header `json:"headers"`
+	Body    string      `json:"body"`
+}
+
+func TestTheExamplesGiveTheirExpectedRequests(t *testing.T) {
+	scripts, err := filepath.Glob("testdata/examples/*.js")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, file := range scripts {
+		name := strings.TrimSuffix(filepath.Base(file), ".js")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := os.ReadFile(strings.TrimSuffix(file, ".js") + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ex example
+			if err := json.Unmarshal(raw, &ex); err != nil {
+				t.Fatal(err)
+			}
+			// A long timeout: the machine's other load must not fail an example.
+			s, err := Compile(name+".js", string(src), ex.Env, Limits{Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := &Request{Method: ex.In.Method, Path: ex.In.Path, Query: ex.In.Query, Header: ex.In.Headers, Body: []byte(ex.In.Body)}
+			c := Context{Route: ex.Context.Route, Destination: ex.Context.Destination, EventType: ex.Context.EventType,
+				Attempt: ex.Context.Attempt, Now: ex.Context.Now}
+			out, err := s.Run(in, c)
+			switch {
+			case ex.Error != "":
+				if err == nil || err.Error() != ex.Error {
+					t.Fatalf("error %v, want %s", err, ex.Error)
+				}
+				return
+			case err != nil:
+				t.Fatal(err)
+			case ex.Dropped:
+				if out != nil {
+					t.Fatalf("got %+v, want the event dropped", out)
+				}
+				return
+			case out == nil:
+				t.Fatal("dropped; want a request")
+			}
+			got := exampleRequest{Method: out.Method, Path: out.Path, Query: out.Query, Headers: out.Header, Body: string(out.Body)}
+			if !reflect.DeepEqual(got, *ex.Out) {
+				t.Errorf("got\n%+v\nwant\n%+v", got, *ex.Out)
+			}
+		})
+	}
+}

@@ -1,0 +1,128 @@
+package transform
+
+import (
+	"runtime/metrics"
+	"sync"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// tick is how often the watchdog looks at the runs in progress: a run
+// stops at most about a tick after it passed a limit.
+const tick = time.Millisecond
+
+// limitError is what the watchdog interrupts a run with: the kind of
+// limit it went past.
+type limitError string
+
+func (l limitError) Error() string { return string(l) }
+
+// guard is one run the watchdog keeps to its limits. start is the
+// process's allocation count when the watchdog first saw the run.
+type guard struct {
+	rt       *goja.Runtime
+	timeout  time.Duration
+	deadline time.Time // past it, the run's CPU time is read
+	last     time.Time // past it, the run stops whatever its CPU time
+	clock    int32     // the run's thread's CPU-time clock
+	cpu0     time.Duration
+	hasCPU   bool
+	release  func()
+	budget   uint64
+	start    uint64
+	seen     bool
+	tripped  string
+}
+
+// wallFactor bounds a run by the wall clock too: at this many times its
+// time limit it stops, however little CPU time it had.
+const wallFactor = 10
+
+// dog holds the runs in progress. Its goroutine runs only while there are
+// some.
+var dog = struct {
+	mu      sync.Mutex
+	runs    map[*guard]struct{}
+	running bool
+}{runs: map[*guard]struct{}{}}
+
+// watch puts a run on rt, on the calling goroutine, under the watchdog: it
+// is interrupted once it has used more than timeout of CPU time (or, where
+// that cannot be read, of wall time), or run for wallFactor times timeout,
+// or the process allocated more than memory bytes since it began. Call end
+// when the run is over.
+func watch(rt *goja.Runtime, timeout time.Duration, memory int64) *guard {
+	now := time.Now()
+	g := &guard{rt: rt, timeout: timeout, deadline: now.Add(timeout), last: now.Add(wallFactor * timeout), budget: uint64(memory)}
+	g.clock, g.release = cpuClock()
+	g.cpu0, g.hasCPU = cpuTime(g.clock)
+	dog.mu.Lock()
+	dog.runs[g] = struct{}{}
+	if !dog.running {
+		dog.running = true
+		go patrol()
+	}
+	dog.mu.Unlock()
+	return g
+}
+
+// end takes the run off the watchdog; it returns the kind of limit the run
+// went past, or "". Once end returns, the watchdog no longer interrupts
+// the runtime.
+func (g *guard) end() string {
+	dog.mu.Lock()
+	defer dog.mu.Unlock()
+	if _, ok := dog.runs[g]; ok {
+		delete(dog.runs, g)
+		g.release()
+	}
+	return g.tripped
+}
+
+// overtime reports whether the run has had its time by now.
+func (g *guard) overtime(now time.Time) bool {
+	if !now.After(g.deadline) {
+		return false
+	}
+	if !g.hasCPU || now.After(g.last) {
+		return true
+	}
+	cpu, ok := cpuTime(g.clock)
+	return !ok || cpu-g.cpu0 > g.timeout
+}
+
+// patrol interrupts the runs past a limit, every tick, until none is left.
+func patrol() {
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	for {
+		time.Sleep(tick)
+		metrics.Read(sample)
+		allocated := sample[0].Value.Uint64()
+		now := time.Now()
+		dog.mu.Lock()
+		if len(dog.runs) == 0 {
+			dog.running = false
+			dog.mu.Unlock()
+			return
+		}
+		for g := range dog.runs {
+			if !g.seen {
+				g.seen, g.start = true, allocated
+			}
+			if g.tripped != "" {
+				continue
+			}
+			switch {
+			case g.overtime(now):
+				g.tripped = KindTimeout
+			case allocated-g.start > g.budget:
+				g.tripped = KindMemory
+			default:
+				continue
+			}
+			g.rt.Interrupt(limitError(g.tripped))
+		}
+		dog.mu.Unlock()
+	}
+}
