@@ -183,7 +183,7 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 	r.Retry = d.retry(n, join(it.path, "retry"), defSpec, spec)
 
 	if e, ok := required("destinations"); ok {
-		r.Destinations = d.destinations(e, r.Timeout)
+		r.Destinations = d.destinations(e, r.Timeout, r.Provider)
 	}
 	return r, name, path, true
 }
@@ -437,8 +437,9 @@ func (d *decoder) signature(r *Route, n *yaml.Node, path string, m map[string]en
 	}
 }
 
-// destinations decodes a route's `destinations` list; timeout is the route's.
-func (d *decoder) destinations(e entry, timeout time.Duration) []Destination {
+// destinations decodes a route's `destinations` list; timeout and provider
+// are the route's.
+func (d *decoder) destinations(e entry, timeout time.Duration, provider string) []Destination {
 	items, ok := d.list(e)
 	if !ok {
 		return nil
@@ -450,7 +451,7 @@ func (d *decoder) destinations(e entry, timeout time.Duration) []Destination {
 	var out []Destination
 	lines := map[string]int{}
 	for _, it := range items {
-		dst, name, ok := d.destination(it, timeout)
+		dst, name, ok := d.destination(it, timeout, provider)
 		if !ok {
 			continue
 		}
@@ -465,9 +466,9 @@ func (d *decoder) destinations(e entry, timeout time.Duration) []Destination {
 }
 
 // destination decodes one item of `destinations`.
-func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination, name entry, ok bool) {
+func (d *decoder) destination(it entry, timeout time.Duration, provider string) (dst Destination, name entry, ok bool) {
 	n := d.resolve(it.val, it.path)
-	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter")
+	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter", "order")
 	if !ok {
 		return dst, name, false
 	}
@@ -528,6 +529,9 @@ func (d *decoder) destination(it entry, timeout time.Duration) (dst Destination,
 	}
 	if e, ok := m["filter"]; ok {
 		dst.Filter = d.filter(e)
+	}
+	if e, ok := m["order"]; ok {
+		dst.Order = d.order(e, provider)
 	}
 	return dst, name, nameOK
 }
