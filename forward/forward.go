@@ -408,6 +408,9 @@ func (d *destination) resume(e *store.Envelope, h *held) bool {
 	if last.Outcome == Delivered.String() || last.Parked && (!h.due || last.Attempt >= h.n) {
 		d.eventLog(e, h.n).Info("settled before a restart (the settle was lost); not attempted again",
 			"logged_attempt", last.Attempt, "outcome", last.Outcome, "parked", last.Parked)
+		if om, ok := h.m.(*orderedMsg); ok && last.Outcome != Delivered.String() {
+			om.parked = true // the parked record carries the event on, and it keeps its key
+		}
 		_ = h.m.Ack()
 		return false
 	}

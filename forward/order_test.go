@@ -1,9 +1,6 @@
 package forward_test
 
 import (
-	"log/slog"
-	"os"
-	"github.com/jethook/jethook/internal/app"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -203,33 +200,7 @@ func TestAPermanentFailureOfTheHeadLetsTheNextEventGo(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	r := newRig(t, parseConfig(t, orderedRetry(t, `{key: 'body.key'}`), b.URL), store.Options{}, func(o *app.Options) { o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)) })
-	stopDebug := make(chan struct{})
-	debugDone := make(chan struct{})
-	t.Cleanup(func() { close(stopDebug); <-debugDone })
-	go func() {
-		defer close(debugDone)
-		for range 12 {
-			select {
-			case <-time.After(time.Second):
-			case <-stopDebug:
-				return
-			}
-			bs, _ := r.store.Blocked("shop", "app")
-			bl, _ := r.store.Backlogs(t.Context())
-			c.mu.Lock()
-			var missing []string
-			for _, k := range keys(10) {
-				for _, q := range []int{1, 3, 4} {
-					if _, ok := c.at[fmt.Sprintf("%s#%d", k, q)]; !ok {
-						missing = append(missing, fmt.Sprintf("%s#%d", k, q))
-					}
-				}
-			}
-			t.Logf("DEBUG missing %v inv %v delivered %d %v blocked %+v backlog %+v inflight %+v", missing, c.inversions, c.count, c.delivered, bs, bl, r.fwd.Status()[0].InFlight)
-			c.mu.Unlock()
-		}
-	}()
+	r := newRig(t, parseConfig(t, orderedRetry(t, `{key: 'body.key'}`), b.URL), store.Options{})
 	postKeyed(r, keys(10), 4)
 	eventually(t, "3 of each key's 4 delivered", func() bool { return c.deliveries() == 30 })
 	c.check(t)

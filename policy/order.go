@@ -29,9 +29,13 @@ const defaultMaxBlocked = time.Hour
 var DefaultKeys = map[string]string{
 	// Every Stripe event carries the object it is about.
 	"stripe": `body.data.object.id`,
-	// Shopify's body is the resource itself; its ids are unique per kind
-	// of resource, which the topic names (orders/create, orders/updated).
-	"shopify": `headers["x-shopify-topic"].split("/")[0] + "/" + string(int(body.id))`,
+	// Shopify's body is the resource itself, which names itself in
+	// admin_graphql_api_id (gid://shopify/Order/820982911946154508);
+	// without it, the topic's resource (orders/create → orders) and its
+	// id, a JSON number read as a double, so that ids past 2^53 that
+	// differ only in their last digits share a key.
+	"shopify": `has(body.admin_graphql_api_id) ? body.admin_graphql_api_id : ` +
+		`headers["x-shopify-topic"].split("/")[0] + "/" + string(int(body.id))`,
 	// GitHub: a pull request or an issue, else the repository.
 	"github": `has(body.pull_request) ? body.repository.full_name + "#" + string(int(body.pull_request.number)) : ` +
 		`has(body.issue) ? body.repository.full_name + "#" + string(int(body.issue.number)) : ` +
