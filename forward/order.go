@@ -79,7 +79,11 @@ type orderedMsg struct {
 	parked bool
 }
 
+// Each settle ends the attempt's hold on the key here first (done): the
+// message may come back at once.
+
 func (m *orderedMsg) Ack() error {
+	m.d.order.done(m.key, m.seq)
 	if !m.parked && !m.settle() {
 		return m.Msg.NakWithDelay(settleRetry)
 	}
@@ -87,10 +91,21 @@ func (m *orderedMsg) Ack() error {
 }
 
 func (m *orderedMsg) Term() error {
+	m.d.order.done(m.key, m.seq)
 	if !m.settle() {
 		return m.Msg.NakWithDelay(settleRetry)
 	}
 	return m.Msg.Term()
+}
+
+func (m *orderedMsg) Nak() error {
+	m.d.order.done(m.key, m.seq)
+	return m.Msg.Nak()
+}
+
+func (m *orderedMsg) NakWithDelay(delay time.Duration) error {
+	m.d.order.done(m.key, m.seq)
+	return m.Msg.NakWithDelay(delay)
 }
 
 // settleRetry is how soon a head whose key could not be passed on comes
