@@ -1,6 +1,8 @@
 package policy_test
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +88,24 @@ func TestTheDefaultKeysFindTheObjectOfAnEvent(t *testing.T) {
 		got, err := k.Eval(&filter.Event{Header: tc.header, Body: []byte(tc.body)})
 		if err != nil || got != tc.want {
 			t.Errorf("%s %s: key %q (%v), want %q", tc.provider, tc.body, got, err, tc.want)
+		}
+	}
+}
+
+// Every key docs/ordering.md shows compiles.
+func TestTheDocumentedKeysCompile(t *testing.T) {
+	t.Parallel()
+	text, err := os.ReadFile("../docs/ordering.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := regexp.MustCompile(`key: '(.*)'`).FindAllStringSubmatch(string(text), -1)
+	if len(found) < 5 {
+		t.Fatalf("only %d keys found in docs/ordering.md", len(found))
+	}
+	for _, m := range found {
+		if _, err := filter.CompileKey(m[1]); err != nil {
+			t.Errorf("%s: %v", m[1], err)
 		}
 	}
 }
