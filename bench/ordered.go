@@ -77,8 +77,8 @@ type OrderedResult struct {
 	Options OrderedOptions // with defaults applied
 	// The interleaved case.
 	Events, Delivered, Inversions, Duplicates, DeadLettered int
-	Attempts                                                 int
-	Drain                                                    time.Duration // from the first post to the last first delivery
+	Attempts                                                int
+	Drain                                                   time.Duration // from the first post to the last first delivery
 	// PeakRSS and HeapAfter are this process's peak resident set (VmHWM)
 	// after the interleaved case, and its Go heap in use once it drained.
 	PeakRSS, HeapAfter uint64
