@@ -189,6 +189,8 @@ type destination struct {
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 	if d.order != nil {
 		d.awaitInherited(fetchCtx)
+	} else {
+		d.unorder(fetchCtx)
 	}
 	for fetchCtx.Err() == nil {
 		n, wait, probe := d.gate.admit(int(d.inflight.Load()))

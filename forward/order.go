@@ -267,3 +267,16 @@ func (d *destination) awaitInherited(ctx context.Context) {
 	case <-ctx.Done():
 	}
 }
+
+// unorder releases, when a destination without `order:` starts (a reload
+// took ordering away, and the loop of the ordered one has stopped), the
+// events still waiting behind their key: they go unordered.
+func (d *destination) unorder(ctx context.Context) {
+	n, err := d.f.Store.Unorder(ctx, d.route.Name, d.dest.Name)
+	if err != nil {
+		d.log.Error("destination no longer ordered, but the events waiting behind their key cannot be released; they are at the next start", "err", err)
+	}
+	if n > 0 {
+		d.log.Info("destination no longer ordered: the events waiting behind their key are released", "released", n)
+	}
+}

@@ -1,6 +1,7 @@
 package forward_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -223,4 +224,29 @@ func TestAnEventWithoutAKeyIsDeliveredUnordered(t *testing.T) {
 	r.post("/hooks/shop", nil, []byte(`{"key":"","seq":2}`))
 	r.post("/hooks/shop", nil, []byte(`not json`))
 	eventually(t, "3 deliveries", func() bool { return b.count() == 3 })
+}
+
+func TestAReloadThatTakesOrderAwayReleasesTheEventsWaitingBehindTheirKey(t *testing.T) {
+	t.Parallel()
+	c, b := newOrderChecker(t, func(key string, seq int) int {
+		if seq == 1 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key'}`), "max_attempts: 30", "max_attempts: 1000")
+	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{})
+	postKeyed(r, []string{"a"}, 3)
+	eventually(t, "a#2 and a#3 waiting behind a#1", func() bool {
+		bs, err := r.store.Blocked("shop", "app")
+		return err == nil && bs.Waiting == 2
+	})
+	unordered := edit(t, cfg, ", order: {key: 'body.key'}", "")
+	if err := r.fwd.Reload(context.Background(), parseConfig(t, unordered, b.URL)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a#2 and a#3 delivered while a#1 keeps failing", func() bool { return c.deliveries() == 2 })
+	if bs, err := r.store.Blocked("shop", "app"); err != nil || bs != (store.Blocked{}) {
+		t.Errorf("blocked %+v (%v) after ordering was taken away", bs, err)
+	}
 }

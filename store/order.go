@@ -367,3 +367,52 @@ func DueClaim(m jetstream.Msg) (Claim, bool) {
 	}
 	return Claim{Key: p.Key, Seq: p.Seq, Due: true}, true
 }
+
+// Unorder lets go of route's destination's ordering when it no longer has
+// `order:` (a reload took it away): every event queued behind a key's head
+// comes back as a due record at once, unordered, and the heads and queues
+// are dropped. It returns how many events it released. A crash midway
+// releases the rest at the next start (those already released may be
+// delivered twice).
+func (s *Store) Unorder(ctx context.Context, route, dest string) (int, error) {
+	if s.idx == nil {
+		return 0, nil
+	}
+	q := orderPrefix('q', route, dest)
+	qEnd := append(slices.Clone(q[:len(q)-1]), 1)
+	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: q, UpperBound: qEnd})
+	if err != nil {
+		return 0, fmt.Errorf("order: %w", err)
+	}
+	n := 0
+	now := time.Now()
+	for it.First(); it.Valid(); it.Next() {
+		k, v := it.Key(), it.Value()
+		if len(v) < 16 || len(k) < 8 {
+			continue
+		}
+		p := Parked{Seq: binary.BigEndian.Uint64(k[len(k)-8:]), Attempts: int(binary.BigEndian.Uint64(v)),
+			FirstSeen: time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))), Due: now}
+		m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(string(v[16:]))}
+		pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+		_, err := s.js.PublishMsg(pctx, m, jetstream.WithExpectStream(StreamName))
+		cancel()
+		if err != nil {
+			it.Close()
+			return n, fmt.Errorf("%w: release: %w", ErrUnavailable, err)
+		}
+		n++
+	}
+	if err := it.Close(); err != nil {
+		return n, fmt.Errorf("order: %w", err)
+	}
+	o := orderPrefix('o', route, dest)
+	b := s.idx.db.NewBatch()
+	defer b.Close()
+	_ = b.DeleteRange(q, qEnd, nil)
+	_ = b.DeleteRange(o, append(slices.Clone(o[:len(o)-1]), 1), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return n, fmt.Errorf("order: %w", err)
+	}
+	return n, nil
+}
