@@ -77,7 +77,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "delivered_total",
 			Help: "Deliveries that ended with a 2xx from the destination."}, rd),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dead_lettered_total",
-			Help: "Deliveries given up and stored as dead letters, by reason (permanent, exhausted)."},
+			Help: "Deliveries given up and stored as dead letters, by reason (permanent, exhausted, crashed, max_blocked)."},
 			[]string{"route", "destination", "reason"}),
 		filtered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filtered_total",
 			Help: "Webhooks a destination's filter did not match (run-time errors included): acked, not attempted."}, rd),

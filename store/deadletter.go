@@ -18,7 +18,7 @@ type DeadLetter struct {
 	Envelope    *Envelope
 	Destination string
 	Seq         uint64 // sequence of the original in WEBHOOKS
-	Reason      string // "permanent", "redirect" or "exhausted"
+	Reason      string // "permanent", "redirect", "exhausted", "crashed" or "max_blocked"
 	LastStatus  int    // last HTTP status, 0 if none
 	LastError   string // last network error, if any
 	Attempts    int
