@@ -35,7 +35,7 @@ type orderChecker struct {
 	mu         sync.Mutex
 	inflight   map[string]bool
 	delivered  map[string]int // key → highest seq delivered
-	count      int            // first deliveries
+	count      int            // first deliveries, in any order
 	inversions []string
 	overlaps   int
 	at         map[string]time.Time // key#seq → when first delivered
@@ -76,10 +76,10 @@ func (c *orderChecker) attempt(key string, seq int) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inflight[key] = false
-	if code == http.StatusOK && seq > c.delivered[key] {
-		c.delivered[key] = seq
+	if id := fmt.Sprintf("%s#%d", key, seq); code == http.StatusOK && c.at[id].IsZero() {
+		c.delivered[key] = max(c.delivered[key], seq)
 		c.count++
-		c.at[fmt.Sprintf("%s#%d", key, seq)] = time.Now()
+		c.at[id] = time.Now()
 	}
 	return code
 }
