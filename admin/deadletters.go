@@ -37,6 +37,9 @@ type DeadLetter struct {
 	LastAttempt    *time.Time `json:"last_attempt,omitempty"`
 	DeadLetteredAt *time.Time `json:"dead_lettered_at,omitempty"`
 	OriginalSeq    uint64     `json:"original_seq"` // the delivered message's sequence in WEBHOOKS
+	// OrderKey is the ordering key this event held as its head, at a
+	// destination with order: (docs/ordering.md).
+	OrderKey string `json:"order_key,omitempty"`
 }
 
 // DeadLetterDetail is the answer of GET /v1/deadletters/{seq}.
@@ -71,6 +74,7 @@ func summary(d store.DeadLetter) DeadLetter {
 		Destination:    d.Destination,
 		EventID:        d.Envelope.EventID,
 		Reason:         d.Reason,
+		OrderKey:       d.OrderKey,
 		LastStatus:     d.LastStatus,
 		LastError:      d.LastError,
 		Attempts:       d.Attempts,

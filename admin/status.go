@@ -48,6 +48,12 @@ type DestinationStatus struct {
 	LastFailureAt           *time.Time `json:"last_failure_at,omitempty"`
 	LastStatus              int        `json:"last_status,omitempty"`
 	LastError               string     `json:"last_error,omitempty"`
+	// BlockedKeys counts, for a destination with order:, the keys whose
+	// head event keeps failing, the oldest failing since OldestBlockedAt;
+	// WaitingBehindKeys counts the events waiting behind a key's head.
+	BlockedKeys       int        `json:"blocked_keys,omitempty"`
+	OldestBlockedAt   *time.Time `json:"oldest_blocked_at,omitempty"`
+	WaitingBehindKeys int        `json:"waiting_behind_keys,omitempty"`
 	// Error is set when the store could not say more about this destination.
 	Error string `json:"error,omitempty"`
 }
@@ -111,6 +117,7 @@ func (h *Handler) backlog(ctx context.Context, s *DestinationStatus, backlogs []
 		if b.Route == s.Route && b.Destination == s.Destination {
 			s.Pending, s.AckPending = b.Pending, int(b.AckPending)
 			s.InBackoff = max(0, s.AckPending-s.InFlight) + int(b.Parked)
+			s.BlockedKeys, s.OldestBlockedAt, s.WaitingBehindKeys = b.Blocked.Keys, at(b.Blocked.Oldest), b.Blocked.Waiting
 		}
 	}
 	n, err := h.Store.DeadLetterCount(ctx, store.DeadLetterFilter{Route: s.Route, Destination: s.Destination})

@@ -28,7 +28,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	destConc := fs.Int("dest-concurrency", 64, "jethook's concurrency toward the backend (end to end and retention)")
 	size := fs.Int("body", 1024, "JSON body size in bytes")
 	dir := fs.String("dir", "", "where the stores' temporary data go (default the system temporary directory)")
-	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, transform, recovery, protection, backlog, retention, search")
+	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, transform, recovery, protection, backlog, retention, search, ordered")
 	var ro bench.RecoveryOptions
 	fs.IntVar(&ro.Arrival, "arrival", 100, "recovery: webhooks per second posted throughout")
 	fs.DurationVar(&ro.Outage, "outage", 20*time.Second, "recovery: how long the backend answers 503")
@@ -54,6 +54,13 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	var so bench.SearchOptions
 	fs.IntVar(&so.Retained, "searched", 1_000_000, "search: webhooks retained when the searches run")
 	fs.IntVar(&so.Load, "search-load", 4, "search: clients posting webhooks one after the other while ingest latency is measured")
+	var oo bench.OrderedOptions
+	fs.IntVar(&oo.Keys, "keys", 10_000, "ordered: keys of the interleaved and throughput cases")
+	fs.IntVar(&oo.PerKey, "per-key", 10, "ordered: events per key of the interleaved case")
+	fs.Float64Var(&oo.Fail, "fail", 0.2, "ordered: share of attempts answered 500 at random in the interleaved case")
+	fs.IntVar(&oo.Healthy, "healthy", 1000, "ordered: healthy keys beside the blocked one")
+	fs.DurationVar(&oo.Duration, "blocked-for", 20*time.Second, "ordered: how long the blocked case posts, at 200 events a second")
+	fs.DurationVar(&oo.MaxBlocked, "max-blocked", 5*time.Second, "ordered: the destination's max_blocked in the blocked case")
 	serveBare := fs.String("serve-bare", "", "only serve the bare baseline handler on this loopback address until interrupted, for an outside load generator (bench/wrk.sh)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (baselines included) to this file, for go tool pprof")
 	if err := parse(fs, args); err != nil {
@@ -161,6 +168,14 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		r, err := bench.Backlog(ctx, bo)
 		if err != nil {
 			return fmt.Errorf("backlog: %w", err)
+		}
+		r.Report(out)
+	}
+	if want["ordered"] {
+		oo.Concurrency, oo.Clients, oo.Dir, oo.Progress = *destConc, *clients, *dir, out
+		r, err := bench.Ordered(ctx, oo)
+		if err != nil {
+			return fmt.Errorf("ordered: %w", err)
 		}
 		r.Report(out)
 	}
@@ -273,10 +288,10 @@ func scenarios(s string) (map[string]bool, error) {
 	want := map[string]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		switch f = strings.TrimSpace(f); f {
-		case "ingest", "e2e", "transform", "recovery", "protection", "backlog", "retention", "search":
+		case "ingest", "e2e", "transform", "recovery", "protection", "backlog", "retention", "search", "ordered":
 			want[f] = true
 		default:
-			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, transform, recovery, protection, backlog, retention or search, comma-separated", errUsage, s)
+			return nil, fmt.Errorf("%w: -scenario %q: want ingest, e2e, transform, recovery, protection, backlog, retention, search or ordered, comma-separated", errUsage, s)
 		}
 	}
 	return want, nil

@@ -57,6 +57,14 @@ func status(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 		return err
 	}
 	for _, d := range st.Destinations {
+		if d.BlockedKeys+d.WaitingBehindKeys > 0 {
+			oldest := ""
+			if d.OldestBlockedAt != nil {
+				oldest = fmt.Sprintf(", the oldest failing for %s", age(now.Sub(*d.OldestBlockedAt)))
+			}
+			fmt.Fprintf(out, "ordering: %s/%s: %d keys blocked by a failing event%s; %d events waiting behind their key\n",
+				d.Route, d.Destination, d.BlockedKeys, oldest, d.WaitingBehindKeys)
+		}
 		if d.Error != "" {
 			fmt.Fprintf(out, "warning: %s/%s: %s\n", d.Route, d.Destination, d.Error)
 		}

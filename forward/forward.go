@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jethook/jethook/egress"
+	"github.com/jethook/jethook/filter"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy/provider"
@@ -146,11 +147,15 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 			return nil, fmt.Errorf("route %q destination %q: auth.tls: %w", r.Name, d.Name, err)
 		}
 	}
+	ord, err := newOrder(d)
+	if err != nil {
+		return nil, fmt.Errorf("route %q destination %q: %w", r.Name, d.Name, err)
+	}
 	c, err := f.Store.Consumer(ctx, r.Name, d.Name, d.Timeout+ackMargin)
 	if err != nil {
 		return nil, err
 	}
-	return &destination{f: f, route: r, dest: d, cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now),
+	return &destination{f: f, route: r, dest: d, cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now), order: ord,
 		log:   f.Logger.With("route", r.Name, "destination", d.Name),
 		gate:  newGate(d, f.Now),
 		ended: make(chan struct{}, 1)}, nil
@@ -193,11 +198,17 @@ type destination struct {
 	filter    *destFilter    // nil: every event is attempted
 	transform *destTransform // nil: every attempt sends the event as stored
 
-	rt   http.RoundTripper // the Forwarder's Transport, or one with the destination's TLS files
-	auth *auth
+	rt    http.RoundTripper // the Forwarder's Transport, or one with the destination's TLS files
+	auth  *auth
+	order *destOrder // nil: unordered
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
+	if d.order != nil {
+		d.awaitInherited(fetchCtx)
+	} else {
+		d.unorder(fetchCtx)
+	}
 	for fetchCtx.Err() == nil {
 		n, wait, probe := d.gate.admit(int(d.inflight.Load()))
 		if n == 0 {
@@ -258,22 +269,30 @@ func (d *destination) tokens(ctx context.Context, n int) int {
 func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe bool) int {
 	ctx, cancel := context.WithTimeout(fetchCtx, d.f.FetchWait)
 	defer cancel()
-	batch, err := d.cons.Fetch(n, jetstream.FetchContext(ctx))
+	wait := jetstream.FetchContext(ctx)
+	if d.order != nil {
+		// The client gives up on a fetch a little after the server stops
+		// answering it, and drops a message still on its way: it comes
+		// back only after its ack wait, and the events of its key after
+		// it would go first. Without a context, the fetch ends on the
+		// server's own word, after every message it sent.
+		wait = jetstream.FetchMaxWait(d.f.FetchWait)
+	}
+	batch, err := d.cons.Fetch(n, wait)
 	got := 0
 	if err == nil {
-		for m := range batch.Messages() {
-			got++
-			d.inflight.Add(1)
-			d.f.inflight.Add(1)
-			go func() {
-				defer d.f.inflight.Done()
-				d.attempt(attemptCtx, fetchCtx.Done(), m, probe)
-				d.inflight.Add(-1)
-				select {
-				case d.ended <- struct{}{}:
-				default:
-				}
-			}()
+		msgs := batch.Messages()
+		for m := range msgs {
+			group := []jetstream.Msg{m}
+			if d.order != nil {
+				// What else has arrived goes through the ordering with
+				// m, in one write.
+				group = d.admit(fetchCtx, append(group, arrived(msgs)...))
+			}
+			got += len(group)
+			for _, m := range group {
+				d.start(attemptCtx, fetchCtx.Done(), m, probe)
+			}
 		}
 		err = batch.Error()
 	}
@@ -286,6 +305,41 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 		}
 	}
 	return got
+}
+
+// start makes m's attempt in a goroutine of its own.
+func (d *destination) start(attemptCtx context.Context, stopping <-chan struct{}, m jetstream.Msg, probe bool) {
+	d.inflight.Add(1)
+	d.f.inflight.Add(1)
+	go func() {
+		defer d.f.inflight.Done()
+		d.attempt(attemptCtx, stopping, m, probe)
+		if om, ok := m.(*orderedMsg); ok {
+			d.order.done(om.key, om.seq)
+		}
+		d.inflight.Add(-1)
+		select {
+		case d.ended <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// arrived takes the messages already waiting in msgs, without waiting for
+// more.
+func arrived(msgs <-chan jetstream.Msg) []jetstream.Msg {
+	var out []jetstream.Msg
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return out
+			}
+			out = append(out, m)
+		default:
+			return out
+		}
+	}
 }
 
 // DefaultParkAfter is the default Forwarder.ParkAfter: JetStream keeps a
@@ -373,6 +427,9 @@ func (d *destination) resume(e *store.Envelope, h *held) bool {
 	if last.Outcome == Delivered.String() || last.Parked && (!h.due || last.Attempt >= h.n) {
 		d.eventLog(e, h.n).Info("settled before a restart (the settle was lost); not attempted again",
 			"logged_attempt", last.Attempt, "outcome", last.Outcome, "parked", last.Parked)
+		if om, ok := h.m.(*orderedMsg); ok && last.Outcome != Delivered.String() {
+			om.parked = true // the parked record carries the event on, and it keeps its key
+		}
 		_ = h.m.Ack()
 		return false
 	}
@@ -463,7 +520,16 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 		if o.RetryAfter > 0 {
 			next = o.RetryAfter
 		}
-		if !exhausted(retry, n, now.Sub(h.first), next, v) {
+		reason := "exhausted"
+		if left, ordered := d.blockedLeft(m, now); ordered {
+			// The head holds its key: its attempts end at max_blocked.
+			if left <= 0 {
+				reason = "max_blocked"
+			} else {
+				next = min(next, left)
+			}
+		}
+		if reason == "exhausted" && !exhausted(retry, n, now.Sub(h.first), next, v) {
 			logged := func(parked bool) { d.observe(e, h.first, n, o, latency, next, parked) }
 			if v.again {
 				d.observe(e, h.first, n, o, latency, v.wait, false)
@@ -482,7 +548,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 			d.gate.unhold()
 		}
 		d.observe(e, h.first, n, o, latency, 0, false)
-		d.deadLetter(ctx, *h, e, o, "exhausted", log)
+		d.deadLetter(ctx, *h, e, o, reason, log)
 	case Permanent:
 		if o.Transform != nil {
 			d.transformFailed(ctx, *h, e, o)
@@ -675,11 +741,22 @@ func (d *destination) putBack(ctx context.Context, h held, e *store.Envelope, du
 // park stores p, e's parked record, and waits for the stream's ack, after
 // telling the server that m is still in progress: parking may take up to
 // settleWait.
+//
+// The parked record of a key's head carries its key, and the head keeps
+// its key while it waits (orderedMsg).
 func (d *destination) park(ctx context.Context, m jetstream.Msg, e *store.Envelope, p store.Parked) error {
 	_ = m.InProgress()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
 	defer cancel()
-	return d.f.Store.Park(sctx, d.route.Name, d.dest.Name, e.EventID, p)
+	om, ordered := m.(*orderedMsg)
+	if ordered {
+		p.Key, p.Ordered = om.key, true
+	}
+	err := d.f.Store.Park(sctx, d.route.Name, d.dest.Name, e.EventID, p)
+	if err == nil && ordered {
+		om.parked = true
+	}
+	return err
 }
 
 // drain reads what is left of a response body: see maxDrain.
@@ -709,6 +786,9 @@ func (d *destination) deadLetter(ctx context.Context, h held, e *store.Envelope,
 	}
 	if o.Detail != "" {
 		dl.LastError = o.Detail
+	}
+	if _, ordered := m.(*orderedMsg); ordered {
+		dl.OrderKey, _ = d.order.key.Eval(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body})
 	}
 	_ = m.InProgress() // the dead letter's publish may take up to settleWait
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)

@@ -21,6 +21,12 @@ type BacklogRow struct {
 	// Parked are messages waiting for a later attempt outside the
 	// consumer; they count as in backoff.
 	Parked uint64
+	// BlockedKeys are the ordering keys whose head keeps failing, the
+	// oldest of them failing since BlockedSince (zero when none);
+	// WaitingBehindKeys are the events queued behind a key's head.
+	BlockedKeys       uint64
+	BlockedSince      time.Time
+	WaitingBehindKeys uint64
 }
 
 // Backlog reads every destination's backlog. It runs at scrape time, so it
@@ -46,6 +52,9 @@ type backlogCollector struct {
 	source    atomic.Pointer[Backlog]
 	pending   *prometheus.Desc
 	inBackoff *prometheus.Desc
+	blocked   *prometheus.Desc
+	oldest    *prometheus.Desc
+	waiting   *prometheus.Desc
 
 	mu       sync.Mutex
 	inflight map[key]int64
@@ -61,6 +70,12 @@ func newBacklogCollector() *backlogCollector {
 			"Messages stored for a destination and not yet sent to it (read at scrape time).", rd, nil),
 		inBackoff: prometheus.NewDesc(namespace+"_in_backoff",
 			"Messages that failed at a destination and wait for their next attempt (read at scrape time).", rd, nil),
+		blocked: prometheus.NewDesc(namespace+"_blocked_keys",
+			"Ordering keys of a destination with order: whose head event keeps failing, holding back the events of its key (read at scrape time).", rd, nil),
+		oldest: prometheus.NewDesc(namespace+"_blocked_key_oldest_seconds",
+			"How long the longest-blocked ordering key's head has been failing; 0 when none is (read at scrape time).", rd, nil),
+		waiting: prometheus.NewDesc(namespace+"_waiting_behind_key",
+			"Events waiting behind an earlier event of their ordering key (read at scrape time).", rd, nil),
 		inflight: map[key]int64{},
 	}
 }
@@ -79,6 +94,9 @@ func (c *backlogCollector) flight(route, destination string, delta int64) {
 func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.inBackoff
+	ch <- c.blocked
+	ch <- c.oldest
+	ch <- c.waiting
 }
 
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
@@ -99,5 +117,12 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		backoff := int64(r.AckPending) - c.inflight[key{r.Route, r.Destination}] + int64(r.Parked)
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(r.Pending), r.Route, r.Destination)
 		ch <- prometheus.MustNewConstMetric(c.inBackoff, prometheus.GaugeValue, float64(max(backoff, 0)), r.Route, r.Destination)
+		ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.GaugeValue, float64(r.BlockedKeys), r.Route, r.Destination)
+		age := 0.0
+		if !r.BlockedSince.IsZero() {
+			age = max(0, time.Since(r.BlockedSince).Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, r.Route, r.Destination)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(r.WaitingBehindKeys), r.Route, r.Destination)
 	}
 }

@@ -33,6 +33,8 @@ type Metrics struct {
 	filtered        *prometheus.CounterVec
 	filterFailed    *prometheus.CounterVec
 	transformFailed *prometheus.CounterVec
+	queued          *prometheus.CounterVec
+	unordered       *prometheus.CounterVec
 	attemptSeconds  *prometheus.HistogramVec
 	deliveryAge     *prometheus.HistogramVec
 	breakerOpen     *prometheus.GaugeVec
@@ -76,7 +78,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "delivered_total",
 			Help: "Deliveries that ended with a 2xx from the destination."}, rd),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dead_lettered_total",
-			Help: "Deliveries given up and stored as dead letters, by reason (permanent, exhausted)."},
+			Help: "Deliveries given up and stored as dead letters, by reason (permanent, exhausted, crashed, max_blocked)."},
 			[]string{"route", "destination", "reason"}),
 		filtered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "filtered_total",
 			Help: "Webhooks a destination's filter did not match (run-time errors included): acked, not attempted."}, rd),
@@ -99,7 +101,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight",
 			Help: "Attempts to a destination in progress now."}, rd),
 	}
-	reg.MustRegister(m.filtered, m.filterFailed, m.transformFailed)
+	m.queued = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "order_queued_total",
+		Help: "Events of a destination with order: that waited behind an earlier event of their key."}, rd)
+	m.unordered = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "order_key_errors_total",
+		Help: "Events of a destination with order: whose key failed or was empty, delivered unordered, by kind of error."},
+		[]string{"route", "destination", "kind"})
+	reg.MustRegister(m.filtered, m.filterFailed, m.transformFailed, m.queued, m.unordered)
 	m.backlog = newBacklogCollector()
 	m.store = newStoreCollector()
 	m.minutes = newMinutes()
@@ -225,6 +232,24 @@ func (m *Metrics) TransformFailed(route, destination, kind string) {
 		return
 	}
 	m.transformFailed.WithLabelValues(route, destination, kind).Inc()
+}
+
+// Queued counts an event that waits behind an earlier event of its
+// ordering key.
+func (m *Metrics) Queued(route, destination string) {
+	if m == nil {
+		return
+	}
+	m.queued.WithLabelValues(route, destination).Inc()
+}
+
+// Unordered counts an event delivered unordered because its ordering key
+// failed; kind is one of filter.KeyKinds.
+func (m *Metrics) Unordered(route, destination, kind string) {
+	if m == nil {
+		return
+	}
+	m.unordered.WithLabelValues(route, destination, kind).Inc()
 }
 
 // Breaker sets a destination's breaker gauge.

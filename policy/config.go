@@ -98,6 +98,7 @@ type Destination struct {
 	URL         string        // absolute http or https URL with a host
 	Filter      string        // CEL expression an event must match to be sent here (package filter); empty: every event
 	Transform   *Transform    // JavaScript that reshapes each delivery's request; nil: sent as stored
+	Order       *Order        // YAML `order: {key: <CEL>, max_blocked: 1h}`: one event per key at a time; nil: unordered
 	Timeout     time.Duration // per-attempt timeout, default the route's
 	Concurrency int           // most requests in flight, default 8, at least 1: a ceiling
 	Rate        Rate          // YAML `rate: 50/s` (or /m, /h) and `burst: 10`; zero is unlimited: a ceiling

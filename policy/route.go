@@ -187,7 +187,7 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 	r.Retry = d.retry(n, join(it.path, "retry"), defSpec, spec)
 
 	if e, ok := required("destinations"); ok {
-		r.Destinations = d.destinations(e, r.Timeout, r.MaxBody)
+		r.Destinations = d.destinations(e, r.Timeout, r.MaxBody, r.Provider)
 	}
 	return r, name, path, true
 }
@@ -441,9 +441,9 @@ func (d *decoder) signature(r *Route, n *yaml.Node, path string, m map[string]en
 	}
 }
 
-// destinations decodes a route's `destinations` list; timeout and maxBody
-// are the route's.
-func (d *decoder) destinations(e entry, timeout time.Duration, maxBody int64) []Destination {
+// destinations decodes a route's `destinations` list; timeout, maxBody
+// and provider are the route's.
+func (d *decoder) destinations(e entry, timeout time.Duration, maxBody int64, provider string) []Destination {
 	items, ok := d.list(e)
 	if !ok {
 		return nil
@@ -455,7 +455,7 @@ func (d *decoder) destinations(e entry, timeout time.Duration, maxBody int64) []
 	var out []Destination
 	lines := map[string]int{}
 	for _, it := range items {
-		dst, name, ok := d.destination(it, timeout, maxBody)
+		dst, name, ok := d.destination(it, timeout, maxBody, provider)
 		if !ok {
 			continue
 		}
@@ -470,9 +470,9 @@ func (d *decoder) destinations(e entry, timeout time.Duration, maxBody int64) []
 }
 
 // destination decodes one item of `destinations`.
-func (d *decoder) destination(it entry, timeout time.Duration, maxBody int64) (dst Destination, name entry, ok bool) {
+func (d *decoder) destination(it entry, timeout time.Duration, maxBody int64, provider string) (dst Destination, name entry, ok bool) {
 	n := d.resolve(it.val, it.path)
-	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter", "auth", "transform")
+	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter", "auth", "transform", "order")
 	if !ok {
 		return dst, name, false
 	}
@@ -539,6 +539,9 @@ func (d *decoder) destination(it entry, timeout time.Duration, maxBody int64) (d
 	}
 	if e, ok := m["transform"]; ok {
 		dst.Transform = d.transform(e, maxBody)
+	}
+	if e, ok := m["order"]; ok {
+		dst.Order = d.order(e, provider)
 	}
 	return dst, name, nameOK
 }

@@ -14,6 +14,9 @@ type Backlog struct {
 	// Parked are waiting for a later attempt outside the consumer
 	// (park.go), as of the mover's last look.
 	Parked uint64
+	// Blocked are the ordering keys whose head keeps failing and the
+	// events waiting behind heads (order.go); zero when unordered.
+	Blocked Blocked
 }
 
 // Backlogs reads the backlog of every destination's consumer in one listing
@@ -27,8 +30,15 @@ func (s *Store) Backlogs(ctx context.Context) ([]Backlog, error) {
 		if !ok {
 			continue
 		}
-		out = append(out, Backlog{Route: route, Destination: dest,
-			Pending: ci.NumPending, AckPending: uint64(ci.NumAckPending), Parked: s.ParkedCount(route, dest)})
+		b := Backlog{Route: route, Destination: dest,
+			Pending: ci.NumPending, AckPending: uint64(ci.NumAckPending), Parked: s.ParkedCount(route, dest)}
+		if s.idx != nil {
+			var err error
+			if b.Blocked, err = s.Blocked(route, dest); err != nil {
+				return nil, fmt.Errorf("ordering keys: %w", err)
+			}
+		}
+		out = append(out, b)
 	}
 	if err := l.Err(); err != nil {
 		return nil, fmt.Errorf("%w: consumers: %w", ErrUnavailable, err)

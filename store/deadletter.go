@@ -18,13 +18,16 @@ type DeadLetter struct {
 	Envelope    *Envelope
 	Destination string
 	Seq         uint64 // sequence of the original in WEBHOOKS
-	Reason      string // "permanent", "redirect" or "exhausted"
+	Reason      string // "permanent", "redirect", "exhausted", "crashed" or "max_blocked"
 	LastStatus  int    // last HTTP status, 0 if none
 	LastError   string // last network error, if any
 	Attempts    int
 	FirstSeen   time.Time // when the original was stored
 	LastAttempt time.Time
-	DLQSeq      uint64 // sequence in WEBHOOKS_DLQ, set when read back
+	// OrderKey is the ordering key whose head this was, for a destination
+	// with `order:`: its dead letter let the key's next event go.
+	OrderKey string
+	DLQSeq   uint64 // sequence in WEBHOOKS_DLQ, set when read back
 	// DeadLetteredAt is when WEBHOOKS_DLQ stored it, set when read back.
 	DeadLetteredAt time.Time
 }
@@ -38,6 +41,7 @@ const (
 	hdrAttempts    = "Jethook-Attempts"
 	hdrFirstSeen   = "Jethook-First-Seen"
 	hdrLastAttempt = "Jethook-Last-Attempt"
+	hdrDLOrderKey  = "Jethook-Dead-Letter-Order-Key"
 )
 
 // DLQSubject is the subject of one destination's dead letters.
@@ -65,6 +69,9 @@ func (s *Store) AddDeadLetter(ctx context.Context, d DeadLetter) error {
 	m.Header.Set(hdrAttempts, strconv.Itoa(d.Attempts))
 	m.Header.Set(hdrFirstSeen, d.FirstSeen.UTC().Format(time.RFC3339Nano))
 	m.Header.Set(hdrLastAttempt, d.LastAttempt.UTC().Format(time.RFC3339Nano))
+	if d.OrderKey != "" {
+		m.Header.Set(hdrDLOrderKey, oneLine(d.OrderKey))
+	}
 	for k := range m.Header {
 		if !ValidHeaderName(k) {
 			delete(m.Header, k)
@@ -155,6 +162,7 @@ func deadLetterFrom(subject string, h nats.Header, data []byte) (DeadLetter, err
 		Envelope:    e,
 		Destination: h.Get(hdrDest),
 		Reason:      h.Get(hdrReason),
+		OrderKey:    h.Get(hdrDLOrderKey),
 		LastError:   h.Get(hdrLastError),
 	}
 	d.Seq, _ = strconv.ParseUint(h.Get(hdrSeq), 10, 64)

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -53,6 +54,11 @@ type Parked struct {
 	// in WEBHOOKS: with it, the record is new although its attempts are
 	// the same as the record that queued the message.
 	Again uint64
+	// Key is the event's ordering key when Ordered (a destination with
+	// `order:`, order.go): its due record goes only if it is still the
+	// key's head.
+	Key     OrderKey
+	Ordered bool
 }
 
 // DueSubject is where a destination's parked webhooks come back when due.
@@ -66,13 +72,17 @@ func parkedSubject(route, destination string, due time.Time) string {
 }
 
 func (p Parked) header(eventID string) nats.Header {
-	return nats.Header{
+	h := nats.Header{
 		hdrEventID:   {eventID},
 		hdrSeq:       {strconv.FormatUint(p.Seq, 10)},
 		hdrAttempt:   {strconv.Itoa(p.Attempts)},
 		hdrFirstSeen: {p.FirstSeen.UTC().Format(time.RFC3339Nano)},
 		hdrDue:       {p.Due.UTC().Format(time.RFC3339Nano)},
 	}
+	if p.Ordered {
+		h.Set(hdrKey, p.Key.String())
+	}
+	return h
 }
 
 func parkedFrom(h nats.Header) (Parked, error) {
@@ -84,6 +94,9 @@ func parkedFrom(h nats.Header) (Parked, error) {
 	p.Due, err4 = time.Parse(time.RFC3339Nano, h.Get(hdrDue))
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return p, fmt.Errorf("parked record: %w", err)
+	}
+	if b, err := hex.DecodeString(h.Get(hdrKey)); err == nil && len(b) == len(p.Key) {
+		p.Key, p.Ordered = OrderKey(b), true
 	}
 	return p, nil
 }
@@ -395,7 +408,8 @@ func (s *Store) ParkedCount(route, destination string) uint64 {
 }
 
 // parkedRefs returns, per route, the lowest WEBHOOKS sequence a parked
-// record, or a due record stored at or after from, points at: webhooks
+// record, a due record stored at or after from, or an event queued behind
+// its ordering key's head (order.go) points at: webhooks
 // still waiting for an attempt, whose messages are acked. It reads every
 // parked record, and is for the rare purge near the store's limit.
 func (s *Store) parkedRefs(ctx context.Context, from uint64) (map[string]uint64, error) {
@@ -440,6 +454,9 @@ func (s *Store) parkedRefs(ctx context.Context, from uint64) (map[string]uint64,
 				break
 			}
 		}
+	}
+	if err := s.orderRefs(refs); err != nil {
+		return nil, err
 	}
 	return refs, nil
 }

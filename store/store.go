@@ -175,13 +175,14 @@ type Store struct {
 
 	attempts *attemptLog // nil until the streams exist
 
-	mover   *mover
-	parked  jetstream.Stream // WEBHOOKS_PARKED
-	idx     *index
-	writer  *writer   // indexes this process's webhooks; nil when the index follows WEBHOOKS
-	tails   []*tailer // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
-	expired chan struct{}
-	closed  sync.Once
+	mover      *mover
+	parked     jetstream.Stream // WEBHOOKS_PARKED
+	idx        *index
+	orderLocks orderLocks // order.go
+	writer     *writer    // indexes this process's webhooks; nil when the index follows WEBHOOKS
+	tails      []*tailer  // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
+	expired    chan struct{}
+	closed     sync.Once
 	// tmpIndex is the index's temporary directory when DataDir is empty.
 	tmpIndex string
 

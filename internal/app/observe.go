@@ -27,7 +27,8 @@ func newMetrics(st *store.Store) (*metrics.Metrics, *prometheus.Registry) {
 		}
 		rows := make([]metrics.BacklogRow, len(bs))
 		for i, b := range bs {
-			rows[i] = metrics.BacklogRow{Route: b.Route, Destination: b.Destination, Pending: b.Pending, AckPending: b.AckPending, Parked: b.Parked}
+			rows[i] = metrics.BacklogRow{Route: b.Route, Destination: b.Destination, Pending: b.Pending, AckPending: b.AckPending, Parked: b.Parked,
+				BlockedKeys: uint64(b.Blocked.Keys), BlockedSince: b.Blocked.Oldest, WaitingBehindKeys: uint64(b.Blocked.Waiting)}
 		}
 		return rows, nil
 	})

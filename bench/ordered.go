@@ -1,0 +1,434 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jethook/jethook/policy"
+)
+
+// OrderedOptions configure the ordered scenario; a zero field takes its
+// default.
+type OrderedOptions struct {
+	// Keys and PerKey shape the interleaved case: PerKey events of each of
+	// Keys keys, posted interleaved, each key's in order (default 10,000 ×
+	// 10), with Fail of the attempts answered 500 at random (default 0.2).
+	Keys, PerKey int
+	Fail         float64
+	// ThroughputPerKey is the events per key of the throughput case, run
+	// unordered then ordered on the same backlog (default 3).
+	ThroughputPerKey int
+	// Healthy keys share Rate events a second for Duration in the blocked
+	// case, beside one key whose head always fails (defaults 1,000, 200/s,
+	// 20s); MaxBlocked is the destination's max_blocked (default 5s).
+	Healthy, Rate int
+	Duration      time.Duration
+	MaxBlocked    time.Duration
+	// Concurrency is the destination's concurrency (default 64).
+	Concurrency int
+	// Clients post concurrently (default 64).
+	Clients int
+	// Dir holds the stores' temporary data directories.
+	Dir string
+	// Progress, if set, hears what each case is doing.
+	Progress io.Writer
+}
+
+func (o *OrderedOptions) applyDefaults() {
+	o.Keys = cmpOr(o.Keys, 10_000)
+	o.PerKey = cmpOr(o.PerKey, 10)
+	if o.Fail <= 0 {
+		o.Fail = 0.2
+	}
+	o.ThroughputPerKey = cmpOr(o.ThroughputPerKey, 3)
+	o.Healthy = cmpOr(o.Healthy, 1000)
+	o.Rate = cmpOr(o.Rate, 200)
+	if o.Duration <= 0 {
+		o.Duration = 20 * time.Second
+	}
+	if o.MaxBlocked <= 0 {
+		o.MaxBlocked = 5 * time.Second
+	}
+	o.Concurrency = cmpOr(o.Concurrency, 64)
+	o.Clients = cmpOr(o.Clients, 64)
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+}
+
+func cmpOr(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// OrderedResult is what the ordered scenario measured.
+type OrderedResult struct {
+	Options OrderedOptions // with defaults applied
+	// The interleaved case.
+	Events, Delivered, Inversions, Duplicates, DeadLettered int
+	Attempts                                                int
+	Drain                                                   time.Duration // from the first post to the last first delivery
+	// PeakRSS and HeapAfter are this process's peak resident set (VmHWM)
+	// after the interleaved case, and its Go heap in use once it drained.
+	PeakRSS, HeapAfter uint64
+	// The throughput case: events a second drained from a backlog of
+	// Keys × ThroughputPerKey, unordered and ordered.
+	Unordered, Ordered float64
+	// The blocked case.
+	HealthyEvents             int
+	HealthyP50, HealthyP99    time.Duration // from the post's answer to the first delivery
+	BlockedEvents             int
+	BlockedInOrder            bool          // the blocked key's later events arrived in order
+	BlockedHeld               time.Duration // from the blocked head's first attempt to its next event's delivery
+	BlockedDeadLetterReason   string
+	BlockedDeliveredAfterHead int
+}
+
+// orderBody is a bench event of an ordered destination.
+type orderBody struct {
+	Key string `json:"key"`
+	Seq int    `json:"seq"`
+	Pad string `json:"pad"`
+}
+
+// orderedBackend answers 500 to a share of the attempts (and to every
+// attempt of the blocked key's head) and checks each key's order.
+type orderedBackend struct {
+	fail    float64
+	blocked string // its seq 1 always fails
+
+	mu         sync.Mutex
+	rnd        *rand.Rand
+	highest    map[string]int
+	seen       map[string]bool // key#seq delivered
+	attempts   int
+	first      int
+	inversions int
+	duplicates int
+	firstTry   map[string]time.Time
+	at         map[string]time.Time // key#seq → first delivery
+	done       chan struct{}
+	want       int
+}
+
+func newOrderedBackend(fail float64, blocked string, want int) *orderedBackend {
+	return &orderedBackend{fail: fail, blocked: blocked, rnd: rand.New(rand.NewPCG(1, 2)), highest: map[string]int{},
+		seen: map[string]bool{}, firstTry: map[string]time.Time{}, at: map[string]time.Time{}, done: make(chan struct{}), want: want}
+}
+
+func (b *orderedBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var ev orderBody
+	if err := json.NewDecoder(r.Body).Decode(&ev); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	now := time.Now()
+	id := fmt.Sprintf("%s#%d", ev.Key, ev.Seq)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.attempts++
+	if _, ok := b.firstTry[id]; !ok && ev.Key == b.blocked {
+		b.firstTry[id] = now
+	}
+	if (ev.Key == b.blocked && ev.Seq == 1) || b.rnd.Float64() < b.fail {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	switch {
+	case b.seen[id]:
+		b.duplicates++
+	default:
+		if ev.Seq < b.highest[ev.Key] {
+			b.inversions++
+		}
+		b.seen[id] = true
+		b.at[id] = now
+		b.first++
+		b.highest[ev.Key] = max(b.highest[ev.Key], ev.Seq)
+		if b.first == b.want {
+			close(b.done)
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func orderedConfig(order string, concurrency int) string {
+	return fmt.Sprintf(`
+defaults:
+  retry: {backoff: exponential, base: 50ms, multiplier: 2, max_delay: 1s, jitter: full, max_attempts: 1000, max_age: 1h}
+routes:
+  - name: bench
+    path: %s
+    destinations:
+      - {name: backend, url: "${BACKEND}", concurrency: %d, breaker: {failures: 0}, slow_start: 0s%s}
+`, hookPath, concurrency, order)
+}
+
+// Ordered runs the three cases of ordered delivery per key.
+func Ordered(ctx context.Context, o OrderedOptions) (OrderedResult, error) {
+	o.applyDefaults()
+	r := OrderedResult{Options: o}
+	if err := orderedInterleaved(ctx, o, &r); err != nil {
+		return r, fmt.Errorf("interleaved: %w", err)
+	}
+	var err error
+	if r.Unordered, err = orderedDrain(ctx, o, ""); err != nil {
+		return r, fmt.Errorf("throughput, unordered: %w", err)
+	}
+	if r.Ordered, err = orderedDrain(ctx, o, ", order: {key: 'body.key'}"); err != nil {
+		return r, fmt.Errorf("throughput, ordered: %w", err)
+	}
+	if err := orderedBlocked(ctx, o, &r); err != nil {
+		return r, fmt.Errorf("blocked: %w", err)
+	}
+	return r, nil
+}
+
+// startOrdered starts jethook on cfg in front of be.
+func startOrdered(ctx context.Context, o OrderedOptions, yaml string, be http.Handler, deliver bool) (*stack, *server, error) {
+	srv, err := listen(be)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := policy.Parse("ordered.yaml", []byte(yaml), func(k string) (string, bool) { return srv.URL, k == "BACKEND" })
+	if err != nil {
+		srv.close()
+		return nil, nil, err
+	}
+	st, err := startStack(ctx, Options{Dir: o.Dir}, cfg, false, deliver)
+	if err != nil {
+		srv.close()
+		return nil, nil, err
+	}
+	return st, srv, nil
+}
+
+// postKeys posts perKey events of each of keys keys from o.Clients
+// clients, each key's in order and interleaved with the others.
+func postKeys(ctx context.Context, o OrderedOptions, url string, keys, perKey int) error {
+	client := &http.Client{Transport: transport(o.Clients), Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	errs := make(chan error, o.Clients)
+	pad := string(bytes.Repeat([]byte("x"), 512))
+	for c := range o.Clients {
+		wg.Go(func() {
+			for seq := 1; seq <= perKey; seq++ {
+				for k := c; k < keys; k += o.Clients {
+					b, _ := json.Marshal(orderBody{Key: fmt.Sprintf("k%d", k), Seq: seq, Pad: pad})
+					if err := postOne(ctx, client, url, b); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func postOne(ctx context.Context, client *http.Client, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("ingress answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func orderedInterleaved(ctx context.Context, o OrderedOptions, r *OrderedResult) error {
+	r.Events = o.Keys * o.PerKey
+	fmt.Fprintf(o.Progress, "ordered: %d keys × %d events, %.0f %% of attempts failing\n", o.Keys, o.PerKey, o.Fail*100)
+	be := newOrderedBackend(o.Fail, "", r.Events)
+	st, srv, err := startOrdered(ctx, o, orderedConfig(", order: {key: 'body.key'}", o.Concurrency), be, true)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	defer st.close()
+	began := time.Now()
+	if err := postKeys(ctx, o, st.ingress.URL+hookPath, o.Keys, o.PerKey); err != nil {
+		return err
+	}
+	select {
+	case <-be.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(10 * time.Minute):
+		return fmt.Errorf("%d of %d delivered after 10 minutes", be.first, r.Events)
+	}
+	r.Drain = time.Since(began)
+	stats, err := st.app.Store.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	_, r.PeakRSS = procMemory("self")
+	r.HeapAfter = ms.HeapInuse
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	r.Delivered, r.Inversions, r.Duplicates, r.Attempts = be.first, be.inversions, be.duplicates, be.attempts
+	r.DeadLettered = int(stats.DeadLetters)
+	return nil
+}
+
+// orderedDrain posts a backlog with delivery paused, then times its drain.
+func orderedDrain(ctx context.Context, o OrderedOptions, order string) (float64, error) {
+	n := o.Keys * o.ThroughputPerKey
+	fmt.Fprintf(o.Progress, "ordered: draining %d events of %d keys%s\n", n, o.Keys, order)
+	be := newOrderedBackend(0, "", n)
+	st, srv, err := startOrdered(ctx, o, orderedConfig(order, o.Concurrency), be, false)
+	if err != nil {
+		return 0, err
+	}
+	defer srv.close()
+	defer st.close()
+	if err := postKeys(ctx, o, st.ingress.URL+hookPath, o.Keys, o.ThroughputPerKey); err != nil {
+		return 0, err
+	}
+	began := time.Now()
+	if err := st.resume(); err != nil {
+		return 0, err
+	}
+	select {
+	case <-be.done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(10 * time.Minute):
+		return 0, fmt.Errorf("%d of %d delivered after 10 minutes", be.first, n)
+	}
+	return float64(n) / time.Since(began).Seconds(), nil
+}
+
+func orderedBlocked(ctx context.Context, o OrderedOptions, r *OrderedResult) error {
+	const blocked = "blocked"
+	fmt.Fprintf(o.Progress, "ordered: %d healthy keys at %d/s for %s beside one blocked key (max_blocked %s)\n", o.Healthy, o.Rate, o.Duration, o.MaxBlocked)
+	n := int(o.Duration.Seconds() * float64(o.Rate))
+	r.BlockedEvents = int(o.Duration.Seconds()) // one a second
+	be := newOrderedBackend(0, blocked, n+r.BlockedEvents-1)
+	st, srv, err := startOrdered(ctx, o, orderedConfig(fmt.Sprintf(", order: {key: 'body.key', max_blocked: %s}", o.MaxBlocked), o.Concurrency), be, true)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	defer st.close()
+	url := st.ingress.URL + hookPath
+	client := &http.Client{Transport: transport(maxInFlight), Timeout: 30 * time.Second}
+	pad := string(bytes.Repeat([]byte("x"), 512))
+	var mu sync.Mutex
+	answered := map[string]time.Time{}
+	var wg sync.WaitGroup
+	var postErr error
+	send := func(key string, seq int) {
+		b, _ := json.Marshal(orderBody{Key: key, Seq: seq, Pad: pad})
+		err := postOne(ctx, client, url, b)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			postErr = err
+			return
+		}
+		answered[fmt.Sprintf("%s#%d", key, seq)] = time.Now()
+	}
+	interval := time.Second / time.Duration(o.Rate)
+	began := time.Now()
+	for i := range n {
+		if i%o.Rate == 0 {
+			// The blocked key's events go one a second, each after the
+			// one before was stored.
+			send(blocked, i/o.Rate+1)
+		}
+		k, seq := i%o.Healthy, i/o.Healthy+1
+		wg.Go(func() { send(fmt.Sprintf("h%d", k), seq) })
+		if !sleep(ctx, time.Until(began.Add(time.Duration(i+1)*interval))) {
+			return ctx.Err()
+		}
+	}
+	wg.Wait()
+	if postErr != nil {
+		return postErr
+	}
+	select {
+	case <-be.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2*o.MaxBlocked + time.Minute):
+		return fmt.Errorf("%d of %d delivered", be.first, n+r.BlockedEvents-1)
+	}
+	dls, err := st.app.Store.DeadLetters(ctx, "dlq.>", 10)
+	if err != nil {
+		return err
+	}
+	if len(dls) > 0 {
+		r.BlockedDeadLetterReason = dls[0].Reason
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	var delays []time.Duration
+	for id, at := range be.at {
+		if a, ok := answered[id]; ok && id[0] == 'h' {
+			delays = append(delays, max(0, at.Sub(a)))
+		}
+	}
+	slices.Sort(delays)
+	r.HealthyEvents = len(delays)
+	if len(delays) > 0 {
+		r.HealthyP50 = delays[len(delays)/2]
+		r.HealthyP99 = delays[len(delays)*99/100]
+	}
+	r.BlockedInOrder = be.inversions == 0
+	for s := 2; s <= r.BlockedEvents; s++ {
+		if _, ok := be.at[fmt.Sprintf("%s#%d", blocked, s)]; ok {
+			r.BlockedDeliveredAfterHead++
+		}
+	}
+	r.BlockedHeld = be.at[blocked+"#2"].Sub(be.firstTry[blocked+"#1"])
+	return nil
+}
+
+// Report prints the ordered scenario against the targets of ordered
+// delivery (docs/ordering.md).
+func (r OrderedResult) Report(w io.Writer) {
+	o := r.Options
+	fmt.Fprintf(w, "\nOrdered delivery per key: destination concurrency %d, %d posting clients\n", o.Concurrency, o.Clients)
+	fmt.Fprintf(w, "interleaved: %d keys × %d events, %.0f %% of attempts failing at random\n", o.Keys, o.PerKey, o.Fail*100)
+	fmt.Fprintf(w, "  delivered %d of %d in %s (%d attempts), %d inversions (target 0), %d delivered twice, %d dead-lettered\n",
+		r.Delivered, r.Events, r.Drain.Round(time.Millisecond), r.Attempts, r.Inversions, r.Duplicates, r.DeadLettered)
+	fmt.Fprintf(w, "  memory: peak RSS %s, Go heap in use after the drain %s (events queued behind their key's head wait on disk)\n",
+		mib(r.PeakRSS), mib(r.HeapAfter))
+	ratio := 0.0
+	if r.Unordered > 0 {
+		ratio = r.Ordered / r.Unordered
+	}
+	fmt.Fprintf(w, "throughput: a backlog of %d keys × %d events drained at %.0f/s unordered, %.0f/s ordered: %.2f× (target ≥ 0.8×)\n",
+		o.Keys, o.ThroughputPerKey, r.Unordered, r.Ordered, ratio)
+	fmt.Fprintf(w, "blocked key: %d healthy keys at %d/s for %s, one key whose head always fails (max_blocked %s)\n",
+		o.Healthy, o.Rate, o.Duration, o.MaxBlocked)
+	fmt.Fprintf(w, "  healthy keys: %d events, delivery delay p50 %s, p99 %s (target p99 ≤ 100ms)\n",
+		r.HealthyEvents, millis(r.HealthyP50), millis(r.HealthyP99))
+	fmt.Fprintf(w, "  blocked key: head dead-lettered (%s); its next event delivered %s after the head's first attempt; %d of %d later events delivered, in order: %v\n",
+		r.BlockedDeadLetterReason, r.BlockedHeld.Round(time.Millisecond), r.BlockedDeliveredAfterHead, r.BlockedEvents-1, r.BlockedInOrder)
+}

@@ -1,0 +1,282 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jethook/jethook/filter"
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/store"
+)
+
+// destOrder is a destination's `order:`: its compiled key, the keys whose
+// head is in an attempt here, and the kinds of key failure it has logged.
+// The heads and queues themselves are on disk (store.Admit).
+type destOrder struct {
+	key        *filter.Key
+	maxBlocked time.Duration
+
+	mu       sync.Mutex
+	inflight map[store.OrderKey]uint64 // key → the head's sequence, while an attempt holds it here
+	logged   map[string]bool
+}
+
+// newOrder compiles d's ordering key; nil when d is unordered.
+func newOrder(d policy.Destination) (*destOrder, error) {
+	if d.Order == nil {
+		return nil, nil
+	}
+	k, err := filter.CompileKey(d.Order.Key)
+	if err != nil {
+		return nil, err
+	}
+	return &destOrder{key: k, maxBlocked: d.Order.MaxBlocked,
+		inflight: map[store.OrderKey]uint64{}, logged: map[string]bool{}}, nil
+}
+
+// take marks key k's head seq as in an attempt here; false when it is
+// already (a second copy of its message: a redelivery or a due record).
+func (o *destOrder) take(k store.OrderKey, seq uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s, ok := o.inflight[k]; ok && s == seq {
+		return false
+	}
+	o.inflight[k] = seq
+	return true
+}
+
+func (o *destOrder) done(k store.OrderKey, seq uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.inflight[k] == seq {
+		delete(o.inflight, k)
+	}
+}
+
+func (o *destOrder) firstOf(kind string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.logged[kind] {
+		return false
+	}
+	o.logged[kind] = true
+	return true
+}
+
+// orderedMsg is the message of a key's head. Settling it (Ack, unless it
+// was parked; Term) passes the key on to the next event first
+// (store.SettleHead); a Nak, or an Ack after parking, keeps the key.
+type orderedMsg struct {
+	jetstream.Msg
+	d      *destination
+	key    store.OrderKey
+	seq    uint64
+	parked bool
+}
+
+// Each settle ends the attempt's hold on the key here first (done): the
+// message may come back at once.
+
+func (m *orderedMsg) Ack() error {
+	m.d.order.done(m.key, m.seq)
+	if !m.parked && !m.settle() {
+		return m.Msg.NakWithDelay(settleRetry)
+	}
+	return m.Msg.Ack()
+}
+
+func (m *orderedMsg) Term() error {
+	m.d.order.done(m.key, m.seq)
+	if !m.settle() {
+		return m.Msg.NakWithDelay(settleRetry)
+	}
+	return m.Msg.Term()
+}
+
+func (m *orderedMsg) Nak() error {
+	m.d.order.done(m.key, m.seq)
+	return m.Msg.Nak()
+}
+
+func (m *orderedMsg) NakWithDelay(delay time.Duration) error {
+	m.d.order.done(m.key, m.seq)
+	return m.Msg.NakWithDelay(delay)
+}
+
+// settleRetry is how soon a head whose key could not be passed on comes
+// back: it is attempted again (a redelivery of the head), then passes the
+// key on.
+const settleRetry = 5 * time.Second
+
+func (m *orderedMsg) settle() bool {
+	d := m.d
+	ctx, cancel := context.WithTimeout(context.Background(), settleWait)
+	defer cancel()
+	if err := d.f.Store.SettleHead(ctx, d.route.Name, d.dest.Name, m.key, m.seq, d.f.Now()); err != nil {
+		d.log.Warn("the next event of a key cannot go yet; this one comes back first", "seq", m.seq, "err", err)
+		return false
+	}
+	return true
+}
+
+// admit puts the messages of one fetch, in the order they came, through
+// the destination's ordering and returns those to attempt now: a key's
+// head (wrapped in an orderedMsg) and the messages that have no key. The
+// others are queued behind their key's head, or were settled already, and
+// are acked here.
+func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) []jetstream.Msg {
+	var out []jetstream.Msg
+	var claims []store.Claim
+	var claimed []jetstream.Msg
+	for _, m := range msgs {
+		c, ok := d.claim(m)
+		if !ok {
+			out = append(out, m)
+			continue
+		}
+		claims = append(claims, c)
+		claimed = append(claimed, m)
+	}
+	if len(claims) == 0 {
+		return out
+	}
+	verdicts, err := d.f.Store.Admit(d.route.Name, d.dest.Name, claims, d.f.Now())
+	if err != nil {
+		// Nothing was decided: every message comes back, in its order,
+		// before anything fetched later.
+		d.log.Error("ordering keys cannot be read; the events come back", "err", err)
+		for _, m := range claimed {
+			_ = m.Nak()
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+		return out
+	}
+	for i, m := range claimed {
+		c := claims[i]
+		switch verdicts[i] {
+		case store.Go:
+			if !d.order.take(c.Key, c.Seq) {
+				// The head's attempt is in progress here: that attempt
+				// carries the event; a due record is dropped, a redelivery
+				// comes back after it.
+				if c.Due {
+					_ = m.Ack()
+				} else {
+					_ = m.NakWithDelay(settleRetry)
+				}
+				continue
+			}
+			out = append(out, &orderedMsg{Msg: m, d: d, key: c.Key, seq: c.Seq})
+		case store.Queued:
+			d.f.Metrics.Queued(d.route.Name, d.dest.Name)
+			d.unfetched()
+			_ = m.Ack()
+		case store.Settled:
+			d.log.Info("event settled before (its key moved on); not attempted again", "seq", c.Seq, "due", c.Due)
+			d.unfetched()
+			_ = m.Ack()
+		}
+	}
+	return out
+}
+
+// unfetched gives back the rate token of a fetched message that makes no
+// request: queued behind its key, or settled before.
+func (d *destination) unfetched() {
+	if d.gate.limiter != nil {
+		d.gate.refund()
+	}
+}
+
+// claim reads what ordering needs of m: its key and its place. ok is false
+// for a message delivered unordered: one whose key cannot be had (counted
+// and logged once per kind), and one that hold will settle on its own (no
+// metadata, undecodable, a due record parked without ordering).
+func (d *destination) claim(m jetstream.Msg) (store.Claim, bool) {
+	md, err := m.Metadata()
+	if err != nil {
+		return store.Claim{}, false
+	}
+	if store.IsDue(m) {
+		return store.DueClaim(m)
+	}
+	e, err := store.Decode(m)
+	if err != nil {
+		return store.Claim{}, false
+	}
+	v, err := d.order.key.Eval(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body})
+	if err != nil {
+		kind := "other"
+		var fe *filter.Error
+		if errors.As(err, &fe) {
+			kind = fe.Kind
+		}
+		d.f.Metrics.Unordered(d.route.Name, d.dest.Name, kind)
+		if d.order.firstOf(kind) {
+			d.log.Warn("ordering key failed on an event, which is delivered unordered; logged once per kind",
+				"event_id", e.EventID, "kind", kind)
+		}
+		return store.Claim{}, false
+	}
+	return store.Claim{Key: store.KeyOf(v), Seq: md.Sequence.Stream, EventID: e.EventID,
+		Attempts: int(md.NumDelivered) - 1, FirstSeen: md.Timestamp}, true
+}
+
+// blockedLeft is how long the head m may still fail before max_blocked
+// dead-letters it, counted from its first failed attempt (now, if this
+// is it). ok is false for a message that is not an ordered head.
+func (d *destination) blockedLeft(m jetstream.Msg, now time.Time) (left time.Duration, ok bool) {
+	om, ok := m.(*orderedMsg)
+	if !ok {
+		return 0, false
+	}
+	since, err := d.f.Store.Failing(d.route.Name, d.dest.Name, om.key, om.seq, now)
+	if err != nil {
+		since = now
+	}
+	return d.order.maxBlocked - now.Sub(since), true
+}
+
+// awaitInherited waits, before an ordered destination's first fetch, until
+// the messages an earlier run left unsettled have come back: a run killed
+// (or stopped) between a fetch and its ordering may leave an event that
+// only JetStream knows of, which it sends again once its ack wait has
+// passed, ahead of newer messages. Until then a later event of its key
+// could take the key first. With nothing left unsettled it does not wait.
+func (d *destination) awaitInherited(ctx context.Context) {
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	info, err := d.cons.Info(ictx)
+	cancel()
+	if err == nil && info.NumAckPending == 0 {
+		return
+	}
+	wait := d.dest.Timeout + ackMargin + time.Second
+	d.log.Info("ordered destination waits for the events an earlier run left unsettled", "wait", wait.String())
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// unorder releases, when a destination without `order:` starts (a reload
+// took ordering away, and the loop of the ordered one has stopped), the
+// events still waiting behind their key: they go unordered.
+func (d *destination) unorder(ctx context.Context) {
+	n, err := d.f.Store.Unorder(ctx, d.route.Name, d.dest.Name)
+	if err != nil {
+		d.log.Error("destination no longer ordered, but the events waiting behind their key cannot be released; they are at the next start", "err", err)
+	}
+	if n > 0 {
+		d.log.Info("destination no longer ordered: the events waiting behind their key are released", "released", n)
+	}
+}

@@ -1,0 +1,252 @@
+package forward_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
+)
+
+// orderedRetry is fastRetry with ordering on body.key and attempts enough
+// that random failures dead-letter nothing. The breaker and the learned
+// limit are off: these tests are about order, and a slow start after the
+// random failures opened the breaker would only slow them down.
+func orderedRetry(t *testing.T, order string) string {
+	cfg := edit(t, fastRetry, "max_attempts: 6", "max_attempts: 30")
+	return edit(t, cfg, `url: "${BACKEND}/hook"}`, `url: "${BACKEND}/hook", concurrency: 16, breaker: {failures: 0}, slow_start: 0s, order: `+order+`}`)
+}
+
+// orderChecker is a backend that checks, from {"key": k, "seq": n} bodies,
+// that each key's events arrive one at a time and in order. An attempt of
+// an event whose key has a later event delivered, or that overlaps
+// another attempt of its key, is an inversion; a second delivery of an
+// event (allowed: delivery is at least once) is not.
+type orderChecker struct {
+	fail func(key string, seq int) int // the status to answer, 200 to accept
+
+	mu         sync.Mutex
+	inflight   map[string]bool
+	delivered  map[string]int // key → highest seq delivered
+	count      int            // first deliveries, in any order
+	inversions []string
+	overlaps   int
+	at         map[string]time.Time // key#seq → when first delivered
+	tried      map[string]time.Time // key#seq → when first attempted
+}
+
+func newOrderChecker(t *testing.T, fail func(key string, seq int) int) (*orderChecker, *httptest.Server) {
+	c := &orderChecker{fail: fail, inflight: map[string]bool{}, delivered: map[string]int{}, at: map[string]time.Time{}, tried: map[string]time.Time{}}
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Key string `json:"key"`
+			Seq int    `json:"seq"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&ev); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(c.attempt(ev.Key, ev.Seq))
+	}))
+	t.Cleanup(b.Close)
+	return c, b
+}
+
+func (c *orderChecker) attempt(key string, seq int) int {
+	c.mu.Lock()
+	if c.inflight[key] {
+		c.overlaps++
+	}
+	c.inflight[key] = true
+	if _, ok := c.tried[fmt.Sprintf("%s#%d", key, seq)]; !ok {
+		c.tried[fmt.Sprintf("%s#%d", key, seq)] = time.Now()
+	}
+	if last := c.delivered[key]; seq < last {
+		c.inversions = append(c.inversions, fmt.Sprintf("%s: %d attempted after %d was delivered", key, seq, last))
+	}
+	c.mu.Unlock()
+	code := c.fail(key, seq)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inflight[key] = false
+	if id := fmt.Sprintf("%s#%d", key, seq); code == http.StatusOK && c.at[id].IsZero() {
+		c.delivered[key] = max(c.delivered[key], seq)
+		c.count++
+		c.at[id] = time.Now()
+	}
+	return code
+}
+
+func (c *orderChecker) deliveries() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count
+}
+
+func (c *orderChecker) check(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.inversions) > 0 {
+		t.Errorf("%d inversions, the first: %s", len(c.inversions), c.inversions[0])
+	}
+	if c.overlaps > 0 {
+		t.Errorf("%d attempts overlapped another of their key", c.overlaps)
+	}
+}
+
+// postKeyed posts events seq 1..perKey of each key, interleaved across
+// keys, each key's in order.
+func postKeyed(r *rig, keys []string, perKey int) {
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for seq := 1; seq <= perKey; seq++ {
+				for i := w; i < len(keys); i += 4 {
+					if code, body := r.post("/hooks/shop", nil, fmt.Appendf(nil, `{"key":%q,"seq":%d}`, keys[i], seq)); code != http.StatusOK {
+						r.t.Errorf("post: %d %s", code, body)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func keys(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("k%d", i)
+	}
+	return out
+}
+
+func TestEventsOfAKeyArriveOneAtATimeInOrderDespiteRandomFailures(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	rnd := rand.New(rand.NewPCG(1, 2))
+	c, b := newOrderChecker(t, func(string, int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if rnd.IntN(5) == 0 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	r := newRig(t, parseConfig(t, orderedRetry(t, `{key: 'body.key'}`), b.URL), store.Options{})
+	ks := keys(100)
+	postKeyed(r, ks, 10)
+	storetest.Eventually(t, time.Minute, "every event delivered", func() bool { return c.deliveries() == len(ks)*10 })
+	c.check(t)
+	if dls := r.deadLetters(); len(dls) > 0 {
+		t.Errorf("%d dead letters, the first %s: %s", len(dls), dls[0].Reason, dls[0].LastError)
+	}
+	// Nothing is left on disk once every key is delivered.
+	eventually(t, "no key blocked or waiting", func() bool {
+		bs, err := r.store.Blocked("shop", "app")
+		return err == nil && bs == store.Blocked{}
+	})
+}
+
+func TestAFailingHeadHoldsOnlyItsKeyUntilMaxBlocked(t *testing.T) {
+	t.Parallel()
+	c, b := newOrderChecker(t, func(key string, seq int) int {
+		if key == "bad" && seq == 1 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 10s}`), "max_attempts: 30", "max_attempts: 1000")
+	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{})
+	for seq := 1; seq <= 3; seq++ {
+		r.post("/hooks/shop", nil, fmt.Appendf(nil, `{"key":"bad","seq":%d}`, seq))
+	}
+	postKeyed(r, keys(50), 4)
+	storetest.Eventually(t, 30*time.Second, "the other keys delivered", func() bool { return c.deliveries() == 200 })
+	if dls := r.deadLetters(); len(dls) > 0 {
+		t.Fatalf("the other keys were delivered only after bad#1 was dead-lettered")
+	}
+	bs, err := r.store.Blocked("shop", "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs.Keys != 1 || bs.Waiting != 2 || bs.Oldest.IsZero() {
+		t.Errorf("blocked %+v, want 1 key with 2 events waiting", bs)
+	}
+	c.mu.Lock()
+	if c.delivered["bad"] != 0 {
+		t.Errorf("bad#%d delivered while bad#1 holds the key", c.delivered["bad"])
+	}
+	c.mu.Unlock()
+	eventually(t, "bad#2 and bad#3 delivered after bad#1 is dead-lettered", func() bool { return c.deliveries() == 202 })
+	c.check(t)
+	dls := r.deadLetters()
+	if len(dls) != 1 || dls[0].Reason != "max_blocked" || dls[0].OrderKey != "bad" {
+		t.Fatalf("dead letters %+v, want bad#1 for max_blocked", dls)
+	}
+	if held := c.at["bad#2"].Sub(c.tried["bad#1"]); held < 10*time.Second {
+		t.Errorf("bad#2 delivered %v after bad#1 first failed, before max_blocked", held)
+	}
+}
+
+func TestAPermanentFailureOfTheHeadLetsTheNextEventGo(t *testing.T) {
+	t.Parallel()
+	c, b := newOrderChecker(t, func(key string, seq int) int {
+		if seq == 2 {
+			return http.StatusUnprocessableEntity
+		}
+		return http.StatusOK
+	})
+	r := newRig(t, parseConfig(t, orderedRetry(t, `{key: 'body.key'}`), b.URL), store.Options{})
+	postKeyed(r, keys(10), 4)
+	eventually(t, "3 of each key's 4 delivered", func() bool { return c.deliveries() == 30 })
+	c.check(t)
+	eventually(t, "10 dead letters", func() bool { return len(r.deadLetters()) == 10 })
+	for _, dl := range r.deadLetters() {
+		if dl.Reason != "permanent" || dl.OrderKey == "" {
+			t.Errorf("dead letter %s for %s, key %q", dl.Envelope.EventID, dl.Reason, dl.OrderKey)
+		}
+	}
+}
+
+func TestAnEventWithoutAKeyIsDeliveredUnordered(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, status(http.StatusOK))
+	r := newRig(t, parseConfig(t, orderedRetry(t, `{key: 'body.key'}`), b.URL), store.Options{})
+	r.post("/hooks/shop", nil, []byte(`{"seq":1}`))
+	r.post("/hooks/shop", nil, []byte(`{"key":"","seq":2}`))
+	r.post("/hooks/shop", nil, []byte(`not json`))
+	eventually(t, "3 deliveries", func() bool { return b.count() == 3 })
+}
+
+func TestAReloadThatTakesOrderAwayReleasesTheEventsWaitingBehindTheirKey(t *testing.T) {
+	t.Parallel()
+	c, b := newOrderChecker(t, func(key string, seq int) int {
+		if seq == 1 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key'}`), "max_attempts: 30", "max_attempts: 1000")
+	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{})
+	postKeyed(r, []string{"a"}, 3)
+	eventually(t, "a#2 and a#3 waiting behind a#1", func() bool {
+		bs, err := r.store.Blocked("shop", "app")
+		return err == nil && bs.Waiting == 2
+	})
+	unordered := edit(t, cfg, ", order: {key: 'body.key'}", "")
+	if err := r.fwd.Reload(context.Background(), parseConfig(t, unordered, b.URL)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a#2 and a#3 delivered while a#1 keeps failing", func() bool { return c.deliveries() == 2 })
+	if bs, err := r.store.Blocked("shop", "app"); err != nil || bs != (store.Blocked{}) {
+		t.Errorf("blocked %+v (%v) after ordering was taken away", bs, err)
+	}
+}

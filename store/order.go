@@ -1,0 +1,418 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Ordering: a destination with `order:` delivers the events of one key one
+// at a time, in the order of their stream sequences. For each key that has
+// an event not yet settled, the index's Pebble database holds the key's
+// head, the one event that may be attempted, and the events queued behind
+// it:
+//
+//	'o' route 0x00 dest 0x00 key(16); value: seq(8) since(8) failing(8)
+//	'q' route 0x00 dest 0x00 key(16) seq(8); value: attempts(8) first(8) event id
+//
+// key is the first 16 bytes of the SHA-256 of the key's value, seq the
+// webhook's sequence in WEBHOOKS (a replay's own), since when the event
+// became head and failing when its first attempt failed (0 while none
+// did). A queued event's message is acked: the queue entry carries it on,
+// as a parked record does. When the head is settled (delivered,
+// dead-lettered, filtered), the first queued event becomes head and comes
+// back as a due record; when none is queued the key's entries are gone. So
+// the database holds the keys that have an event in flight or waiting,
+// never every key seen, and the server none of them.
+//
+// Every change is committed with fsync before the message it concerns is
+// settled or attempted: a kill -9 never leaves a key without its head nor
+// a later event before an earlier one. Like the work records, these
+// entries are kept here and nowhere else: an index deleted by hand loses
+// the queues of blocked keys (their events stay in WEBHOOKS, acked).
+
+// OrderKey identifies an ordering key: the first 16 bytes of the SHA-256
+// of its value.
+type OrderKey [16]byte
+
+// KeyOf is the OrderKey of a key's value.
+func KeyOf(value string) OrderKey {
+	sum := sha256.Sum256([]byte(value))
+	return OrderKey(sum[:16])
+}
+
+// String is the key in hex, as due records carry it.
+func (k OrderKey) String() string { return hex.EncodeToString(k[:]) }
+
+// hdrKey carries the ordering key of a parked or due record.
+const hdrKey = "Jethook-Order-Key"
+
+// DueKey is the ordering key a due record carries; ok is false for one
+// parked by a destination without ordering.
+func DueKey(m jetstream.Msg) (k OrderKey, ok bool) {
+	b, err := hex.DecodeString(m.Headers().Get(hdrKey))
+	if err != nil || len(b) != len(k) {
+		return k, false
+	}
+	return OrderKey(b), true
+}
+
+// Verdict is what Admit decided for one event.
+type Verdict int
+
+const (
+	// Go: the event is its key's head; attempt it.
+	Go Verdict = iota
+	// Queued: an earlier event holds the key; the event is queued behind it
+	// and its message may be acked.
+	Queued
+	// Settled: the key has moved past the event (it was delivered or
+	// dead-lettered, and its settle was lost); ack it without an attempt.
+	Settled
+)
+
+// Claim is one fetched event of an ordered destination, for Admit.
+type Claim struct {
+	Key       OrderKey
+	Seq       uint64    // the webhook's sequence in WEBHOOKS (a replay's own)
+	EventID   string    // for the due record when it is released
+	Attempts  int       // attempts made so far
+	FirstSeen time.Time // when it was stored
+	Due       bool      // a due record: it never queues, it goes or is settled
+}
+
+// orderStripes is how many locks share the keys: an admit and a release of
+// one key never interleave.
+const orderStripes = 1024
+
+type orderLocks [orderStripes]sync.Mutex
+
+func stripe(k OrderKey) int { return int(binary.BigEndian.Uint16(k[:2])) % orderStripes }
+
+func orderPrefix(kind byte, route, dest string) []byte {
+	p := make([]byte, 0, 1+len(route)+1+len(dest)+1+16+8)
+	p = append(p, kind)
+	p = append(p, route...)
+	p = append(p, 0)
+	p = append(p, dest...)
+	return append(p, 0)
+}
+
+func headKey(route, dest string, k OrderKey) []byte {
+	return append(orderPrefix('o', route, dest), k[:]...)
+}
+
+func queueKey(route, dest string, k OrderKey, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(orderPrefix('q', route, dest), k[:]...), seq)
+}
+
+// head is a key's head entry.
+type head struct {
+	seq     uint64
+	since   int64 // Unix ns
+	failing int64 // Unix ns, 0 while no attempt failed
+}
+
+func (h head) value() []byte {
+	v := binary.BigEndian.AppendUint64(nil, h.seq)
+	v = binary.BigEndian.AppendUint64(v, uint64(h.since))
+	return binary.BigEndian.AppendUint64(v, uint64(h.failing))
+}
+
+func (s *Store) readHead(k []byte) (head, bool, error) {
+	v, closer, err := s.idx.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return head{}, false, nil
+	}
+	if err != nil {
+		return head{}, false, fmt.Errorf("order: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 24 {
+		return head{}, false, fmt.Errorf("order: head entry of %d bytes", len(v))
+	}
+	return head{binary.BigEndian.Uint64(v), int64(binary.BigEndian.Uint64(v[8:])), int64(binary.BigEndian.Uint64(v[16:]))}, true, nil
+}
+
+// Admit decides, for each claim of route's destination in the order they
+// were fetched, whether the event may be attempted now: a key without a
+// head takes the event as head, an event after the head is queued behind
+// it, an event before it was settled already. It commits the batch's
+// changes with fsync before it returns, so the caller may then attempt
+// (Go) or ack (Queued, Settled). A due record (a parked head's retry, or a
+// queued event released) is Go only if it is its key's head.
+func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verdict, error) {
+	var idx []int
+	for _, c := range claims {
+		idx = append(idx, stripe(c.Key))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		s.orderLocks[i].Lock()
+	}
+	defer func() {
+		for _, i := range idx {
+			s.orderLocks[i].Unlock()
+		}
+	}()
+	out := make([]Verdict, len(claims))
+	b := s.idx.db.NewBatch()
+	defer b.Close()
+	decided := map[OrderKey]head{} // heads taken in this batch
+	for i, c := range claims {
+		hk := headKey(route, dest, c.Key)
+		h, ok := decided[c.Key]
+		if !ok {
+			var err error
+			if h, ok, err = s.readHead(hk); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case ok && h.seq == c.Seq:
+			out[i] = Go
+		case c.Due:
+			// A due record of an event that is not head: settled, or
+			// still queued (its release did not finish, and comes again).
+			out[i] = Settled
+		case !ok:
+			h = head{seq: c.Seq, since: now.UnixNano()}
+			decided[c.Key] = h
+			_ = b.Set(hk, h.value(), nil)
+			out[i] = Go
+		case c.Seq > h.seq:
+			v := binary.BigEndian.AppendUint64(nil, uint64(c.Attempts))
+			v = binary.BigEndian.AppendUint64(v, uint64(c.FirstSeen.UnixNano()))
+			_ = b.Set(queueKey(route, dest, c.Key, c.Seq), append(v, c.EventID...), nil)
+			decided[c.Key] = h
+			out[i] = Queued
+		default:
+			out[i] = Settled
+		}
+	}
+	if b.Empty() {
+		return out, nil
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return nil, fmt.Errorf("order: %w", err)
+	}
+	return out, nil
+}
+
+// Failing notes that route's destination's head seq of key k failed an
+// attempt, and returns since when it has been failing: its first failed
+// attempt, which max_blocked counts from.
+func (s *Store) Failing(route, dest string, k OrderKey, seq uint64, now time.Time) (time.Time, error) {
+	s.orderLocks[stripe(k)].Lock()
+	defer s.orderLocks[stripe(k)].Unlock()
+	hk := headKey(route, dest, k)
+	h, ok, err := s.readHead(hk)
+	if err != nil || !ok || h.seq != seq {
+		return now, err
+	}
+	if h.failing == 0 {
+		h.failing = now.UnixNano()
+		// Without fsync: a lost mark only starts max_blocked again.
+		if err := s.idx.db.Set(hk, h.value(), pebble.NoSync); err != nil {
+			return now, fmt.Errorf("order: %w", err)
+		}
+	}
+	return time.Unix(0, h.failing), nil
+}
+
+// SettleHead passes key k of route's destination on from its head seq, which
+// was settled: the first event queued behind it becomes head and is
+// published as a due record, due at now; or, with none queued, the key's
+// entries go. It does nothing when seq is not the head. It returns once
+// the change is on disk: only then may the caller settle seq's message.
+// The due record is published before the head moves, so a crash in
+// between leaves seq head, its message unsettled and the next event
+// queued: the release is done again when seq comes back.
+func (s *Store) SettleHead(ctx context.Context, route, dest string, k OrderKey, seq uint64, now time.Time) error {
+	s.orderLocks[stripe(k)].Lock()
+	defer s.orderLocks[stripe(k)].Unlock()
+	hk := headKey(route, dest, k)
+	h, ok, err := s.readHead(hk)
+	if err != nil || !ok || h.seq != seq {
+		return err
+	}
+	lower := append(orderPrefix('q', route, dest), k[:]...)
+	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: binary.BigEndian.AppendUint64(slices.Clone(lower), ^uint64(0))})
+	if err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	var next []byte
+	var val []byte
+	if it.First() {
+		next, val = slices.Clone(it.Key()), slices.Clone(it.Value())
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	b := s.idx.db.NewBatch()
+	defer b.Close()
+	if next == nil || len(val) < 16 {
+		_ = b.Delete(hk, nil)
+		if next != nil {
+			_ = b.Delete(next, nil) // unreadable: dropped rather than blocking the key
+		}
+	} else {
+		p := Parked{
+			Seq:       binary.BigEndian.Uint64(next[len(next)-8:]),
+			Attempts:  int(binary.BigEndian.Uint64(val)),
+			FirstSeen: time.Unix(0, int64(binary.BigEndian.Uint64(val[8:]))),
+			Due:       now,
+			Key:       k,
+			Ordered:   true,
+		}
+		m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(string(val[16:]))}
+		pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+		_, err := s.js.PublishMsg(pctx, m, jetstream.WithExpectStream(StreamName))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: release: %w", ErrUnavailable, err)
+		}
+		_ = b.Set(hk, head{seq: p.Seq, since: now.UnixNano()}.value(), nil)
+		_ = b.Delete(next, nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	return nil
+}
+
+// Blocked is what waits on route's destination's ordering keys.
+type Blocked struct {
+	Keys    int       // keys whose head failed at least once and has not been settled
+	Oldest  time.Time // when the longest-failing of them first failed; zero when Keys is 0
+	Waiting int       // events queued behind a head
+}
+
+// Blocked counts the blocked keys of route's destination and the events
+// queued behind heads. It reads their entries on disk: as many as there
+// are keys in flight or waiting.
+func (s *Store) Blocked(route, dest string) (Blocked, error) {
+	var out Blocked
+	p := orderPrefix('o', route, dest)
+	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: append(slices.Clone(p[:len(p)-1]), 1)})
+	if err != nil {
+		return out, err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		v := it.Value()
+		if len(v) != 24 {
+			continue
+		}
+		if f := int64(binary.BigEndian.Uint64(v[16:])); f != 0 {
+			out.Keys++
+			if t := time.Unix(0, f); out.Oldest.IsZero() || t.Before(out.Oldest) {
+				out.Oldest = t
+			}
+		}
+	}
+	if err := it.Close(); err != nil {
+		return out, err
+	}
+	q := orderPrefix('q', route, dest)
+	it, err = s.idx.db.NewIter(&pebble.IterOptions{LowerBound: q, UpperBound: append(slices.Clone(q[:len(q)-1]), 1)})
+	if err != nil {
+		return out, err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		out.Waiting++
+	}
+	return out, it.Close()
+}
+
+// orderRefs lowers refs[route] to the sequence of every event queued
+// behind a key's head: their messages are acked, and the purge near the
+// store's limit must keep them.
+func (s *Store) orderRefs(refs map[string]uint64) error {
+	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'q'}, UpperBound: []byte{'q' + 1}})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		end := slices.Index(k[1:], 0)
+		if end < 0 || len(k) < 8 {
+			continue
+		}
+		route := string(k[1 : 1+end])
+		seq := binary.BigEndian.Uint64(k[len(k)-8:])
+		if at, ok := refs[route]; !ok || seq < at {
+			refs[route] = seq
+		}
+	}
+	return it.Close()
+}
+
+// DueClaim is the claim of a due record of an ordered destination; ok is
+// false for one parked without ordering.
+func DueClaim(m jetstream.Msg) (Claim, bool) {
+	p, err := parkedFrom(m.Headers())
+	if err != nil || !p.Ordered {
+		return Claim{}, false
+	}
+	return Claim{Key: p.Key, Seq: p.Seq, Due: true}, true
+}
+
+// Unorder lets go of route's destination's ordering when it no longer has
+// `order:` (a reload took it away): every event queued behind a key's head
+// comes back as a due record at once, unordered, and the heads and queues
+// are dropped. It returns how many events it released. A crash midway
+// releases the rest at the next start (those already released may be
+// delivered twice).
+func (s *Store) Unorder(ctx context.Context, route, dest string) (int, error) {
+	if s.idx == nil {
+		return 0, nil
+	}
+	q := orderPrefix('q', route, dest)
+	qEnd := append(slices.Clone(q[:len(q)-1]), 1)
+	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: q, UpperBound: qEnd})
+	if err != nil {
+		return 0, fmt.Errorf("order: %w", err)
+	}
+	n := 0
+	now := time.Now()
+	for it.First(); it.Valid(); it.Next() {
+		k, v := it.Key(), it.Value()
+		if len(v) < 16 || len(k) < 8 {
+			continue
+		}
+		p := Parked{Seq: binary.BigEndian.Uint64(k[len(k)-8:]), Attempts: int(binary.BigEndian.Uint64(v)),
+			FirstSeen: time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))), Due: now}
+		m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(string(v[16:]))}
+		pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+		_, err := s.js.PublishMsg(pctx, m, jetstream.WithExpectStream(StreamName))
+		cancel()
+		if err != nil {
+			it.Close()
+			return n, fmt.Errorf("%w: release: %w", ErrUnavailable, err)
+		}
+		n++
+	}
+	if err := it.Close(); err != nil {
+		return n, fmt.Errorf("order: %w", err)
+	}
+	o := orderPrefix('o', route, dest)
+	b := s.idx.db.NewBatch()
+	defer b.Close()
+	_ = b.DeleteRange(q, qEnd, nil)
+	_ = b.DeleteRange(o, append(slices.Clone(o[:len(o)-1]), 1), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return n, fmt.Errorf("order: %w", err)
+	}
+	return n, nil
+}
