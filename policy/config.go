@@ -90,7 +90,11 @@ type HMAC struct {
 // schedule state and dead letters.
 type Destination struct {
 	Name        string        // [A-Za-z0-9_-]+
-	URL         string        // absolute http or https URL with a host
+	URL         string        // absolute http or https URL with a host; empty for a pull destination
+	// Pull makes this a destination that a client fetches from
+	// (docs/pull.md) instead of one jethook calls; nil for a push
+	// destination.
+	Pull *Pull
 	Filter      string        // CEL expression an event must match to be sent here (package filter); empty: every event
 	Timeout     time.Duration // per-attempt timeout, default the route's
 	Concurrency int           // most requests in flight, default 8, at least 1: a ceiling
@@ -102,6 +106,19 @@ type Destination struct {
 	// that closes lets them through at once); any other value keeps it on.
 	SlowStart time.Duration
 }
+
+// Pull is a pull destination's YAML `pull: {token: ...}` block.
+type Pull struct {
+	// Token is the bearer token that may pull and settle this destination's
+	// webhooks, and nothing else; at least MinPullToken characters, from
+	// the environment like a secret (`token: ${LAPTOP_PULL_TOKEN}`).
+	Token string
+}
+
+// MinPullToken is the shortest pull token policies.yaml takes. A pull token
+// is checked on the public listener without a lockout (one would let
+// anyone stop every listener), so its length is what makes it unguessable.
+const MinPullToken = 32
 
 // Breaker stops deliveries to a destination that delivers nothing: when
 // Failures events' first attempts failed since its latest delivery, which
