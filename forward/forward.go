@@ -128,10 +128,15 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 	if err != nil {
 		return nil, err
 	}
-	return &destination{f: f, route: r, dest: d, cons: c, filter: flt,
+	dst := &destination{f: f, route: r, dest: d, cons: c, filter: flt,
 		log:   f.Logger.With("route", r.Name, "destination", d.Name),
 		gate:  newGate(d, f.Now),
-		ended: make(chan struct{}, 1)}, nil
+		ended: make(chan struct{}, 1)}
+	if d.Pull != nil {
+		dst.leases = newLeases()
+		dst.leases.d = dst
+	}
+	return dst, nil
 }
 
 // Stop stops fetching, lets attempts in flight finish for up to grace, then
@@ -178,6 +183,7 @@ type destination struct {
 	last     lastAttempt   // latest success and failure, for Status
 
 	filter *destFilter // nil: every event is attempted
+	leases *leases     // a pull destination's (lease.go); nil for a push destination
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
