@@ -105,6 +105,10 @@ type Destination struct {
 	// limit off (only Concurrency and Rate bound the load, and a breaker
 	// that closes lets them through at once); any other value keeps it on.
 	SlowStart time.Duration
+	// Pull makes this a destination that a client fetches from
+	// (docs/pull.md) instead of one jethook calls; nil for a push
+	// destination.
+	Pull *Pull
 }
 
 // Pull is a pull destination's YAML `pull: {token: ...}` block.
