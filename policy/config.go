@@ -89,12 +89,8 @@ type HMAC struct {
 // Destination is one backend a route delivers to. Each has its own consumer,
 // schedule state and dead letters.
 type Destination struct {
-	Name string // [A-Za-z0-9_-]+
-	URL  string // absolute http or https URL with a host; empty for a pull destination
-	// Pull makes this a destination that a client fetches from
-	// (docs/pull.md) instead of one jethook calls; nil for a push
-	// destination.
-	Pull        *Pull
+	Name        string        // [A-Za-z0-9_-]+
+	URL         string        // absolute http or https URL with a host; empty for a pull destination
 	Filter      string        // CEL expression an event must match to be sent here (package filter); empty: every event
 	Timeout     time.Duration // per-attempt timeout, default the route's
 	Concurrency int           // most requests in flight, default 8, at least 1: a ceiling
