@@ -44,6 +44,7 @@ func commands() []command {
 		{"probe", "exit 0 if the jethook beside it is ready (or live): for exec probes and HEALTHCHECK", runProbe},
 		{"events", "show where an event is: events show ID (admin API)", runEvents},
 		{"dlq", "list, show, replay or purge dead letters: dlq ls|show|replay|purge (admin API)", runDLQ},
+		{"listen", "deliver the webhooks of a remote jethook's pull destination to a local URL", runListen},
 		{"echo", "run a backend that prints what it receives (for trying jethook out)", runEcho},
 		{"bench", "measure ingest and delivery against a bare baseline", runBench},
 		{"version", "print jethook's version, commit and Go version", runVersion},
@@ -54,6 +55,7 @@ func commands() []command {
 // its flags, for its -h.
 var synopses = map[string]string{
 	"schedule":    "ROUTE",
+	"listen":      "ROUTE -from URL -to URL -destination NAME",
 	"send":        "ROUTE [-file payload.json]",
 	"probe":       "[ready|live]",
 	"events show": "EVENT_ID",
