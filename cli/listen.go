@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,11 +23,12 @@ func runListen(ctx context.Context, args []string, out io.Writer) error {
 	dest := fs.String("destination", "", "the route's pull destination to pull from (required); its token is JETHOOK_PULL_TOKEN")
 	max := fs.Int("max", 100, "most webhooks to lease at once (1 to 256)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long the local URL may take to answer one webhook")
+	concurrency := fs.Int("concurrency", 8, "most webhooks posted to the local URL at once; 1 posts them one by one, in the order leased")
 	pos, err := parseAll(fs, args)
 	if err != nil {
 		return err
 	}
-	o := ListenOptions{From: *from, To: *to, Destination: *dest, Token: os.Getenv("JETHOOK_PULL_TOKEN"), Max: *max, Timeout: *timeout}
+	o := ListenOptions{From: *from, To: *to, Destination: *dest, Token: os.Getenv("JETHOOK_PULL_TOKEN"), Max: *max, Timeout: *timeout, Concurrency: *concurrency}
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: want one ROUTE", errUsage)
 	}
@@ -48,6 +50,9 @@ type ListenOptions struct {
 	Destination string
 	Token       string // the destination's pull token
 	Max         int    // webhooks per lease, 1 to 256
+	// Concurrency is how many webhooks are posted to To at once (default
+	// 1: one by one, in the order leased).
+	Concurrency int
 	// Timeout bounds one local delivery; Wait is the long poll (default
 	// 20s); Retry is the first wait after a failed pull (default 1s),
 	// doubling up to 30s.
@@ -92,6 +97,7 @@ func Listen(ctx context.Context, o ListenOptions, out io.Writer) error {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
+	o.Concurrency = max(o.Concurrency, 1)
 	base := strings.TrimSuffix(o.From, "/") + "/v1/pull/" + url.PathEscape(o.Route) + "/" + url.PathEscape(o.Destination)
 	l := &listener{o: o, base: base, out: out,
 		remote: &http.Client{Timeout: o.Wait + 15*time.Second},
@@ -201,44 +207,32 @@ func (l *listener) call(ctx context.Context, u string, body any, out any) error 
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
-// deliver posts each webhook to the local URL in turn, then acks those it
-// took with one request; each failure is nak'd as it happens. When ctx
-// ends midway, what was delivered is still acked; the rest comes back when
-// its lease runs out.
+// deliver posts the webhooks to the local URL, o.Concurrency at a time,
+// then acks those it took with one request; each failure is nak'd as it
+// happens. When ctx ends midway, what was delivered is still acked; the
+// rest comes back when its lease runs out.
 func (l *listener) deliver(ctx context.Context, hooks []pulled) {
-	var acks []string
+	var (
+		mu   sync.Mutex
+		acks []string
+		wg   sync.WaitGroup
+	)
+	slots := make(chan struct{}, l.o.Concurrency)
 	for _, w := range hooks {
 		if ctx.Err() != nil {
 			break
 		}
-		start := time.Now()
-		status, err := l.post(ctx, w)
-		latency := time.Since(start).Round(100 * time.Microsecond)
-		line := fmt.Sprintf("%s %s %s", time.Now().Format("15:04:05.000"), w.Method, w.EventID)
-		if w.Attempt > 1 {
-			line += " (attempt " + strconv.Itoa(w.Attempt) + ")"
-		}
-		switch {
-		case err == nil && status/100 == 2:
-			fmt.Fprintf(l.out, "%s → %d in %s\n", line, status, latency)
-			acks = append(acks, w.Lease)
-			continue
-		case err != nil && ctx.Err() != nil:
-			fmt.Fprintf(l.out, "%s → stopped before an answer; jethook offers it again\n", line)
-			continue
-		case err != nil:
-			fmt.Fprintf(l.out, "%s → failed in %s: %v; nak\n", line, latency, err)
-		default:
-			fmt.Fprintf(l.out, "%s → %d in %s; nak\n", line, status, latency)
-		}
-		why := map[string]any{"leases": []string{w.Lease}, "status": status}
-		if err != nil {
-			why["error"] = errText(err)
-		}
-		if err := l.settle(ctx, "nak", why); err != nil {
-			fmt.Fprintf(l.out, "nak of %s not sent: %v; jethook offers it again when its lease runs out\n", w.EventID, err)
-		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if l.deliverOne(ctx, w) {
+				mu.Lock()
+				acks = append(acks, w.Lease)
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	if len(acks) == 0 {
 		return
 	}
@@ -248,6 +242,38 @@ func (l *listener) deliver(ctx context.Context, hooks []pulled) {
 	if err := l.settle(actx, "ack", map[string]any{"leases": acks}); err != nil {
 		fmt.Fprintf(l.out, "ack of %d webhooks not sent: %v; jethook delivers them again\n", len(acks), err)
 	}
+}
+
+// deliverOne posts w to the local URL, prints its line, and naks it unless
+// the answer was 2xx; it reports whether w is to be acked.
+func (l *listener) deliverOne(ctx context.Context, w pulled) bool {
+	start := time.Now()
+	status, err := l.post(ctx, w)
+	latency := time.Since(start).Round(100 * time.Microsecond)
+	line := fmt.Sprintf("%s %s %s", time.Now().Format("15:04:05.000"), w.Method, w.EventID)
+	if w.Attempt > 1 {
+		line += " (attempt " + strconv.Itoa(w.Attempt) + ")"
+	}
+	switch {
+	case err == nil && status/100 == 2:
+		fmt.Fprintf(l.out, "%s → %d in %s\n", line, status, latency)
+		return true
+	case err != nil && ctx.Err() != nil:
+		fmt.Fprintf(l.out, "%s → stopped before an answer; jethook offers it again\n", line)
+		return false
+	case err != nil:
+		fmt.Fprintf(l.out, "%s → failed in %s: %v; nak\n", line, latency, err)
+	default:
+		fmt.Fprintf(l.out, "%s → %d in %s; nak\n", line, status, latency)
+	}
+	why := map[string]any{"leases": []string{w.Lease}, "status": status}
+	if err != nil {
+		why["error"] = errText(err)
+	}
+	if err := l.settle(ctx, "nak", why); err != nil {
+		fmt.Fprintf(l.out, "nak of %s not sent: %v; jethook offers it again when its lease runs out\n", w.EventID, err)
+	}
+	return false
 }
 
 // settle sends an ack or a nak and reports the leases that had run out.

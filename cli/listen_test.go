@@ -139,7 +139,7 @@ func listen(t *testing.T, from, to string, out io.Writer) (stop func()) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Listen(ctx, ListenOptions{From: from, To: to, Route: "shop", Destination: "laptop",
-			Token: laptopToken, Max: 100, Wait: 2 * time.Second, Retry: 50 * time.Millisecond}, out)
+			Token: laptopToken, Max: 100, Concurrency: 8, Wait: 2 * time.Second, Retry: 50 * time.Millisecond}, out)
 	}()
 	var once sync.Once
 	stop = func() {
