@@ -241,6 +241,18 @@ func TestANakAndALeaseThatRunsOutAreFailedAttemptsAndTheLastIsADeadLetter(t *tes
 	if d := dead[0]; d.Reason != "exhausted" || d.Attempts != 3 || d.LastStatus != 500 || d.Envelope.EventID != id {
 		t.Fatalf("dead letter %+v", d)
 	}
+
+	// A replayed dead letter goes back to the pull destination.
+	if _, err := r.app.Admin.ReplaySeqs(context.Background(), []uint64{dead[0].DLQSeq}); err != nil {
+		t.Fatal(err)
+	}
+	replayed := r.pull("alice", tokenA, 5*time.Second)
+	if len(replayed) != 1 || replayed[0].EventID != id || !replayed[0].Redelivered {
+		t.Fatalf("after the replay: %+v", replayed)
+	}
+	r.settle("alice", "ack", map[string]any{"leases": []string{replayed[0].Lease}})
+	r.pull("bob", tokenB, 0) // bob's filter drops his copy
+	storetest.Settled(t, r.app.Store)
 }
 
 func TestANakWithADelayWaitsThatLong(t *testing.T) {
