@@ -356,3 +356,43 @@ func TestBadPullsAreRefusedWithAReason(t *testing.T) {
 		}
 	}
 }
+
+func TestLeasesOutliveAReloadAndARemovedDestinationsTokenStopsWorking(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"TOKEN_A": tokenA, "TOKEN_B": tokenB}
+	parse := func(yaml string) *policy.Config {
+		cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	next := twoListeners
+	a, err := app.New(context.Background(), parse(twoListeners), app.Options{
+		Store: storetest.Open(t, store.Options{}),
+		Load:  func() (*policy.Config, error) { return parse(next), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, app: a, public: httptest.NewServer(a.Public), admin: httptest.NewServer(a.Admin)}
+	t.Cleanup(func() { r.public.Close(); r.admin.Close(); a.Close(time.Second) })
+
+	r.send(`{"type":"order.paid"}`, nil, "")
+	w := r.pull("alice", tokenA, 5*time.Second)
+	if len(w) != 1 {
+		t.Fatalf("leased %d", len(w))
+	}
+	// alice gets a longer lease; bob is removed.
+	next = strings.Replace(twoListeners, `{name: alice, pull: {token: "${TOKEN_A}"}}`, `{name: alice, pull: {token: "${TOKEN_A}"}, timeout: 5s}`, 1)
+	next = next[:strings.Index(next, "      - {name: bob")]
+	if err := a.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.settle("alice", "ack", map[string]any{"leases": []string{w[0].Lease}}); s.Settled != 1 {
+		t.Fatalf("the lease did not outlive the reload: %+v", s)
+	}
+	if code := r.call("/v1/pull/shop/bob", tokenB, nil, nil); code != http.StatusUnauthorized {
+		t.Fatalf("a removed destination's token: %d", code)
+	}
+}
