@@ -23,13 +23,12 @@ func TestListenDrainRateAndLatency(t *testing.T) {
 	r := newRemote(t)
 	var mu sync.Mutex
 	seen := map[string]time.Time{} // body → when the local app got it
-	l := newLocal(t, func(req *http.Request, _ int) int { return http.StatusOK })
-	l.answer = func(req *http.Request, n int) int {
+	l := newLocal(t, func(_ *http.Request, body []byte, _ int) int {
 		mu.Lock()
-		seen[string(l.bodies[n-1])] = time.Now()
+		seen[string(body)] = time.Now()
 		mu.Unlock()
 		return http.StatusOK
-	}
+	})
 	const backlog = 10_000
 	var wg sync.WaitGroup
 	for w := range 8 {

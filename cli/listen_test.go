@@ -81,10 +81,10 @@ type local struct {
 	got    []*http.Request
 	bodies [][]byte
 	ok     map[string]int // event id → 2xx answers
-	answer func(r *http.Request, n int) int
+	answer func(r *http.Request, body []byte, n int) int
 }
 
-func newLocal(t *testing.T, answer func(r *http.Request, n int) int) *local {
+func newLocal(t *testing.T, answer func(r *http.Request, body []byte, n int) int) *local {
 	l := &local{ok: map[string]int{}, answer: answer}
 	l.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -95,7 +95,7 @@ func newLocal(t *testing.T, answer func(r *http.Request, n int) int) *local {
 		l.mu.Unlock()
 		code := http.StatusOK
 		if l.answer != nil {
-			code = l.answer(r, n)
+			code = l.answer(r, body, n)
 		}
 		if code/100 == 2 && r.Context().Err() == nil {
 			l.mu.Lock()
@@ -178,7 +178,7 @@ func TestListenDeliversEachWebhookAsSentAndAcksOnlyA2xx(t *testing.T) {
 	t.Parallel()
 	r := newRemote(t)
 	failOnce := []byte(`{"fail":"once"}`)
-	l := newLocal(t, func(req *http.Request, n int) int {
+	l := newLocal(t, func(req *http.Request, _ []byte, n int) int {
 		if n == 1 {
 			return http.StatusInternalServerError
 		}
@@ -304,7 +304,7 @@ func TestAListenerKilledMidBatchOrCutOffLosesNothing(t *testing.T) {
 	r := newRemote(t)
 	killed := make(chan struct{})
 	var killOnce sync.Once
-	l := newLocal(t, func(req *http.Request, n int) int {
+	l := newLocal(t, func(req *http.Request, _ []byte, n int) int {
 		if n == 10 {
 			// The tenth webhook: the listener dies while the local app
 			// works on it.
