@@ -99,6 +99,8 @@ func Listen(ctx context.Context, o ListenOptions, out io.Writer) error {
 	}
 	o.Concurrency = max(o.Concurrency, 1)
 	base := strings.TrimSuffix(o.From, "/") + "/v1/pull/" + url.PathEscape(o.Route) + "/" + url.PathEscape(o.Destination)
+	// Deliveries run in parallel; out need not be safe for that.
+	out = &lockedWriter{w: out}
 	l := &listener{o: o, base: base, out: out,
 		remote: &http.Client{Timeout: o.Wait + 15*time.Second},
 		local: &http.Client{Timeout: o.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -330,4 +332,16 @@ func errText(err error) string {
 		return ue.Err.Error()
 	}
 	return err.Error()
+}
+
+// lockedWriter serializes the lines of parallel deliveries.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
