@@ -56,8 +56,12 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintln(tw, "ROUTE\tPATH\tMETHODS\tPROVIDER\tDESTINATION\tURL\tRETRY")
 	for _, r := range cfg.Routes {
 		for _, d := range r.Destinations {
+			url := policy.RedactURL(d.URL)
+			if d.Pull != nil {
+				url = "(pull: POST /v1/pull/" + r.Name + "/" + d.Name + ")"
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Path, strings.Join(r.Methods, ","),
-				r.Provider, d.Name, policy.RedactURL(d.URL), retrySummary(r.Retry))
+				r.Provider, d.Name, url, retrySummary(r.Retry))
 		}
 	}
 	tw.Flush()

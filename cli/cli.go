@@ -45,6 +45,7 @@ func commands() []command {
 		{"events", "find events and where they are, and resend them: events show ID|search|resend ID (admin API)", runEvents},
 		{"dlq", "list, show, replay or purge dead letters: dlq ls|show|replay|purge (admin API)", runDLQ},
 		{"transform", "try a destination's transform on a stored event or a file: transform test", runTransform},
+		{"listen", "deliver the webhooks of a remote jethook's pull destination to a local URL", runListen},
 		{"echo", "run a backend that prints what it receives (for trying jethook out)", runEcho},
 		{"bench", "measure ingest and delivery against a bare baseline", runBench},
 		{"version", "print jethook's version, commit and Go version", runVersion},
@@ -62,6 +63,7 @@ var synopses = map[string]string{
 	"events resend":  "EVENT_ID",
 	"dlq show":       "SEQ",
 	"transform test": "ROUTE DESTINATION (EVENT_ID | -file payload.json)",
+	"listen":         "ROUTE -from URL -to URL -destination NAME",
 }
 
 // summaries say what the subcommands of dlq and events do; commands()

@@ -133,7 +133,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	go reloadOnHangup(ctx, a, s.Config, log)
 	go releaseWhenIdle(ctx, log)
 	srv := &http.Server{
-		Handler:           a.Ingress,
+		Handler:           a.Public,
 		ReadHeaderTimeout: s.HeaderTimeout,
 		ReadTimeout:       s.ReadTimeout,
 		WriteTimeout:      30 * time.Second,

@@ -155,10 +155,15 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 	if err != nil {
 		return nil, err
 	}
-	return &destination{f: f, route: r, dest: d, cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now), order: ord,
+	dst := &destination{f: f, route: r, dest: d, cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now), order: ord,
 		log:   f.Logger.With("route", r.Name, "destination", d.Name),
 		gate:  newGate(d, f.Now),
-		ended: make(chan struct{}, 1)}, nil
+		ended: make(chan struct{}, 1)}
+	if d.Pull != nil {
+		dst.leases = newLeases()
+		dst.leases.d = dst
+	}
+	return dst, nil
 }
 
 // Stop stops fetching, lets attempts in flight finish for up to grace, then
@@ -198,9 +203,10 @@ type destination struct {
 	filter    *destFilter    // nil: every event is attempted
 	transform *destTransform // nil: every attempt sends the event as stored
 
-	rt    http.RoundTripper // the Forwarder's Transport, or one with the destination's TLS files
-	auth  *auth
-	order *destOrder // nil: unordered
+	rt     http.RoundTripper // the Forwarder's Transport, or one with the destination's TLS files
+	auth   *auth
+	order  *destOrder // nil: unordered
+	leases *leases    // a pull destination's (lease.go); nil for a push destination
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {

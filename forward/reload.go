@@ -47,6 +47,11 @@ func (r *registry) launch(f *Forwarder, d *destination) *loop {
 	}
 	ctx, stop := context.WithCancel(r.fetchCtx)
 	l := &loop{d: d, stop: stop, done: make(chan struct{})}
+	if d.leases != nil {
+		// A pull destination's clients fetch; nothing runs here.
+		close(l.done)
+		return l
+	}
 	f.loops.Add(1)
 	go func() {
 		defer f.loops.Done()
@@ -60,6 +65,11 @@ func (r *registry) launch(f *Forwarder, d *destination) *loop {
 func (r *registry) close() {
 	r.mu.Lock()
 	r.stopped = true
+	for _, l := range r.loops {
+		if l.d.leases != nil {
+			l.d.leases.close()
+		}
+	}
 	r.mu.Unlock()
 }
 
@@ -137,6 +147,10 @@ func (f *Forwarder) Reload(ctx context.Context, cfg *policy.Config) error {
 	}
 	wg.Wait()
 	for _, l := range halt {
+		if l.d.leases != nil && !wanted[[2]string{l.d.route.Name, l.d.dest.Name}] {
+			// Removed: its leased messages come back after their AckWait.
+			l.d.leases.close()
+		}
 		// Its breaker state goes with it: a replacement starts closed.
 		f.Metrics.Removed(l.d.route.Name, l.d.dest.Name)
 		if f.Alerts != nil {
@@ -157,6 +171,7 @@ func (f *Forwarder) Reload(ctx context.Context, cfg *policy.Config) error {
 		}
 		if s.prev != nil {
 			s.next.last.carry(&s.prev.d.last)
+			s.next.takeLeases(s.prev.d)
 			f.Logger.Info("destination restarted with new settings", "route", s.next.route.Name, "destination", s.next.dest.Name)
 		} else {
 			f.Logger.Info("destination added", "route", s.next.route.Name, "destination", s.next.dest.Name)
@@ -200,4 +215,20 @@ func (l *loop) halt(ctx context.Context) {
 func sameSettings(d *destination, r policy.Route, dst policy.Destination) bool {
 	return reflect.DeepEqual(d.route.Retry, r.Retry) && d.route.Timeout == r.Timeout &&
 		reflect.DeepEqual(d.dest, dst)
+}
+
+// takeLeases hands the leases of prev, which d replaces, to d: a client's
+// leases outlive a reload. A destination that stops being pulled drops
+// them, and their messages come back after their AckWait.
+func (d *destination) takeLeases(prev *destination) {
+	switch {
+	case prev.leases == nil:
+	case d.leases == nil:
+		prev.leases.close()
+	default:
+		prev.leases.mu.Lock()
+		prev.leases.d = d
+		prev.leases.mu.Unlock()
+		d.leases = prev.leases
+	}
 }

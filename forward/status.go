@@ -19,6 +19,10 @@ type DestinationStatus struct {
 	URL         string
 	// InFlight counts attempts waiting for the backend's answer.
 	InFlight int
+	// Pull is true for a pull destination (URL is empty), and Leased
+	// counts its webhooks leased to clients and not yet settled.
+	Pull   bool
+	Leased int
 	// Paused is true while an operator has paused the destination.
 	Paused bool
 	// Gate holds the breaker, Retry-After pause and slow start.
@@ -54,6 +58,9 @@ func (f *Forwarder) Status() []DestinationStatus {
 		s.Paused = s.Gate.Held
 		if d.transform != nil {
 			s.Transform = d.transform.s.Name()
+		}
+		if d.leases != nil {
+			s.Pull, s.Leased = true, d.leases.count()
 		}
 		d.last.mu.Lock()
 		s.LastSuccess, s.LastFailure = d.last.success, d.last.failure

@@ -95,7 +95,7 @@ type HMAC struct {
 // schedule state and dead letters.
 type Destination struct {
 	Name        string        // [A-Za-z0-9_-]+
-	URL         string        // absolute http or https URL with a host
+	URL         string        // absolute http or https URL with a host; empty for a pull destination
 	Filter      string        // CEL expression an event must match to be sent here (package filter); empty: every event
 	Transform   *Transform    // JavaScript that reshapes each delivery's request; nil: sent as stored
 	Order       *Order        // YAML `order: {key: <CEL>, max_blocked: 1h}`: one event per key at a time; nil: unordered
@@ -109,7 +109,24 @@ type Destination struct {
 	// limit off (only Concurrency and Rate bound the load, and a breaker
 	// that closes lets them through at once); any other value keeps it on.
 	SlowStart time.Duration
+	// Pull makes this a destination that a client fetches from
+	// (docs/pull.md) instead of one jethook calls; nil for a push
+	// destination.
+	Pull *Pull
 }
+
+// Pull is a pull destination's YAML `pull: {token: ...}` block.
+type Pull struct {
+	// Token is the bearer token that may pull and settle this destination's
+	// webhooks, and nothing else; at least MinPullToken characters, from
+	// the environment like a secret (`token: ${LAPTOP_PULL_TOKEN}`).
+	Token string
+}
+
+// MinPullToken is the shortest pull token policies.yaml takes. A pull token
+// is checked on the public listener without a lockout (one would let
+// anyone stop every listener), so its length is what makes it unguessable.
+const MinPullToken = 32
 
 // Breaker stops deliveries to a destination that delivers nothing: when
 // Failures events' first attempts failed since its latest delivery, which

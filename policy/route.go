@@ -74,6 +74,7 @@ func (d *decoder) config(cfg *Config, root *yaml.Node) {
 		line        int
 	}
 	queues := map[string]queue{}
+	tokens := map[string]queue{} // a pull token reaches one destination
 	for _, it := range items {
 		r, name, path, ok := d.route(it, cfg.Defaults, defSpec)
 		if !ok {
@@ -91,6 +92,15 @@ func (d *decoder) config(cfg *Config, root *yaml.Node) {
 					continue
 				}
 				queues[key] = queue{r.Name, dst.Name, name.node().Line}
+				if dst.Pull == nil || dst.Pull.Token == "" {
+					continue
+				}
+				if q, dup := tokens[dst.Pull.Token]; dup {
+					d.failf(name.node(), name.path, "route %q destination %q has the pull token of route %q destination %q (line %d); each pull destination needs its own",
+						r.Name, dst.Name, q.route, q.dest, q.line)
+					continue
+				}
+				tokens[dst.Pull.Token] = queue{r.Name, dst.Name, name.node().Line}
 			}
 		}
 		if f, dup := paths[r.Path]; r.Path != "" && dup {
@@ -472,7 +482,7 @@ func (d *decoder) destinations(e entry, timeout time.Duration, maxBody int64, pr
 // destination decodes one item of `destinations`.
 func (d *decoder) destination(it entry, timeout time.Duration, maxBody int64, provider string) (dst Destination, name entry, ok bool) {
 	n := d.resolve(it.val, it.path)
-	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter", "auth", "transform", "order")
+	m, ok := d.mapping(n, it.path, "name", "url", "timeout", "concurrency", "rate", "burst", "resign", "breaker", "slow_start", "filter", "auth", "transform", "order", "pull")
 	if !ok {
 		return dst, name, false
 	}
@@ -484,15 +494,18 @@ func (d *decoder) destination(it entry, timeout time.Duration, maxBody int64, pr
 	} else {
 		d.failf(n, join(it.path, "name"), "missing")
 	}
-	if e, ok := m["url"]; ok {
+	if e, ok := m["pull"]; ok {
+		dst.Pull = d.pull(e, m)
+	}
+	if e, ok := m["url"]; ok && dst.Pull == nil {
 		if s, ok := d.str(e); ok {
 			if err := checkURL(s); err != nil {
 				d.failf(e.node(), e.path, "%v", err)
 			}
 			dst.URL = s
 		}
-	} else {
-		d.failf(n, join(it.path, "url"), "missing")
+	} else if _, pull := m["pull"]; !pull {
+		d.failf(n, join(it.path, "url"), "missing; or make it a pull destination with pull: {token: ...}")
 	}
 	if e, ok := m["timeout"]; ok {
 		if v, ok := d.positive(e); ok {
@@ -598,4 +611,44 @@ func (d *decoder) resign(e entry) *Resign {
 		rs.Secrets = append(rs.Secrets, Secret(sec))
 	}
 	return rs
+}
+
+// pullOnly are the destination keys that tune how jethook calls a backend,
+// which a pull destination has none of.
+var pullOnly = []string{"url", "concurrency", "rate", "burst", "breaker", "slow_start", "auth"}
+
+// pullNot are the destination keys a pull destination does not apply
+// yet: refused rather than ignored.
+var pullNot = []string{"transform", "order"}
+
+// pull decodes a destination's `pull:` block; m holds the destination's
+// keys, for those a pull destination cannot have.
+func (d *decoder) pull(e entry, m map[string]entry) *Pull {
+	for _, k := range pullOnly {
+		if o, ok := m[k]; ok {
+			d.failf(o.key, o.path, "a pull destination is fetched from, never called; remove %s", k)
+		}
+	}
+	for _, k := range pullNot {
+		if o, ok := m[k]; ok {
+			d.failf(o.key, o.path, "a pull destination does not support %s yet; remove it, or make this a push destination with url:", k)
+		}
+	}
+	pm, ok := d.mapping(e.val, e.path, "token")
+	if !ok {
+		return nil
+	}
+	t, ok := pm["token"]
+	if !ok {
+		d.failf(e.node(), join(e.path, "token"), "missing; a pull destination needs its own token, for example token: ${LAPTOP_PULL_TOKEN}")
+		return &Pull{}
+	}
+	p := &Pull{}
+	if v, ok := d.str(t); ok {
+		if len(v) < MinPullToken {
+			d.failf(t.node(), t.path, "token has %d characters; a pull token needs at least %d (openssl rand -hex 32 makes one)", len(v), MinPullToken)
+		}
+		p.Token = v
+	}
+	return p
 }

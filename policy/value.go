@@ -201,6 +201,10 @@ func validName(s string) bool {
 // checkPath validates a route path: absolute, no spaces or control
 // characters, no query or fragment, no braces (http.ServeMux wildcards), and
 // already clean, since http.ServeMux redirects unclean paths away.
+// PullPrefix is where the public listener serves pull destinations
+// (docs/pull.md); no route may take a path under it.
+const PullPrefix = "/v1/pull/"
+
 func checkPath(p string) error {
 	switch {
 	case !strings.HasPrefix(p, "/"):
@@ -211,6 +215,8 @@ func checkPath(p string) error {
 		return fmt.Errorf("path %q must not contain \"?\" or \"#\"", p)
 	case strings.ContainsAny(p, "{}"):
 		return fmt.Errorf("path %q must not contain \"{\" or \"}\"", p)
+	case strings.HasPrefix(p, PullPrefix):
+		return fmt.Errorf("path %q is under %s, where clients fetch from pull destinations", p, PullPrefix)
 	}
 	clean := path.Clean(p)
 	if strings.HasSuffix(p, "/") && clean != "/" {

@@ -1,6 +1,6 @@
 // Package app assembles jethook from its parts: the store, the metrics, the
-// alerts, the forwarder, the ingress, the catch-up runner, the admin API
-// and its dashboard, wired as `jethook serve` runs them. Serve, `jethook bench` and the test rigs all build it
+// alerts, the forwarder, the ingress, the pull endpoints, the catch-up
+// runner, the admin API and its dashboard, wired as `jethook serve` runs them. Serve, `jethook bench` and the test rigs all build it
 // with New, so each runs the stack that ships. Listeners, signals and the
 // process settings stay with the caller.
 package app
@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/pull"
 	"github.com/jethook/jethook/store"
 )
 
@@ -65,8 +67,9 @@ type Options struct {
 	Egress *egress.Rules
 }
 
-// App is jethook assembled: each part, ready to serve. Ingress serves
-// the public listener, Admin the admin listener. A new part is a field
+// App is jethook assembled: each part, ready to serve. Public serves the
+// public listener (the Ingress, and Pull under /v1/pull/), Admin the
+// admin listener. A new part is a field
 // here, built in New and stopped in Close.
 type App struct {
 	Store   *store.Store
@@ -77,6 +80,11 @@ type App struct {
 	Alerts    *alert.Notifier
 	Forwarder *forward.Forwarder
 	Ingress   *proxy.Handler
+	// Pull serves pull destinations to their clients (docs/pull.md).
+	Pull *pull.Handler
+	// Public is the public listener's handler: Pull for paths under
+	// policy.PullPrefix, which no route may take, the Ingress for the rest.
+	Public http.Handler
 	// CatchUp asks providers for what they could not deliver (a route's
 	// catch_up block).
 	CatchUp *catchup.Runner
@@ -146,6 +154,14 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Ingress.MaxInFlightBytes = o.MaxInFlightBytes
 	a.Ingress.TrustedProxies = o.TrustedProxies
 	a.Ingress.PublicHost = o.PublicHost
+	a.Pull = pull.New(cfg, a.Forwarder, a.log)
+	a.Public = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, policy.PullPrefix) {
+			a.Pull.ServeHTTP(w, r)
+			return
+		}
+		a.Ingress.ServeHTTP(w, r)
+	})
 
 	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Egress: rules}
 	a.CatchUp.Start(runCtx, cfg)
@@ -190,6 +206,7 @@ func (a *App) Reload(ctx context.Context) error {
 		a.log.Error("ingress reload failed after the forwarder took the new configuration", "err", err)
 		return err
 	}
+	a.Pull.Reload(cfg)
 	a.Alerts.Reload(cfg.Alerts)
 	a.CatchUp.Reload(cfg)
 	for _, w := range cfg.Warnings() {
