@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/alert"
@@ -57,6 +58,10 @@ type Options struct {
 	// zero takes its defaults.
 	FetchWait time.Duration
 	ParkAfter time.Duration
+	// Tracer, when not nil, traces each webhook from its ingress request
+	// through every delivery attempt (telemetry.Setup builds one from the
+	// OTEL_* variables); nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // App is jethook assembled: each part, ready to serve. Ingress serves
@@ -121,7 +126,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	go watchStore(runCtx, a.Store, a.Alerts)
 
 	fwd := &forward.Forwarder{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Alerts: a.Alerts,
-		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter}
+		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter, Tracer: o.Tracer}
 	if err := fwd.Start(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -134,6 +139,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Ingress.MaxInFlightBytes = o.MaxInFlightBytes
 	a.Ingress.TrustedProxies = o.TrustedProxies
 	a.Ingress.PublicHost = o.PublicHost
+	a.Ingress.Tracer = o.Tracer
 
 	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics}
 	a.CatchUp.Start(runCtx, cfg)
