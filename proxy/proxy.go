@@ -110,17 +110,16 @@ func (h *Handler) Reload(cfg *policy.Config) error {
 const maxEventID = 200
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := (*h.routes.Load())[r.URL.Path]
 	if h.Tracer != nil {
 		var span trace.Span
-		r, span = h.startSpan(r)
+		r, span = h.startSpan(r, rt)
 		defer span.End()
 	}
-	rt := (*h.routes.Load())[r.URL.Path]
 	if rt == nil {
 		h.reject(w, r, nil, http.StatusNotFound, "no_route", "no webhook route at this path")
 		return
 	}
-	h.spanRoute(r, rt)
 	h.Metrics.Received(rt.Name)
 	if !slices.Contains(rt.Methods, r.Method) {
 		w.Header().Set("Allow", strings.Join(rt.Methods, ", "))
@@ -160,7 +159,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, rt, status, reason, "webhook not verified: "+detail)
 		return
 	}
-	h.spanVerified(r)
 	if status, ctype, resp, ok := rt.verifier.Handshake(preq); ok {
 		h.spanAnswered(r, status, "handshake")
 		w.Header().Set("Content-Type", ctype)

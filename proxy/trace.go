@@ -25,55 +25,43 @@ const (
 )
 
 // startSpan starts the ingress span, a server span (HTTP server semantic
-// conventions) that continues the sender's traceparent when it sent one,
-// and returns r with the span in its context. Only the method, path and
-// addresses go in: never the query (it may carry a token), a header, or
-// the body.
-func (h *Handler) startSpan(r *http.Request) (*http.Request, trace.Span) {
+// conventions) named after the route rt (nil: no route at this path) that
+// continues the sender's traceparent when it sent one, and returns r with
+// the span in its context. Only the method, path, route and addresses go
+// in: never the query (it may carry a token), a header, or the body.
+func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Span) {
 	ctx := telemetry.Extract(r.Context(), r.Header)
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	ctx, span := h.Tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
-			semconv.HTTPRequestMethodKey.String(r.Method),
-			semconv.URLPath(r.URL.Path),
-			semconv.URLScheme(scheme),
-			semconv.ClientAddress(r.RemoteAddr),
-		))
+	name := r.Method
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs,
+		semconv.HTTPRequestMethodKey.String(r.Method),
+		semconv.URLPath(r.URL.Path),
+		semconv.URLScheme(scheme),
+		semconv.ClientAddress(r.RemoteAddr))
+	if rt != nil {
+		name += " " + rt.Path
+		prov := rt.Provider
+		if prov == "" {
+			prov = "none"
+		}
+		attrs = append(attrs, semconv.HTTPRoute(rt.Path), attrRoute.String(rt.Name), attrProvider.String(prov))
+	}
+	ctx, span := h.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return r.WithContext(ctx), span
 }
 
-// spanRoute names the ingress span after the route it matched.
-func (h *Handler) spanRoute(r *http.Request, rt *route) {
-	if h.Tracer == nil {
-		return
-	}
-	span := trace.SpanFromContext(r.Context())
-	span.SetName(r.Method + " " + rt.Path)
-	prov := rt.Provider
-	if prov == "" {
-		prov = "none"
-	}
-	span.SetAttributes(semconv.HTTPRoute(rt.Path), attrRoute.String(rt.Name), attrProvider.String(prov))
-}
-
-// spanVerified records that the request passed its provider's check.
-func (h *Handler) spanVerified(r *http.Request) {
-	if h.Tracer == nil {
-		return
-	}
-	trace.SpanFromContext(r.Context()).SetAttributes(attrVerified.Bool(true))
-}
-
-// spanStored records what the store made of the webhook, and the trace
-// context every attempt will continue.
+// spanStored records that the webhook passed its provider's check and
+// what the store made of it.
 func (h *Handler) spanStored(r *http.Request, env *store.Envelope, stored store.Stored) {
 	if h.Tracer == nil {
 		return
 	}
 	trace.SpanFromContext(r.Context()).SetAttributes(
+		attrVerified.Bool(true),
 		attrEventID.String(env.EventID),
 		attrDuplicate.Bool(stored.Duplicate),
 		attrSequence.Int64(int64(stored.Seq)),
@@ -89,15 +77,14 @@ func (h *Handler) spanAnswered(r *http.Request, status int, reason string) {
 		return
 	}
 	span := trace.SpanFromContext(r.Context())
-	span.SetAttributes(semconv.HTTPResponseStatusCode(status))
-	if reason != "" {
-		span.SetAttributes(attrReason.String(reason))
-	}
+	attrs := make([]attribute.KeyValue, 0, 4)
+	attrs = append(attrs, semconv.HTTPResponseStatusCode(status), attrReason.String(reason))
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {
-		span.SetAttributes(attrVerified.Bool(false))
+		attrs = append(attrs, attrVerified.Bool(false))
 	}
 	if status >= 500 {
-		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(status)))
 		span.SetStatus(codes.Error, reason)
 	}
+	span.SetAttributes(attrs...)
 }
