@@ -28,6 +28,7 @@ const (
 	attrReason      = attribute.Key("jethook.outcome_reason")
 	attrNext        = attribute.Key("jethook.next_attempt_at")
 	attrDLReason    = attribute.Key("jethook.dead_letter_reason")
+	attrFilterError = attribute.Key("jethook.filter_error")
 )
 
 // eventContext is ctx with e's stored trace context as its parent: every
@@ -115,5 +116,20 @@ func (d *destination) traceDeadLetter(ctx context.Context, e *store.Envelope, n 
 		attrDLReason.String(reason),
 		attrReason.String(o.Reason),
 	))
+	span.End()
+}
+
+// traceFiltered records, as a span of the event's trace, that the
+// destination's filter did not match the event (or failed on it: kind
+// names how), so it is acked without an attempt.
+func (d *destination) traceFiltered(ctx context.Context, e *store.Envelope, kind string) {
+	if d.f.Tracer == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{attrRoute.String(d.route.Name), attrDestination.String(d.dest.Name), attrEventID.String(e.EventID)}
+	if kind != "" {
+		attrs = append(attrs, attrFilterError.String(kind))
+	}
+	_, span := d.f.Tracer.Start(eventContext(ctx, e), "filtered", trace.WithAttributes(attrs...))
 	span.End()
 }

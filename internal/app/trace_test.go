@@ -151,3 +151,90 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 		}
 	}
 }
+
+// A webhook the backend refuses for good is dead-lettered in its trace,
+// and its replay, a new message, is attempted in that same trace.
+func TestADeadLetterAndItsReplayStayInTheWebhooksTrace(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Traceparent"))
+		first := len(seen) == 1
+		mu.Unlock()
+		if first {
+			w.WriteHeader(http.StatusGone)
+		}
+	}))
+	t.Cleanup(backend.Close)
+	recv := otlptest.Start(t)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	a, err := New(context.Background(), parse(t, oneRoute, backend.URL), Options{
+		Store:     storetest.Open(t, store.Options{}),
+		FetchWait: 100 * time.Millisecond,
+		Tracer:    tp.Tracer("jethook"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(time.Second) })
+	ingress := httptest.NewServer(a.Ingress)
+	t.Cleanup(ingress.Close)
+	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	named := func(s []otlptest.Span, name string) []otlptest.Span {
+		var out []otlptest.Span
+		for _, sp := range s {
+			if sp.Name == name {
+				out = append(out, sp)
+			}
+		}
+		return out
+	}
+	spans := recv.Await(t, 10*time.Second, "the dead letter's span", func(s []otlptest.Span) bool { return len(named(s, "dead letter")) == 1 })
+	ingressSpans := named(spans, "POST /hooks/shop")
+	if len(ingressSpans) != 1 {
+		t.Fatalf("%d ingress spans", len(ingressSpans))
+	}
+	trace := ingressSpans[0].TraceID
+	if dl := named(spans, "dead letter")[0]; dl.TraceID != trace || dl.Attributes["jethook.dead_letter_reason"] != "permanent" {
+		t.Errorf("dead letter span %+v, want one in trace %s, reason permanent", dl, trace)
+	}
+
+	dls, err := a.Store.DeadLetters(context.Background(), "", 10)
+	if err != nil || len(dls) != 1 {
+		t.Fatalf("dead letters: %v, %v", dls, err)
+	}
+	if _, err := a.Store.Replay(context.Background(), dls); err != nil {
+		t.Fatal(err)
+	}
+	spans = recv.Await(t, 10*time.Second, "the replayed attempt's span", func(s []otlptest.Span) bool {
+		for _, sp := range named(s, "POST") {
+			if sp.Attributes["jethook.outcome"] == "delivered" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, sp := range named(spans, "POST") {
+		if sp.TraceID != trace || sp.ParentID != ingressSpans[0].SpanID {
+			t.Errorf("attempt span %+v, want a child of the ingress span in trace %s", sp, trace)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || !strings.Contains(seen[1], "-"+trace+"-") {
+		t.Errorf("backend got traceparents %q, want the replay's in trace %s", seen, trace)
+	}
+}
