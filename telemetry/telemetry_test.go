@@ -140,3 +140,31 @@ func TestLogLinesCarryTheSpanOfTheirContext(t *testing.T) {
 		t.Errorf("a line without a span has a trace id: %q", lines[1])
 	}
 }
+
+// Each documented exporter setting builds a provider; a protocol the Go
+// SDK cannot speak is an error at startup, not silence.
+func TestSetupTakesTheDocumentedExportersAndRefusesAnUnknownOne(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		ok   bool
+	}{
+		{"console", map[string]string{"OTEL_TRACES_EXPORTER": "console"}, true},
+		{"OTLP over gRPC", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, true},
+		{"OTLP over HTTP", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, true},
+		{"an unknown exporter", map[string]string{"OTEL_TRACES_EXPORTER": "carrier-pigeon"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+				t.Setenv(k, tc.env[k])
+			}
+			tp, err := telemetry.Setup(context.Background(), "v1.2.3")
+			if (err == nil) != tc.ok || (tp != nil) != tc.ok {
+				t.Fatalf("Setup = %v, %v; want ok %v", tp, err, tc.ok)
+			}
+			if tp != nil {
+				_ = tp.Shutdown(context.Background())
+			}
+		})
+	}
+}
