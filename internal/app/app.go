@@ -141,7 +141,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.Ingress.PublicHost = o.PublicHost
 	a.Ingress.Tracer = o.Tracer
 
-	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics}
+	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Tracer: o.Tracer}
 	a.CatchUp.Start(runCtx, cfg)
 
 	// One budget of wrong bearer tokens for the API and the dashboard.

@@ -84,7 +84,7 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 		t.Fatalf("post: %d", resp.StatusCode)
 	}
 
-	spans := recv.Await(t, 10*time.Second, "the ingress span and three attempt spans", func(s []otlptest.Span) bool {
+	spans := recv.Await(t, 30*time.Second, "the ingress span and three attempt spans", func(s []otlptest.Span) bool {
 		clients := 0
 		for _, sp := range s {
 			if sp.Kind == tracepb.Span_SPAN_KIND_CLIENT {
@@ -202,7 +202,7 @@ func TestADeadLetterAndItsReplayStayInTheWebhooksTrace(t *testing.T) {
 		}
 		return out
 	}
-	spans := recv.Await(t, 10*time.Second, "the dead letter's span", func(s []otlptest.Span) bool { return len(named(s, "dead letter")) == 1 })
+	spans := recv.Await(t, 30*time.Second, "the dead letter's span", func(s []otlptest.Span) bool { return len(named(s, "dead letter")) == 1 })
 	ingressSpans := named(spans, "POST /hooks/shop")
 	if len(ingressSpans) != 1 {
 		t.Fatalf("%d ingress spans", len(ingressSpans))
@@ -219,7 +219,7 @@ func TestADeadLetterAndItsReplayStayInTheWebhooksTrace(t *testing.T) {
 	if _, err := a.Store.Replay(context.Background(), dls); err != nil {
 		t.Fatal(err)
 	}
-	spans = recv.Await(t, 10*time.Second, "the replayed attempt's span", func(s []otlptest.Span) bool {
+	spans = recv.Await(t, 30*time.Second, "the replayed attempt's span", func(s []otlptest.Span) bool {
 		for _, sp := range named(s, "POST") {
 			if sp.Attributes["jethook.outcome"] == "delivered" {
 				return true
