@@ -153,8 +153,9 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 }
 
 // A webhook the backend refuses for good is dead-lettered in its trace,
-// and its replay, a new message, is attempted in that same trace.
-func TestADeadLetterAndItsReplayStayInTheWebhooksTrace(t *testing.T) {
+// and its replay, a new message, is attempted in that same trace; a
+// destination whose filter does not match it records that in the trace.
+func TestADeadLetterItsReplayAndAFilterStayInTheWebhooksTrace(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var seen []string
@@ -176,7 +177,8 @@ func TestADeadLetterAndItsReplayStayInTheWebhooksTrace(t *testing.T) {
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	a, err := New(context.Background(), parse(t, oneRoute, backend.URL), Options{
+	a, err := New(context.Background(), parse(t, oneRoute+`      - {name: invoices, url: "${BACKEND}/invoices", slow_start: 0s, filter: 'body.type == "invoice"'}
+`, backend.URL), Options{
 		Store:     storetest.Open(t, store.Options{}),
 		FetchWait: 100 * time.Millisecond,
 		Tracer:    tp.Tracer("jethook"),
@@ -187,7 +189,7 @@ func TestADeadLetterAndItsReplayStayInTheWebhooksTrace(t *testing.T) {
 	t.Cleanup(func() { a.Close(time.Second) })
 	ingress := httptest.NewServer(a.Ingress)
 	t.Cleanup(ingress.Close)
-	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
+	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1,"type":"order"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +212,10 @@ func TestADeadLetterAndItsReplayStayInTheWebhooksTrace(t *testing.T) {
 	trace := ingressSpans[0].TraceID
 	if dl := named(spans, "dead letter")[0]; dl.TraceID != trace || dl.Attributes["jethook.dead_letter_reason"] != "permanent" {
 		t.Errorf("dead letter span %+v, want one in trace %s, reason permanent", dl, trace)
+	}
+	spans = recv.Await(t, 30*time.Second, "the filtered event's span", func(s []otlptest.Span) bool { return len(named(s, "filtered")) == 1 })
+	if f := named(spans, "filtered")[0]; f.TraceID != trace || f.Attributes["jethook.destination"] != "invoices" {
+		t.Errorf("filtered span %+v, want one for invoices in trace %s", f, trace)
 	}
 
 	dls, err := a.Store.DeadLetters(context.Background(), "", 10)
