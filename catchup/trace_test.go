@@ -31,7 +31,7 @@ func TestACatchUpPassIsASpanAndItsEventsJoinItsTrace(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range spans[0].Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["jethook.route"] != "st" || attrs["jethook.catch_up.recovered"] != "1" {
 		t.Errorf("span attributes %v, want route st, 1 recovered", attrs)
