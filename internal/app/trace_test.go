@@ -39,11 +39,12 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 	t.Parallel()
 	const body = `{"card":"4242-secret-body"}`
 	var mu sync.Mutex
-	var seen []string // traceparent of each attempt
+	var seen, numbers []string // traceparent and X-Webhook-Attempt of each attempt
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		mu.Lock()
 		seen = append(seen, r.Header.Get("Traceparent"))
+		numbers = append(numbers, r.Header.Get("X-Webhook-Attempt"))
 		n := len(seen)
 		mu.Unlock()
 		if n <= 2 {
@@ -133,7 +134,7 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 			t.Errorf("attempt %d: backend got span %s, which is no attempt span", i+1, parts[2])
 			continue
 		}
-		want := map[string]string{"jethook.attempt": []string{"1", "2", "3"}[i], "jethook.outcome": []string{"transient", "transient", "delivered"}[i],
+		want := map[string]string{"jethook.attempt": numbers[i], "jethook.outcome": []string{"transient", "transient", "delivered"}[i],
 			"http.response.status_code": []string{"500", "500", "200"}[i], "http.request.method": "POST", "jethook.destination": "app"}
 		for k, v := range want {
 			if sp.Attributes[k] != v {
