@@ -18,6 +18,10 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/egress"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
@@ -38,6 +42,10 @@ type Runner struct {
 	// Egress are the rules on the addresses API requests connect to (an
 	// api_url comes from the policies file); nil allows any.
 	Egress *egress.Rules
+	// Tracer, when not nil, makes a span of each pass, and the events a
+	// pass stores carry its trace context, so their attempts join it
+	// (package telemetry). Nil traces nothing.
+	Tracer trace.Tracer
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -58,6 +66,7 @@ type job struct {
 	route  policy.Route
 	pass   pass
 	cancel context.CancelFunc
+	tracer trace.Tracer // nil: passes are not traced
 
 	mu     sync.Mutex
 	status Status
@@ -182,7 +191,7 @@ func (r *Runner) start(rt policy.Route) *job {
 			counted: func() { r.Metrics.CatchUpCall(rt.Name, provider) },
 		},
 	}
-	j := &job{route: rt, cancel: cancel, status: Status{Route: rt.Name, Provider: provider}}
+	j := &job{route: rt, cancel: cancel, status: Status{Route: rt.Name, Provider: provider}, tracer: r.Tracer}
 	log := r.Logger.With("route", rt.Name, "provider", provider)
 	if rt.CatchUp.GitHub != nil {
 		j.pass = newGitHub(rt, client, r.Store, log)
@@ -218,7 +227,7 @@ func (j *job) loop(ctx context.Context, st *store.Store, m *metrics.Metrics, log
 			// Anything asked for now would be refused: wait for the store.
 			err = &store.NotReadyError{Reason: h.Reason, Detail: h.Detail}
 		} else {
-			recovered, requested, err = j.pass.run(ctx)
+			recovered, requested, err = j.run(ctx)
 		}
 		if ctx.Err() != nil {
 			return
@@ -245,4 +254,22 @@ func (j *job) loop(ctx context.Context, st *store.Store, m *metrics.Metrics, log
 		j.mu.Unlock()
 		t.Reset(interval)
 	}
+}
+
+// run runs one pass, as a span of its own when tracing is on.
+func (j *job) run(ctx context.Context) (recovered, requested int, err error) {
+	if j.tracer == nil {
+		return j.pass.run(ctx)
+	}
+	ctx, span := j.tracer.Start(ctx, "catch-up "+j.status.Provider, trace.WithAttributes(
+		attribute.String("jethook.route", j.route.Name),
+		attribute.String("jethook.provider", j.status.Provider)))
+	defer span.End()
+	recovered, requested, err = j.pass.run(ctx)
+	span.SetAttributes(attribute.Int("jethook.catch_up.recovered", recovered),
+		attribute.Int("jethook.catch_up.redeliveries_requested", requested))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return recovered, requested, err
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
@@ -39,6 +41,7 @@ type rig struct {
 	cfg     *policy.Config
 	metrics *metrics.Metrics
 	logs    *storetest.LogBuffer
+	tracer  trace.Tracer // the runner's, when set before start
 }
 
 // newRig opens a real embedded store in dir and serves ingress for the
@@ -69,7 +72,7 @@ func newRigWith(t *testing.T, opts store.Options, yaml string) *rig {
 // start starts a runner until the test ends or stop is called.
 func (r *rig) start() (cu *catchup.Runner, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	cu = &catchup.Runner{Store: r.store, Metrics: r.metrics,
+	cu = &catchup.Runner{Store: r.store, Metrics: r.metrics, Tracer: r.tracer,
 		Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	cu.Start(ctx, r.cfg)
 	var once sync.Once

@@ -15,6 +15,7 @@ import (
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/telemetry"
 )
 
 // HeaderCaughtUp tells the backend that catch-up stored the event rather
@@ -201,15 +202,18 @@ func (s *stripe) fetch(ctx context.Context, id string) (stored bool, err error) 
 			return false, fmt.Errorf("sign event %s: %w", id, err)
 		}
 	}
+	tc := telemetry.Store(ctx) // the pass's span, when tracing is on
 	res, err := s.store.Publish(ctx, &store.Envelope{
-		Route:      s.route.Name,
-		EventID:    id,
-		Method:     http.MethodPost,
-		Proto:      "https",
-		ReceivedAt: now,
-		Header:     h,
-		Body:       body,
-		CaughtUp:   "stripe",
+		Route:       s.route.Name,
+		EventID:     id,
+		Method:      http.MethodPost,
+		Proto:       "https",
+		ReceivedAt:  now,
+		Header:      h,
+		Body:        body,
+		CaughtUp:    "stripe",
+		Traceparent: tc.Traceparent,
+		Tracestate:  tc.Tracestate,
 	})
 	if err != nil {
 		return false, err

@@ -11,11 +11,13 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
 
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/telemetry"
 )
 
 func runServe(ctx context.Context, args []string, out io.Writer) error {
@@ -81,6 +83,23 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err != nil {
 		return err
 	}
+	tp, err := telemetry.Setup(ctx, buildVersion())
+	if err != nil {
+		return err
+	}
+	var tracer trace.Tracer
+	if tp != nil {
+		log = slog.New(telemetry.LogHandler(log.Handler()))
+		tracer = tp.Tracer("github.com/jethook/jethook")
+		defer func() {
+			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(fctx); err != nil {
+				log.Warn("traces not all sent at shutdown", "err", err)
+			}
+		}()
+		log.Info("tracing on (OpenTelemetry)")
+	}
 	if s.NATSListen != "" && s.NATSURL == "" && !loopback(s.NATSListen) {
 		log.Warn("the embedded NATS client port is reachable from other machines, and its token travels unencrypted", "nats_listen", s.NATSListen)
 	}
@@ -115,6 +134,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		TrustedProxies:   trusted,
 		PublicHost:       s.PublicHost,
 		Egress:           rules,
+		Tracer:           tracer,
 	})
 	if err != nil {
 		return err

@@ -53,3 +53,12 @@ func version(info *debug.BuildInfo) string {
 	}
 	return line + " " + runtime.Version()
 }
+
+// buildVersion is the module version the binary was built as, "(devel)"
+// for a build from a checkout: the service.version of its traces.
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}

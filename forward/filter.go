@@ -77,6 +77,7 @@ func (d *destination) filtered(ctx context.Context, h held, e *store.Envelope) b
 	}
 	d.f.Store.LogAttempt(a)
 	d.f.Metrics.Filtered(route, dest)
+	d.traceFiltered(ctx, e, kindOf(fe))
 	// If this was the breaker's probe, the next message probes instead;
 	// its rate token goes to the next message too.
 	d.gate.unprobe()
@@ -88,4 +89,12 @@ func (d *destination) filtered(ctx context.Context, h held, e *store.Envelope) b
 		d.eventLog(e, h.n).Warn("ack failed; the event comes back and is checked again", "err", err)
 	}
 	return true
+}
+
+// kindOf is fe's kind, or "" when the filter did not fail.
+func kindOf(fe *filter.Error) string {
+	if fe == nil {
+		return ""
+	}
+	return fe.Kind
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/egress"
 	"github.com/jethook/jethook/filter"
@@ -26,6 +27,7 @@ import (
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/telemetry"
 )
 
 // ackMargin is added to a destination's timeout to make the consumer's
@@ -80,6 +82,11 @@ type Forwarder struct {
 	// webhook in the store (store.Park) instead of leaving it nak-delayed
 	// in its consumer (default 5s).
 	ParkAfter time.Duration
+	// Tracer, when not nil, makes a client span of each attempt in the
+	// trace stored with its webhook, sends its traceparent to the
+	// backend, and records dead letters (package telemetry). Nil traces
+	// nothing, at no cost.
+	Tracer trace.Tracer
 
 	stop     context.CancelFunc
 	abort    context.CancelFunc
@@ -478,9 +485,17 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 	defer d.f.Metrics.AttemptEnded(d.route.Name, d.dest.Name)
 	actx, cancel := context.WithTimeout(ctx, d.dest.Timeout)
 	defer cancel()
+	var span trace.Span
+	if d.f.Tracer != nil {
+		actx, span = d.startAttempt(actx, e, n)
+	}
 	start, began := time.Now(), d.f.Now()
 	o := d.send(actx, e, n)
 	latency := time.Since(start)
+	var due time.Time // of the next attempt, for the span
+	if span != nil {
+		defer func() { endAttempt(span, o, due) }()
+	}
 	if o.Dropped {
 		d.gate.unprobe()
 		d.dropped(ctx, *h, e)
@@ -510,14 +525,14 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 	case Delivered:
 		d.observe(e, h.first, n, o, latency, 0, false)
 		if d.log.Enabled(ctx, slog.LevelDebug) {
-			d.eventLog(e, n).Debug("delivered", "status", o.Status)
+			d.eventLog(e, n).With(telemetry.LogAttrs(span)...).Debug("delivered", "status", o.Status)
 		}
 		if err := m.Ack(); err != nil {
 			d.eventLog(e, n).Warn("ack failed; the backend may see this event again", "err", err)
 		}
 		return false
 	case Transient:
-		log := d.eventLog(e, n)
+		log := d.eventLog(e, n).With(telemetry.LogAttrs(span)...)
 		key := e.EventID + "/" + d.dest.Name
 		next := retry.Delay(n, key)
 		if v.victim {
@@ -539,6 +554,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 			logged := func(parked bool) { d.observe(e, h.first, n, o, latency, next, parked) }
 			if v.again {
 				d.observe(e, h.first, n, o, latency, v.wait, false)
+				due = now.Add(v.wait)
 				log.Info("probe failed; the destination is down and this event probes it again", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", v.wait.Round(time.Millisecond).String())
 				if d.probeAgain(ctx, stopping, m) {
 					return true
@@ -546,6 +562,9 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 				logged = nil
 			} else {
 				log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next.Round(time.Millisecond).String())
+			}
+			if due.IsZero() {
+				due = now.Add(next)
 			}
 			d.retryLater(ctx, *h, e, now.Add(next), log, logged)
 			return false
@@ -561,7 +580,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 			return false
 		}
 		d.observe(e, h.first, n, o, latency, 0, false)
-		d.deadLetter(ctx, *h, e, o, "permanent", d.eventLog(e, n))
+		d.deadLetter(ctx, *h, e, o, "permanent", d.eventLog(e, n).With(telemetry.LogAttrs(span)...))
 	}
 	return false
 }
@@ -655,6 +674,9 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 		if body, o, ok = d.transformed(req, e, attempt, nil); !ok {
 			return o
 		}
+	}
+	if d.f.Tracer != nil {
+		telemetry.Inject(ctx, req.Header)
 	}
 	if rs := d.dest.Resign; rs != nil {
 		// Fresh Standard Webhooks headers on every attempt, so a late retry
@@ -805,6 +827,7 @@ func (d *destination) deadLetter(ctx context.Context, h held, e *store.Envelope,
 		return
 	}
 	log.Warn("dead-lettered", "reason", reason, "outcome", o.Reason, "status", o.Status, errAttr(o.Err))
+	d.traceDeadLetter(ctx, e, h.n, reason, o)
 	d.deadLettered(e, reason)
 	if err := m.Term(); err != nil {
 		log.Warn("term failed; the message may be dead-lettered again (stored once)", "err", err)

@@ -22,10 +22,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/telemetry"
 )
 
 // Handler is the public webhook endpoint. Create it with New; swap its
@@ -59,6 +62,10 @@ type Handler struct {
 	// backend gets it as X-Forwarded-Host unless a trusted proxy names
 	// another. Empty, only a trusted proxy names one.
 	PublicHost string
+	// Tracer, when not nil, makes an ingress span of each request that
+	// continues the sender's traceparent, and stores its trace context
+	// with the webhook (package telemetry). Nil traces nothing, at no cost.
+	Tracer trace.Tracer
 
 	routes   atomic.Pointer[map[string]*route]
 	once     sync.Once
@@ -104,6 +111,11 @@ const maxEventID = 200
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := (*h.routes.Load())[r.URL.Path]
+	if h.Tracer != nil {
+		var span trace.Span
+		r, span = h.startSpan(r, rt)
+		defer span.End()
+	}
 	if rt == nil {
 		h.reject(w, r, nil, http.StatusNotFound, "no_route", "no webhook route at this path")
 		return
@@ -153,6 +165,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if status, ctype, resp, ok := rt.verifier.Handshake(preq); ok {
+		h.spanAnswered(r, status, "handshake")
 		w.Header().Set("Content-Type", ctype)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(status)
@@ -180,6 +193,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		env.Proto = "https"
 	}
 	h.vouch(r, env)
+	if h.Tracer != nil {
+		tc := telemetry.Store(r.Context())
+		env.Traceparent, env.Tracestate = tc.Traceparent, tc.Tracestate
+	}
 	start := time.Now()
 	stored, err := h.Store.Publish(r.Context(), env)
 	h.Metrics.Published(rt.Name, time.Since(start), stored.Duplicate, err)
@@ -199,6 +216,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, rt, http.StatusServiceUnavailable, "store_unavailable", "the webhook was not stored; retry later")
 		return
 	}
+	h.spanStored(r, env, stored)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	_, _ = w.Write(acceptedJSON(env.EventID, stored.Duplicate))
@@ -311,6 +329,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rt *route, stat
 	}
 	h.Logger.Log(r.Context(), level, "webhook rejected", "route", name, "status", status, "reason", reason, "remote", r.RemoteAddr)
 	h.Metrics.Rejected(name, reason)
+	h.spanAnswered(r, status, reason)
 	writeJSON(w, status, rejected{Error: reason, Message: msg})
 }
 

@@ -36,6 +36,12 @@ type Envelope struct {
 	// signature does not cover. A captured webhook sent again under a new
 	// id keeps it, and is a duplicate.
 	SignedKey string
+	// Traceparent and Tracestate are the W3C trace context of the ingress
+	// span that stored the webhook, so that every attempt, after a
+	// restart, a replay or on another replica, joins the same trace. Empty
+	// when tracing was off (docs/observability.md).
+	Traceparent string
+	Tracestate  string
 }
 
 // Header names jethook writes on stored messages. Original request headers
@@ -51,6 +57,8 @@ const (
 	hdrReceived   = "Jethook-Received"
 	hdrCaughtUp   = "Jethook-Caught-Up"
 	hdrSignedKey  = "Jethook-Signed-Key"
+	hdrTraceState = "Jethook-Tracestate"
+	hdrTrace      = "Jethook-Traceparent"
 	hdrOrigPrefix = "H-"
 )
 
@@ -101,6 +109,12 @@ func (e *Envelope) msg(subject string) *nats.Msg {
 	if e.SignedKey != "" {
 		h[hdrSignedKey] = []string{e.SignedKey}
 	}
+	if e.Traceparent != "" {
+		h[hdrTrace] = []string{e.Traceparent}
+		if e.Tracestate != "" {
+			h[hdrTraceState] = []string{e.Tracestate}
+		}
+	}
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Body}
 }
 
@@ -124,6 +138,7 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 		Header:     make(map[string][]string, len(h)),
 		Body:       data,
 	}
+	e.Traceparent, e.Tracestate = h.Get(hdrTrace), h.Get(hdrTraceState)
 	if e.EventID == "" {
 		return nil, fmt.Errorf("message on %s has no %s header", subject, hdrEventID)
 	}

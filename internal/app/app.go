@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/alert"
@@ -65,6 +66,10 @@ type Options struct {
 	// Egress are the rules on the addresses deliveries connect to
 	// (forward.Forwarder.Egress); nil is egress.Default().
 	Egress *egress.Rules
+	// Tracer, when not nil, traces each webhook from its ingress request
+	// through every delivery attempt (telemetry.Setup builds one from the
+	// OTEL_* variables); nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // App is jethook assembled: each part, ready to serve. Public serves the
@@ -141,7 +146,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	go watchStore(runCtx, a.Store, a.Alerts)
 
 	fwd := &forward.Forwarder{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Alerts: a.Alerts,
-		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter, Egress: rules}
+		FetchWait: o.FetchWait, ParkAfter: o.ParkAfter, Egress: rules, Tracer: o.Tracer}
 	if err := fwd.Start(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -163,7 +168,9 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 		a.Ingress.ServeHTTP(w, r)
 	})
 
-	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Egress: rules}
+	a.Ingress.Tracer = o.Tracer
+
+	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Egress: rules, Tracer: o.Tracer}
 	a.CatchUp.Start(runCtx, cfg)
 
 	// One budget of wrong bearer tokens for the API and the dashboard.

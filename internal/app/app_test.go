@@ -23,7 +23,7 @@ routes:
       - {name: app, url: "${BACKEND}/shop", slow_start: 0s}
 `
 
-func parse(t *testing.T, yaml, backend string) *policy.Config {
+func parse(t testing.TB, yaml, backend string) *policy.Config {
 	t.Helper()
 	cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) { return backend, k == "BACKEND" })
 	if err != nil {

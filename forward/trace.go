@@ -1,0 +1,135 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/telemetry"
+)
+
+// Attribute keys of jethook's own span attributes.
+const (
+	attrRoute       = attribute.Key("jethook.route")
+	attrDestination = attribute.Key("jethook.destination")
+	attrEventID     = attribute.Key("jethook.event_id")
+	attrAttempt     = attribute.Key("jethook.attempt")
+	attrOutcome     = attribute.Key("jethook.outcome")
+	attrReason      = attribute.Key("jethook.outcome_reason")
+	attrNext        = attribute.Key("jethook.next_attempt_at")
+	attrDLReason    = attribute.Key("jethook.dead_letter_reason")
+	attrFilterError = attribute.Key("jethook.filter_error")
+)
+
+// eventContext is ctx with e's stored trace context as its parent: every
+// attempt of an event joins the trace of the ingress span that stored it.
+func eventContext(ctx context.Context, e *store.Envelope) context.Context {
+	return telemetry.Restore(ctx, telemetry.Stored{Traceparent: e.Traceparent, Tracestate: e.Tracestate})
+}
+
+// startAttempt starts attempt n's client span (HTTP client semantic
+// conventions). The URL is the destination's, redacted, without the
+// sender's query: either may carry a credential.
+func (d *destination) startAttempt(ctx context.Context, e *store.Envelope, n int) (context.Context, trace.Span) {
+	method := e.Method
+	if method == "" {
+		method = "POST"
+	}
+	attrs := []attribute.KeyValue{
+		semconv.HTTPRequestMethodKey.String(method),
+		semconv.URLFull(policy.RedactURL(d.dest.URL)),
+		attrRoute.String(d.route.Name),
+		attrDestination.String(d.dest.Name),
+		attrEventID.String(e.EventID),
+		attrAttempt.Int(n),
+	}
+	if u, err := url.Parse(d.dest.URL); err == nil {
+		host, port := u.Hostname(), u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		attrs = append(attrs, semconv.ServerAddress(host))
+		if p, err := strconv.Atoi(port); err == nil {
+			attrs = append(attrs, semconv.ServerPort(p))
+		}
+	}
+	if n > 1 {
+		attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
+	}
+	return d.f.Tracer.Start(eventContext(ctx, e), method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// endAttempt records what attempt span's attempt came to and ends it:
+// the status, the outcome and, when the event waits for another attempt,
+// when that is due.
+func endAttempt(span trace.Span, o Outcome, next time.Time) {
+	if o.Status != 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(o.Status))
+	}
+	span.SetAttributes(attrOutcome.String(o.Kind.String()), attrReason.String(o.Reason))
+	if !next.IsZero() {
+		span.SetAttributes(attrNext.String(next.UTC().Format(time.RFC3339Nano)))
+	}
+	if o.Kind != Delivered {
+		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(o)))
+		span.SetStatus(codes.Error, o.Reason)
+	}
+	span.End()
+}
+
+// errorType is the semantic conventions' error.type of a failed attempt:
+// the status code when the backend answered, else the kind of failure.
+func errorType(o Outcome) string {
+	if o.Status != 0 {
+		return strconv.Itoa(o.Status)
+	}
+	if ne, ok := errors.AsType[net.Error](o.Err); ok && ne.Timeout() {
+		return "timeout"
+	}
+	if o.Err != nil {
+		return "_OTHER"
+	}
+	return o.Kind.String()
+}
+
+// traceDeadLetter records a stored dead letter as a span of the event's
+// trace, with the reason and the attempts, never the body.
+func (d *destination) traceDeadLetter(ctx context.Context, e *store.Envelope, n int, reason string, o Outcome) {
+	if d.f.Tracer == nil {
+		return
+	}
+	_, span := d.f.Tracer.Start(eventContext(ctx, e), "dead letter", trace.WithAttributes(
+		attrRoute.String(d.route.Name),
+		attrDestination.String(d.dest.Name),
+		attrEventID.String(e.EventID),
+		attrAttempt.Int(n),
+		attrDLReason.String(reason),
+		attrReason.String(o.Reason),
+	))
+	span.End()
+}
+
+// traceFiltered records, as a span of the event's trace, that the
+// destination's filter did not match the event (or failed on it: kind
+// names how), so it is acked without an attempt.
+func (d *destination) traceFiltered(ctx context.Context, e *store.Envelope, kind string) {
+	if d.f.Tracer == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{attrRoute.String(d.route.Name), attrDestination.String(d.dest.Name), attrEventID.String(e.EventID)}
+	if kind != "" {
+		attrs = append(attrs, attrFilterError.String(kind))
+	}
+	_, span := d.f.Tracer.Start(eventContext(ctx, e), "filtered", trace.WithAttributes(attrs...))
+	span.End()
+}

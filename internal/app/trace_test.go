@@ -1,0 +1,247 @@
+package app
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/telemetry/otlptest"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+)
+
+const flakyRoute = `
+routes:
+  - name: shop
+    path: /hooks/shop
+    retry: {backoff: fixed, delay: 20ms, jitter: none, max_attempts: 5, max_age: 1h}
+    destinations:
+      - name: app
+        url: "${BACKEND}/shop"
+        slow_start: 0s
+        breaker: {failures: 0}
+`
+
+// A webhook that fails twice and is delivered on its third attempt is one
+// trace, exported over OTLP/HTTP: the ingress span continues the sender's
+// traceparent, the three attempt spans are its children, and the backend
+// got each attempt's own traceparent in that trace. No span holds the body.
+func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
+	t.Parallel()
+	const body = `{"card":"4242-secret-body"}`
+	var mu sync.Mutex
+	var seen, numbers []string // traceparent and X-Webhook-Attempt of each attempt
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Traceparent"))
+		numbers = append(numbers, r.Header.Get("X-Webhook-Attempt"))
+		n := len(seen)
+		mu.Unlock()
+		if n <= 2 {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(backend.Close)
+
+	recv := otlptest.Start(t)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	a, err := New(context.Background(), parse(t, flakyRoute, backend.URL), Options{
+		Store:     storetest.Open(t, store.Options{}),
+		FetchWait: 100 * time.Millisecond,
+		Tracer:    tp.Tracer("jethook"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(time.Second) })
+	ingress := httptest.NewServer(a.Ingress)
+	t.Cleanup(ingress.Close)
+
+	const senderTrace, senderSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	req, _ := http.NewRequest(http.MethodPost, ingress.URL+"/hooks/shop", strings.NewReader(body))
+	req.Header.Set("Traceparent", "00-"+senderTrace+"-"+senderSpan+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("post: %d", resp.StatusCode)
+	}
+
+	spans := recv.Await(t, 30*time.Second, "the ingress span and three attempt spans", func(s []otlptest.Span) bool {
+		clients := 0
+		for _, sp := range s {
+			if sp.Kind == tracepb.Span_SPAN_KIND_CLIENT {
+				clients++
+			}
+		}
+		return clients == 3 && len(s) == 4
+	})
+	var ingressSpan otlptest.Span
+	attempts := map[string]otlptest.Span{} // by span id
+	for _, sp := range spans {
+		for k, v := range sp.Attributes {
+			if strings.Contains(v, "secret-body") {
+				t.Errorf("span %q attribute %s holds the body", sp.Name, k)
+			}
+		}
+		if sp.TraceID != senderTrace {
+			t.Errorf("span %q in trace %s, want the sender's %s", sp.Name, sp.TraceID, senderTrace)
+		}
+		switch sp.Kind {
+		case tracepb.Span_SPAN_KIND_SERVER:
+			ingressSpan = sp
+		case tracepb.Span_SPAN_KIND_CLIENT:
+			attempts[sp.SpanID] = sp
+		}
+	}
+	if ingressSpan.Name != "POST /hooks/shop" || ingressSpan.ParentID != senderSpan ||
+		ingressSpan.Attributes["jethook.route"] != "shop" || ingressSpan.Attributes["jethook.verified"] != "true" ||
+		ingressSpan.Attributes["jethook.duplicate"] != "false" || ingressSpan.Attributes["http.response.status_code"] != "200" {
+		t.Errorf("ingress span %+v: want POST /hooks/shop, child of the sender's span, route shop, verified, stored, 200", ingressSpan)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 3 {
+		t.Fatalf("backend got %d attempts, want 3", len(seen))
+	}
+	for i, tp := range seen {
+		parts := strings.Split(tp, "-")
+		if len(parts) != 4 || parts[1] != senderTrace {
+			t.Errorf("attempt %d: backend got traceparent %q, want one in trace %s", i+1, tp, senderTrace)
+			continue
+		}
+		sp, ok := attempts[parts[2]]
+		if !ok {
+			t.Errorf("attempt %d: backend got span %s, which is no attempt span", i+1, parts[2])
+			continue
+		}
+		want := map[string]string{"jethook.attempt": numbers[i], "jethook.outcome": []string{"transient", "transient", "delivered"}[i],
+			"http.response.status_code": []string{"500", "500", "200"}[i], "http.request.method": "POST", "jethook.destination": "app"}
+		for k, v := range want {
+			if sp.Attributes[k] != v {
+				t.Errorf("attempt %d span: %s = %q, want %q", i+1, k, sp.Attributes[k], v)
+			}
+		}
+		if sp.ParentID != ingressSpan.SpanID {
+			t.Errorf("attempt %d span's parent is %s, want the ingress span %s", i+1, sp.ParentID, ingressSpan.SpanID)
+		}
+		if next := sp.Attributes["jethook.next_attempt_at"]; (i < 2) != (next != "") {
+			t.Errorf("attempt %d span: next_attempt_at %q", i+1, next)
+		}
+		if (i < 2) != sp.Error {
+			t.Errorf("attempt %d span: error status %v", i+1, sp.Error)
+		}
+	}
+}
+
+// A webhook the backend refuses for good is dead-lettered in its trace,
+// and its replay, a new message, is attempted in that same trace; a
+// destination whose filter does not match it records that in the trace.
+func TestADeadLetterItsReplayAndAFilterStayInTheWebhooksTrace(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Traceparent"))
+		first := len(seen) == 1
+		mu.Unlock()
+		if first {
+			w.WriteHeader(http.StatusGone)
+		}
+	}))
+	t.Cleanup(backend.Close)
+	recv := otlptest.Start(t)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	a, err := New(context.Background(), parse(t, oneRoute+`      - {name: invoices, url: "${BACKEND}/invoices", slow_start: 0s, filter: 'body.type == "invoice"'}
+`, backend.URL), Options{
+		Store:     storetest.Open(t, store.Options{}),
+		FetchWait: 100 * time.Millisecond,
+		Tracer:    tp.Tracer("jethook"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(time.Second) })
+	ingress := httptest.NewServer(a.Ingress)
+	t.Cleanup(ingress.Close)
+	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1,"type":"order"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	named := func(s []otlptest.Span, name string) []otlptest.Span {
+		var out []otlptest.Span
+		for _, sp := range s {
+			if sp.Name == name {
+				out = append(out, sp)
+			}
+		}
+		return out
+	}
+	spans := recv.Await(t, 30*time.Second, "the dead letter's span", func(s []otlptest.Span) bool { return len(named(s, "dead letter")) == 1 })
+	ingressSpans := named(spans, "POST /hooks/shop")
+	if len(ingressSpans) != 1 {
+		t.Fatalf("%d ingress spans", len(ingressSpans))
+	}
+	trace := ingressSpans[0].TraceID
+	if dl := named(spans, "dead letter")[0]; dl.TraceID != trace || dl.Attributes["jethook.dead_letter_reason"] != "permanent" {
+		t.Errorf("dead letter span %+v, want one in trace %s, reason permanent", dl, trace)
+	}
+	spans = recv.Await(t, 30*time.Second, "the filtered event's span", func(s []otlptest.Span) bool { return len(named(s, "filtered")) == 1 })
+	if f := named(spans, "filtered")[0]; f.TraceID != trace || f.Attributes["jethook.destination"] != "invoices" {
+		t.Errorf("filtered span %+v, want one for invoices in trace %s", f, trace)
+	}
+
+	dls, err := a.Store.DeadLetters(context.Background(), "", 10)
+	if err != nil || len(dls) != 1 {
+		t.Fatalf("dead letters: %v, %v", dls, err)
+	}
+	if _, err := a.Store.Replay(context.Background(), dls); err != nil {
+		t.Fatal(err)
+	}
+	spans = recv.Await(t, 30*time.Second, "the replayed attempt's span", func(s []otlptest.Span) bool {
+		for _, sp := range named(s, "POST") {
+			if sp.Attributes["jethook.outcome"] == "delivered" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, sp := range named(spans, "POST") {
+		if sp.TraceID != trace || sp.ParentID != ingressSpans[0].SpanID {
+			t.Errorf("attempt span %+v, want a child of the ingress span in trace %s", sp, trace)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || !strings.Contains(seen[1], "-"+trace+"-") {
+		t.Errorf("backend got traceparents %q, want the replay's in trace %s", seen, trace)
+	}
+}

@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/telemetry"
+)
+
+// Attribute keys of jethook's own span attributes.
+const (
+	attrRoute     = attribute.Key("jethook.route")
+	attrProvider  = attribute.Key("jethook.provider")
+	attrVerified  = attribute.Key("jethook.verified")
+	attrReason    = attribute.Key("jethook.rejected")
+	attrEventID   = attribute.Key("jethook.event_id")
+	attrDuplicate = attribute.Key("jethook.duplicate")
+	attrSequence  = attribute.Key("jethook.stream.sequence")
+)
+
+// startSpan starts the ingress span, a server span (HTTP server semantic
+// conventions) named after the route rt (nil: no route at this path) that
+// continues the sender's traceparent when it sent one, and returns r with
+// the span in its context. Only the method, path, route and addresses go
+// in: never the query (it may carry a token), a header, or the body.
+func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Span) {
+	ctx := telemetry.Extract(r.Context(), r.Header)
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	name := r.Method
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs,
+		semconv.HTTPRequestMethodKey.String(r.Method),
+		semconv.URLPath(r.URL.Path),
+		semconv.URLScheme(scheme),
+		semconv.ClientAddress(r.RemoteAddr))
+	if rt != nil {
+		name += " " + rt.Path
+		prov := rt.Provider
+		if prov == "" {
+			prov = "none"
+		}
+		attrs = append(attrs, semconv.HTTPRoute(rt.Path), attrRoute.String(rt.Name), attrProvider.String(prov))
+	}
+	ctx, span := h.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	return r.WithContext(ctx), span
+}
+
+// spanStored records that the webhook passed its provider's check and
+// what the store made of it.
+func (h *Handler) spanStored(r *http.Request, env *store.Envelope, stored store.Stored) {
+	if h.Tracer == nil {
+		return
+	}
+	trace.SpanFromContext(r.Context()).SetAttributes(
+		attrVerified.Bool(true),
+		attrEventID.String(env.EventID),
+		attrDuplicate.Bool(stored.Duplicate),
+		attrSequence.Int64(int64(stored.Seq)),
+		semconv.HTTPResponseStatusCode(http.StatusOK),
+	)
+}
+
+// spanAnswered records an answer other than 200 and its reason; a 5xx
+// marks the span as an error (HTTP server semantic conventions), a
+// refused signature is recorded as not verified.
+func (h *Handler) spanAnswered(r *http.Request, status int, reason string) {
+	if h.Tracer == nil {
+		return
+	}
+	span := trace.SpanFromContext(r.Context())
+	attrs := make([]attribute.KeyValue, 0, 4)
+	attrs = append(attrs, semconv.HTTPResponseStatusCode(status), attrReason.String(reason))
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		attrs = append(attrs, attrVerified.Bool(false))
+	}
+	if status >= 500 {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+		span.SetStatus(codes.Error, reason)
+	}
+	span.SetAttributes(attrs...)
+}

@@ -1,0 +1,179 @@
+// Package telemetry turns jethook's OpenTelemetry traces on from the
+// standard OTEL_* environment variables and carries a webhook's trace
+// context from the ingress span, through the store, to every delivery
+// attempt. With none of those variables set tracing is off: no provider is
+// built and the ingress and the forwarder start no span at all.
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Enabled reports whether the environment asks for traces: an
+// OTEL_TRACES_EXPORTER other than "none", or an OTLP endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), and
+// OTEL_SDK_DISABLED not "true". The specification's default exporter is
+// OTLP to localhost; jethook exports nothing unless told where to.
+func Enabled(getenv func(string) string) bool {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return false
+	}
+	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
+	case "none":
+		return false
+	case "":
+		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	default:
+		return true
+	}
+}
+
+// Setup builds the tracer provider the environment asks for, or returns
+// nil when tracing is off (Enabled). The exporter is chosen by
+// OTEL_TRACES_EXPORTER ("otlp", the default once an endpoint is set, or
+// "console") and OTEL_EXPORTER_OTLP_PROTOCOL ("http/protobuf", the
+// default, or "grpc"); the sampler by OTEL_TRACES_SAMPLER; the service by
+// OTEL_SERVICE_NAME (default "jethook") and OTEL_RESOURCE_ATTRIBUTES. The
+// caller shuts the provider down, which sends the spans still batched.
+func Setup(ctx context.Context, version string) (*sdktrace.TracerProvider, error) {
+	if !Enabled(os.Getenv) {
+		return nil, nil
+	}
+	exp, err := autoexport.NewSpanExporter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("OpenTelemetry trace exporter: %w", err)
+	}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName("jethook"), semconv.ServiceVersion(version)),
+		resource.WithTelemetrySDK(),
+		resource.WithHost(),
+		resource.WithFromEnv(), // last: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
+	)
+	if err != nil {
+		return nil, fmt.Errorf("OpenTelemetry resource: %w", err)
+	}
+	// The sampler is the SDK's reading of OTEL_TRACES_SAMPLER (default
+	// parentbased_always_on), the batch processor's of OTEL_BSP_*.
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// propagator is W3C Trace Context (traceparent and tracestate), the one
+// format jethook reads from senders and writes to backends.
+var propagator propagation.TraceContext
+
+// Extract returns ctx with the trace context a request's traceparent and
+// tracestate headers carry, if they carry a valid one.
+func Extract(ctx context.Context, h http.Header) context.Context {
+	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// Inject sets the traceparent and tracestate headers of h to ctx's span,
+// replacing whatever the sender had put there; with no valid span in ctx it
+// leaves h as it is.
+func Inject(ctx context.Context, h http.Header) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	h.Del("Traceparent")
+	h.Del("Tracestate")
+	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// Stored is a trace context as jethook stores it with a webhook: the W3C
+// traceparent and tracestate values of the ingress span.
+type Stored struct {
+	Traceparent string
+	Tracestate  string
+}
+
+// Store returns ctx's span context in its stored form; empty when ctx has
+// no valid span.
+func Store(ctx context.Context) Stored {
+	var c carrier
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		propagator.Inject(ctx, &c)
+	}
+	return c.Stored
+}
+
+// Restore returns ctx with the stored trace context s as its remote parent,
+// or ctx unchanged when s holds none (a webhook stored while tracing was
+// off starts a trace of its own on each attempt).
+func Restore(ctx context.Context, s Stored) context.Context {
+	if s.Traceparent == "" {
+		return ctx
+	}
+	return propagator.Extract(ctx, &carrier{s})
+}
+
+// carrier is a propagation.TextMapCarrier over a Stored, without a map.
+type carrier struct{ Stored }
+
+func (c *carrier) Get(key string) string {
+	switch key {
+	case "traceparent":
+		return c.Traceparent
+	case "tracestate":
+		return c.Tracestate
+	}
+	return ""
+}
+
+func (c *carrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c.Traceparent = value
+	case "tracestate":
+		c.Tracestate = value
+	}
+}
+
+func (c *carrier) Keys() []string { return []string{"traceparent", "tracestate"} }
+
+// LogHandler wraps h so that a record logged with a context holding a
+// valid span carries its trace_id and span_id, which tracing tools use to
+// link a log line to its trace.
+func LogHandler(h slog.Handler) slog.Handler { return logHandler{h} }
+
+type logHandler struct{ slog.Handler }
+
+func (l logHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone()
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return l.Handler.Handle(ctx, r)
+}
+
+func (l logHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return logHandler{l.Handler.WithAttrs(as)}
+}
+
+func (l logHandler) WithGroup(name string) slog.Handler {
+	return logHandler{l.Handler.WithGroup(name)}
+}
+
+// LogAttrs are the trace_id and span_id of span for a logger's With, or
+// nothing when span is nil or not valid.
+func LogAttrs(span trace.Span) []any {
+	if span == nil {
+		return nil
+	}
+	sc := span.SpanContext()
+	if !sc.IsValid() {
+		return nil
+	}
+	return []any{"trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String()}
+}

@@ -1,0 +1,170 @@
+package telemetry_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jethook/jethook/telemetry"
+	"github.com/jethook/jethook/telemetry/otlptest"
+)
+
+func TestTracingIsOnOnlyWhenTheEnvironmentNamesWhereToExport(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want bool
+	}{
+		{"nothing set is off", nil, false},
+		{"a service name alone is off", map[string]string{"OTEL_SERVICE_NAME": "hooks"}, false},
+		{"an OTLP endpoint is on", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, true},
+		{"a traces endpoint is on", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, true},
+		{"an exporter named is on", map[string]string{"OTEL_TRACES_EXPORTER": "console"}, true},
+		{"the none exporter is off", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, false},
+		{"a disabled SDK is off", map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := telemetry.Enabled(func(k string) string { return tc.env[k] }); got != tc.want {
+				t.Errorf("Enabled = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetupReturnsNoProviderWhenTracingIsOff(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
+	tp, err := telemetry.Setup(context.Background(), "v1.2.3")
+	if err != nil || tp != nil {
+		t.Fatalf("Setup = %v, %v; want no provider", tp, err)
+	}
+}
+
+// The provider Setup builds from the OTEL_* variables exports over OTLP/HTTP,
+// under the service name and resource attributes the environment gives.
+func TestSetupExportsToTheEndpointTheEnvironmentNames(t *testing.T) {
+	recv := otlptest.Start(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_SERVICE_NAME", "hooks-eu")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test")
+	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	tp, err := telemetry.Setup(context.Background(), "v1.2.3")
+	if err != nil || tp == nil {
+		t.Fatalf("Setup = %v, %v", tp, err)
+	}
+	_, span := tp.Tracer("test").Start(context.Background(), "one")
+	span.End()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	spans := recv.Await(t, 5*time.Second, "the span", func(s []otlptest.Span) bool { return len(s) == 1 })
+	if spans[0].Name != "one" || spans[0].Service != "hooks-eu" {
+		t.Errorf("span %q of service %q, want one of hooks-eu", spans[0].Name, spans[0].Service)
+	}
+}
+
+func TestAStoredTraceContextRestoresTheSameParent(t *testing.T) {
+	t.Parallel()
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "ingress")
+	defer span.End()
+	stored := telemetry.Store(ctx)
+	if !strings.Contains(stored.Traceparent, span.SpanContext().TraceID().String()) {
+		t.Fatalf("stored %q, want the trace id %s", stored.Traceparent, span.SpanContext().TraceID())
+	}
+	restored := trace.SpanContextFromContext(telemetry.Restore(context.Background(), stored))
+	if restored.TraceID() != span.SpanContext().TraceID() || restored.SpanID() != span.SpanContext().SpanID() || !restored.IsRemote() {
+		t.Errorf("restored %v, want the ingress span %v as a remote parent", restored, span.SpanContext())
+	}
+	if got := telemetry.Store(context.Background()); got != (telemetry.Stored{}) {
+		t.Errorf("a context without a span stored %+v", got)
+	}
+	if ctx := context.Background(); telemetry.Restore(ctx, telemetry.Stored{}) != ctx {
+		t.Error("an empty stored context changed ctx")
+	}
+}
+
+func TestInjectReplacesTheSendersTraceContext(t *testing.T) {
+	t.Parallel()
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "attempt")
+	defer span.End()
+	h := http.Header{
+		"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+		"Tracestate":  {"sender=stale"},
+	}
+	telemetry.Inject(ctx, h)
+	want := "00-" + span.SpanContext().TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
+	if got := h.Values("Traceparent"); len(got) != 1 || got[0] != want {
+		t.Errorf("traceparent %q, want %q", got, want)
+	}
+	if got := h.Values("Tracestate"); len(got) != 0 {
+		t.Errorf("the sender's tracestate stayed: %q", got)
+	}
+	kept := http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
+	telemetry.Inject(context.Background(), kept)
+	if kept.Get("Traceparent") == "" {
+		t.Error("without a span, the sender's traceparent was dropped")
+	}
+}
+
+func TestLogLinesCarryTheSpanOfTheirContext(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(&out, nil))).With("route", "shop")
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "ingress")
+	defer span.End()
+	log.InfoContext(ctx, "stored")
+	log.Info("no span")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	sc := span.SpanContext()
+	if want := "trace_id=" + sc.TraceID().String() + " span_id=" + sc.SpanID().String(); !strings.Contains(lines[0], want) || !strings.Contains(lines[0], "route=shop") {
+		t.Errorf("line %q, want %q and the logger's attributes", lines[0], want)
+	}
+	if strings.Contains(lines[1], "trace_id") {
+		t.Errorf("a line without a span has a trace id: %q", lines[1])
+	}
+}
+
+// Each documented exporter setting builds a provider; a protocol the Go
+// SDK cannot speak is an error at startup, not silence.
+func TestSetupTakesTheDocumentedExportersAndRefusesAnUnknownOne(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		ok   bool
+	}{
+		{"console", map[string]string{"OTEL_TRACES_EXPORTER": "console"}, true},
+		{"OTLP over gRPC", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, true},
+		{"OTLP over HTTP", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, true},
+		{"an unknown exporter", map[string]string{"OTEL_TRACES_EXPORTER": "carrier-pigeon"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+				t.Setenv(k, tc.env[k])
+			}
+			tp, err := telemetry.Setup(context.Background(), "v1.2.3")
+			if (err == nil) != tc.ok || (tp != nil) != tc.ok {
+				t.Fatalf("Setup = %v, %v; want ok %v", tp, err, tc.ok)
+			}
+			if tp != nil {
+				_ = tp.Shutdown(context.Background())
+			}
+		})
+	}
+}
