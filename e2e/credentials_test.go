@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/telemetry/otlptest"
 )
 
 // credentials are the destination credentials of the test, each a value
@@ -62,7 +63,9 @@ routes:
       - {name: oauth, url: "%[1]s/o", auth: {oauth2: {token_url: "%[2]s/token", client_id: jethook, client_secret: "${APP_CLIENT_SECRET}"}}}
       - {name: inurl, url: "http://jethook:${APP_URL_CREDENTIALS}@%[3]s/u?token=${APP_URL_CREDENTIALS}"}
 `, backend.URL, tokens.URL, strings.TrimPrefix(backend.URL, "http://"))
-	env := map[string]string{"JETHOOK_LOG_LEVEL": "debug"}
+	// Tracing on: the spans are outputs too.
+	recv := otlptest.Start(t)
+	env := map[string]string{"JETHOOK_LOG_LEVEL": "debug", "OTEL_EXPORTER_OTLP_ENDPOINT": recv.URL, "OTEL_BSP_SCHEDULE_DELAY": "50"}
 	for k, v := range credentials {
 		env[k] = v
 	}
@@ -119,6 +122,14 @@ routes:
 		t.Fatal(err)
 	}
 	out.Write(log)
+
+	// Every attempt's span (one for each destination refused with 401,
+	// two for the token that fails), with their attributes, the ingress
+	// span and the dead letters'.
+	spans := recv.Await(t, 30*time.Second, "the attempts' spans", func(s []otlptest.Span) bool { return len(clientSpans(s)) >= 6 })
+	for _, sp := range spans {
+		fmt.Fprintf(&out, "%s %s %v\n", sp.Name, sp.Service, sp.Attributes)
+	}
 
 	all := out.String()
 	for name, v := range credentials {
