@@ -219,6 +219,7 @@ func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 	// refusals, then deliveries. The last second must then have ended
 	// with a delivery as well: one that ended with refusals is the start
 	// of an outage, whose end looks the same.
+	//
 	// Climbing back after an outage, the rate has not yet found where the
 	// backend refuses: the first second that shows overload is enough, as
 	// a loss ends TCP's slow start.
@@ -360,11 +361,12 @@ func (l *limit) tick(now time.Time) bool {
 
 // verdict ends a trial. If the backend delivered nothing in the trial, or
 // in trialMin attempts or more while the lower rate took hold, it went
-// down (the breaker's business): the limit goes back to where it was. Otherwise the decrease
-// stands if at the lower rate the backend shows no overload, or half the
-// share of overload answers it showed before in trialHalved answers or
-// more (or was sent nothing to judge by); otherwise the limit goes back and that share
-// becomes the baseline, as a latency that stayed high becomes the floor.
+// down (the breaker's business): the limit goes back to where it was.
+// Otherwise the decrease stands if at the lower rate the backend shows no
+// overload, or half the share of overload answers it showed before in
+// trialHalved answers or more (or was sent nothing to judge by); else the
+// limit goes back and that share becomes the baseline, as a latency that
+// stayed high becomes the floor.
 func (l *limit) verdict() bool {
 	l.trial = false
 	c := l.cur
