@@ -25,7 +25,6 @@ import (
 	"github.com/jethook/jethook/filter"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/telemetry"
 )
@@ -681,11 +680,7 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 	if rs := d.dest.Resign; rs != nil {
 		// Fresh Standard Webhooks headers on every attempt, so a late retry
 		// still passes the backend's timestamp check; over what is sent.
-		more := make([]string, 0, len(rs.Secrets)-1)
-		for _, s := range rs.Secrets[1:] {
-			more = append(more, string(s))
-		}
-		if err := provider.Resign(req.Header, e.EventID, body, string(rs.Secrets[0]), d.f.Now(), more...); err != nil {
+		if err := resign(req.Header, e.EventID, body, rs, d.f.Now()); err != nil {
 			return Outcome{Kind: Permanent, Err: err, Reason: "resign: " + err.Error(), Unsent: true}
 		}
 	}

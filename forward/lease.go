@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
 )
 
@@ -249,11 +248,7 @@ func (d *destination) request(ctx context.Context, e *store.Envelope, n int) (me
 		return "", "", nil, err
 	}
 	if rs := d.dest.Resign; rs != nil {
-		more := make([]string, 0, len(rs.Secrets)-1)
-		for _, s := range rs.Secrets[1:] {
-			more = append(more, string(s))
-		}
-		if err := provider.Resign(req.Header, e.EventID, e.Body, string(rs.Secrets[0]), d.f.Now(), more...); err != nil {
+		if err := resign(req.Header, e.EventID, e.Body, rs, d.f.Now()); err != nil {
 			return "", "", nil, fmt.Errorf("resign: %w", err)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
 )
 
@@ -97,11 +96,7 @@ func preview(f *Forwarder, r policy.Route, dst policy.Destination, tf *destTrans
 		}
 	}
 	if rs := dst.Resign; rs != nil {
-		more := make([]string, 0, len(rs.Secrets)-1)
-		for _, s := range rs.Secrets[1:] {
-			more = append(more, string(s))
-		}
-		if err := provider.Resign(req.Header, e.EventID, body, string(rs.Secrets[0]), f.Now(), more...); err != nil {
+		if err := resign(req.Header, e.EventID, body, rs, f.Now()); err != nil {
 			return Preview{}, err
 		}
 	}

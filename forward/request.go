@@ -10,8 +10,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
 )
 
@@ -178,4 +180,15 @@ func storedHeader(stored map[string][]string) (http.Header, error) {
 		h[name] = append(h[name], vs...)
 	}
 	return h, nil
+}
+
+// resign writes fresh Standard Webhooks headers to h for the event id and
+// body, signed with each of the destination's secrets (the first, and
+// during a key change the one before it).
+func resign(h http.Header, id string, body []byte, rs *policy.Resign, now time.Time) error {
+	more := make([]string, 0, len(rs.Secrets)-1)
+	for _, s := range rs.Secrets[1:] {
+		more = append(more, string(s))
+	}
+	return provider.Resign(h, id, body, string(rs.Secrets[0]), now, more...)
 }
