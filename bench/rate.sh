@@ -27,28 +27,9 @@ JETHOOK_ADDR=${JETHOOK_ADDR:-127.0.0.1:18190}
 ADMIN_ADDR=${ADMIN_ADDR:-127.0.0.1:18191}
 VEGETA_VERSION=${VEGETA_VERSION:-v12.13.0}
 
-for a in "$BARE_ADDR" "$JETHOOK_ADDR" "$ADMIN_ADDR"; do
-	case $a in
-	127.*:* | localhost:*) ;;
-	*) echo "rate.sh: $a is not a loopback address" >&2; exit 2 ;;
-	esac
-done
-
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/jethook-rate-XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null || true
-	done
-	for p in "${pids[@]}"; do
-		wait "$p" 2>/dev/null || true
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+NAME=rate
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh" "$BARE_ADDR" "$JETHOOK_ADDR" "$ADMIN_ADDR"
 
 vegeta=$(command -v vegeta || true)
 if [ -z "$vegeta" ]; then
@@ -67,15 +48,6 @@ if [ -z "${BINARIES:-}" ]; then
 fi
 first=${BINARIES%% *}
 
-wait_http() {
-	for _ in $(seq 300); do
-		if curl -s -o /dev/null "$1"; then return 0; fi
-		sleep 0.1
-	done
-	echo "rate.sh: nothing answers at $1" >&2
-	exit 1
-}
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 "$first" bench -serve-bare "$BARE_ADDR" >"$tmp/bare.log" 2>&1 &
 pids+=($!)

@@ -23,28 +23,9 @@ JETHOOK_ADDR=${JETHOOK_ADDR:-127.0.0.1:18090}
 ADMIN_ADDR=${ADMIN_ADDR:-127.0.0.1:18091}
 export BODY
 
-for a in "$BARE_ADDR" "$JETHOOK_ADDR" "$ADMIN_ADDR"; do
-	case $a in
-	127.*:* | localhost:*) ;;
-	*) echo "wrk.sh: $a is not a loopback address" >&2; exit 2 ;;
-	esac
-done
-
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/jethook-wrk-XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null || true
-	done
-	for p in "${pids[@]}"; do
-		wait "$p" 2>/dev/null || true
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+NAME=wrk
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh" "$BARE_ADDR" "$JETHOOK_ADDR" "$ADMIN_ADDR"
 
 if ! command -v wrk >/dev/null; then
 	echo "installing wrk from Debian" >&2
@@ -54,18 +35,7 @@ fi
 echo "building jethook" >&2
 (cd "$root" && go build -o "$tmp/jethook" .)
 
-# wait_http URL: until URL answers at all, for up to 30 s.
-wait_http() {
-	for _ in $(seq 300); do
-		if curl -s -o /dev/null "$1"; then return 0; fi
-		sleep 0.1
-	done
-	echo "wrk.sh: nothing answers at $1" >&2
-	exit 1
-}
 
-# cpu_ticks PID: user plus system clock ticks the process has used.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # run NAME URL PID: one wrk run against URL served by process PID; sets
 # rps, p50_ms, p99_ms and requests, and prints a row with the server's CPU
