@@ -25,6 +25,7 @@ import (
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/telemetry"
 )
 
 // Runner runs the catch-up of every route that has one. Set its fields,
@@ -262,7 +263,7 @@ func (j *job) run(ctx context.Context) (recovered, requested int, err error) {
 		return j.pass.run(ctx)
 	}
 	ctx, span := j.tracer.Start(ctx, "catch-up "+j.status.Provider, trace.WithAttributes(
-		attribute.String("jethook.route", j.route.Name),
+		telemetry.AttrRoute.String(j.route.Name),
 		attribute.String("jethook.provider", j.status.Provider)))
 	defer span.End()
 	recovered, requested, err = j.pass.run(ctx)

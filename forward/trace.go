@@ -20,9 +20,7 @@ import (
 
 // Attribute keys of jethook's own span attributes.
 const (
-	attrRoute       = attribute.Key("jethook.route")
 	attrDestination = attribute.Key("jethook.destination")
-	attrEventID     = attribute.Key("jethook.event_id")
 	attrAttempt     = attribute.Key("jethook.attempt")
 	attrOutcome     = attribute.Key("jethook.outcome")
 	attrReason      = attribute.Key("jethook.outcome_reason")
@@ -48,9 +46,9 @@ func (d *destination) startAttempt(ctx context.Context, e *store.Envelope, n int
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(method),
 		semconv.URLFull(policy.RedactURL(d.dest.URL)),
-		attrRoute.String(d.route.Name),
+		telemetry.AttrRoute.String(d.route.Name),
 		attrDestination.String(d.dest.Name),
-		attrEventID.String(e.EventID),
+		telemetry.AttrEventID.String(e.EventID),
 		attrAttempt.Int(n),
 	}
 	if u, err := url.Parse(d.dest.URL); err == nil {
@@ -109,9 +107,9 @@ func (d *destination) traceDeadLetter(ctx context.Context, e *store.Envelope, n 
 		return
 	}
 	_, span := d.f.Tracer.Start(eventContext(ctx, e), "dead letter", trace.WithAttributes(
-		attrRoute.String(d.route.Name),
+		telemetry.AttrRoute.String(d.route.Name),
 		attrDestination.String(d.dest.Name),
-		attrEventID.String(e.EventID),
+		telemetry.AttrEventID.String(e.EventID),
 		attrAttempt.Int(n),
 		attrDLReason.String(reason),
 		attrReason.String(o.Reason),
@@ -126,7 +124,7 @@ func (d *destination) traceFiltered(ctx context.Context, e *store.Envelope, kind
 	if d.f.Tracer == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{attrRoute.String(d.route.Name), attrDestination.String(d.dest.Name), attrEventID.String(e.EventID)}
+	attrs := []attribute.KeyValue{telemetry.AttrRoute.String(d.route.Name), attrDestination.String(d.dest.Name), telemetry.AttrEventID.String(e.EventID)}
 	if kind != "" {
 		attrs = append(attrs, attrFilterError.String(kind))
 	}

@@ -15,11 +15,9 @@ import (
 
 // Attribute keys of jethook's own span attributes.
 const (
-	attrRoute     = attribute.Key("jethook.route")
 	attrProvider  = attribute.Key("jethook.provider")
 	attrVerified  = attribute.Key("jethook.verified")
 	attrReason    = attribute.Key("jethook.rejected")
-	attrEventID   = attribute.Key("jethook.event_id")
 	attrDuplicate = attribute.Key("jethook.duplicate")
 	attrSequence  = attribute.Key("jethook.stream.sequence")
 )
@@ -48,7 +46,7 @@ func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Sp
 		if prov == "" {
 			prov = "none"
 		}
-		attrs = append(attrs, semconv.HTTPRoute(rt.Path), attrRoute.String(rt.Name), attrProvider.String(prov))
+		attrs = append(attrs, semconv.HTTPRoute(rt.Path), telemetry.AttrRoute.String(rt.Name), attrProvider.String(prov))
 	}
 	ctx, span := h.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return r.WithContext(ctx), span
@@ -62,7 +60,7 @@ func (h *Handler) spanStored(r *http.Request, env *store.Envelope, stored store.
 	}
 	trace.SpanFromContext(r.Context()).SetAttributes(
 		attrVerified.Bool(true),
-		attrEventID.String(env.EventID),
+		telemetry.AttrEventID.String(env.EventID),
 		attrDuplicate.Bool(stored.Duplicate),
 		attrSequence.Int64(int64(stored.Seq)),
 		semconv.HTTPResponseStatusCode(http.StatusOK),

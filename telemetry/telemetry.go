@@ -8,6 +8,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
 	"log/slog"
 	"net/http"
 	"os"
@@ -68,6 +69,13 @@ func Setup(ctx context.Context, version string) (*sdktrace.TracerProvider, error
 	// parentbased_always_on), the batch processor's of OTEL_BSP_*.
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
+
+// The span attributes the ingress, the forwarder and catch-up share: the
+// route a span is about and the event it concerns.
+const (
+	AttrRoute   = attribute.Key("jethook.route")
+	AttrEventID = attribute.Key("jethook.event_id")
+)
 
 // propagator is W3C Trace Context (traceparent and tracestate), the one
 // format jethook reads from senders and writes to backends.
