@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -109,6 +110,14 @@ func (h *Handler) routes() {
 	v1("POST /v1/destinations/{route}/{destination}/resume", h.resume)
 	v1("POST /v1/reload", h.reload)
 	v1("/v1/", h.noEndpoint)
+	// The Go profiler, for finding where a running process spends its time
+	// (docs/performance.md). Behind the token: goroutine stacks and the
+	// command line are the process's insides.
+	m.Handle("GET /debug/pprof/", h.auth(http.HandlerFunc(pprof.Index)))
+	m.Handle("GET /debug/pprof/cmdline", h.auth(http.HandlerFunc(pprof.Cmdline)))
+	m.Handle("GET /debug/pprof/profile", h.auth(http.HandlerFunc(pprof.Profile)))
+	m.Handle("GET /debug/pprof/symbol", h.auth(http.HandlerFunc(pprof.Symbol)))
+	m.Handle("GET /debug/pprof/trace", h.auth(http.HandlerFunc(pprof.Trace)))
 	if h.Dashboard != nil {
 		m.Handle("/", h.Dashboard)
 	}

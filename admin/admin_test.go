@@ -32,6 +32,8 @@ func TestProbesAreOpenAndTheAPINeedsTheBearerToken(t *testing.T) {
 		{"the API answers the right token", "/v1/status", token, http.StatusOK},
 		{"an unknown API path needs the token too", "/v1/nope", "", http.StatusUnauthorized},
 		{"an unknown API path is not found", "/v1/nope", token, http.StatusNotFound},
+		{"the Go profiler needs the token", "/debug/pprof/goroutine?debug=1", "", http.StatusUnauthorized},
+		{"the Go profiler answers the right token", "/debug/pprof/goroutine?debug=1", token, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var e struct{ Error, Message string }

@@ -101,6 +101,7 @@ for _ in $(seq "$REPEAT"); do
 				-timeout=10s -max-workers=2000 >"$tmp/results.bin"
 			c1=$(cpu_ticks "$jpid")
 			"$vegeta" report -type=json <"$tmp/results.bin" >"$tmp/report.json"
+			[ -n "${KEEP:-}" ] && cp "$tmp/results.bin" "$KEEP-$run.bin" && cp "$tmp/jethook-$run.log" "$KEEP-$run.log"
 			python3 - "$tmp/report.json" "$bin" "$rate" "$((c1 - c0))" "$(getconf CLK_TCK)" "$load" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -278,23 +278,30 @@ func (d *destination) tokens(ctx context.Context, n int) int {
 // fetch pulls up to n messages and starts an attempt for each; it returns
 // how many arrived. probe is true when the one message is the breaker's
 // probe.
+//
+// The fetch ends on the server's word (FetchMaxWait), never on a client
+// deadline: nats.go drops a message that arrives after the client gave up
+// on its fetch, and that message came back only after its ack wait, with
+// an attempt number one higher and, for an ordered destination, behind the
+// events of its key that came after it. When jethook stops fetching while
+// a fetch is open, handBack gives back what else arrives.
 func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe bool) int {
-	ctx, cancel := context.WithTimeout(fetchCtx, d.f.FetchWait)
-	defer cancel()
-	wait := jetstream.FetchContext(ctx)
-	if d.order != nil {
-		// The client gives up on a fetch a little after the server stops
-		// answering it, and drops a message still on its way: it comes
-		// back only after its ack wait, and the events of its key after
-		// it would go first. Without a context, the fetch ends on the
-		// server's own word, after every message it sent.
-		wait = jetstream.FetchMaxWait(d.f.FetchWait)
-	}
-	batch, err := d.cons.Fetch(n, wait)
+	batch, err := d.cons.Fetch(n, jetstream.FetchMaxWait(d.f.FetchWait))
 	got := 0
 	if err == nil {
 		msgs := batch.Messages()
-		for m := range msgs {
+		for {
+			var m jetstream.Msg
+			var ok bool
+			select {
+			case m, ok = <-msgs:
+			case <-fetchCtx.Done():
+				go handBack(msgs)
+				return got
+			}
+			if !ok {
+				break
+			}
 			group := []jetstream.Msg{m}
 			if d.order != nil {
 				// What else has arrived goes through the ordering with
@@ -308,8 +315,7 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 		}
 		err = batch.Error()
 	}
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
-		!errors.Is(err, jetstream.ErrNoMessages) && fetchCtx.Err() == nil {
+	if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && fetchCtx.Err() == nil {
 		d.log.Warn("fetch failed", "err", err)
 		select {
 		case <-time.After(time.Second):
@@ -317,6 +323,16 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 		}
 	}
 	return got
+}
+
+// handBack naks what a fetch still delivers after jethook stopped
+// fetching, unattempted, so that it comes again at once (to this process
+// after a reload) instead of after its ack wait. The fetch ends within
+// FetchWait and a second.
+func handBack(msgs <-chan jetstream.Msg) {
+	for m := range msgs {
+		_ = m.Nak()
+	}
 }
 
 // start makes m's attempt in a goroutine of its own.
