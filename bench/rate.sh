@@ -98,7 +98,7 @@ for _ in $(seq "$REPEAT"); do
 			load=$(cut -d' ' -f1 /proc/loadavg)
 			c0=$(cpu_ticks "$jpid")
 			"$vegeta" attack -format=json -targets="$tmp/targets" -rate="$rate/s" -duration="$DURATION" \
-				-timeout=10s -max-workers=2000 >"$tmp/results.bin"
+				-timeout=10s -max-workers=${WORKERS:-2000} >"$tmp/results.bin"
 			c1=$(cpu_ticks "$jpid")
 			"$vegeta" report -type=json <"$tmp/results.bin" >"$tmp/report.json"
 			[ -n "${KEEP:-}" ] && cp "$tmp/results.bin" "$KEEP-$run.bin" && cp "$tmp/jethook-$run.log" "$KEEP-$run.log"

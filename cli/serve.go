@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/net/netutil"
 
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/telemetry"
@@ -165,9 +165,11 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.Listen, err)
 	}
-	// Past the limit, new connections wait in the kernel's accept queue
-	// until one closes: each may hold up to MaxHeaderBytes of headers.
-	ln = netutil.LimitListener(ln, s.MaxConns)
+	// Each connection may hold up to MaxHeaderBytes of headers. Past the
+	// limit, a new connection closes the longest idle one.
+	conns := proxy.NewConnLimit(s.MaxConns)
+	srv.ConnState = conns.ConnState
+	ln = conns.Listen(ln)
 	log.Info("jethook ready", "listen", ln.Addr().String(), "admin", adminAddr.String(), "routes", len(cfg.Routes), "store", storeName(s),
 		"max_conns", s.MaxConns, "max_inflight_bytes", s.MaxInFlightBytes)
 	if ready != nil {
