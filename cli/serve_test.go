@@ -333,9 +333,11 @@ func TestHeaderFloodsAreBoundedByTheConnectionLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, fmt.Sprintf("%d connections served with their headers read and %d waiting in the accept queue", limit, flood-limit), func() bool {
+	// One more is accepted, unread, to close an idle connection should one
+	// become idle; the rest wait in the kernel's accept queue.
+	eventually(t, fmt.Sprintf("%d connections served with their headers read and %d waiting in the accept queue", limit, flood-limit-1), func() bool {
 		q := tcpQueues(t, port)
-		return q.drained == limit && q.waiting == flood-limit
+		return q.drained == limit && q.waiting == flood-limit-1
 	})
 	grew := int64(heapInUse()) - int64(before)
 	t.Logf("%d connections of 60 KiB headers, %d served: heap grew %d KiB (%d KiB a served connection)",
