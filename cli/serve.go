@@ -169,6 +169,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	// limit, a new connection closes the longest idle one.
 	conns := proxy.NewConnLimit(s.MaxConns)
 	srv.ConnState = conns.ConnState
+	srv.Handler = conns.Close(srv.Handler)
 	ln = conns.Listen(ln)
 	log.Info("jethook ready", "listen", ln.Addr().String(), "admin", adminAddr.String(), "routes", len(cfg.Routes), "store", storeName(s),
 		"max_conns", s.MaxConns, "max_inflight_bytes", s.MaxInFlightBytes)

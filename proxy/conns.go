@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,12 +21,18 @@ import (
 // leaving them idle) fills the bound with idle connections, and every new
 // sender waits for the server's IdleTimeout.
 //
-// Set the server's ConnState to ConnState, and serve Listen's listener.
+// Near the bound, answers ask their clients to close their connections
+// (Connection: close, Close), so that room is made without cutting a
+// connection a client may be reusing at that moment.
+//
+// Set the server's ConnState to ConnState, serve Listen's listener, and
+// wrap the handler with Close.
 type ConnLimit struct {
 	max int
 
+	open atomic.Int64 // changed under mu
+
 	mu    sync.Mutex
-	open  int
 	idle  map[*limitedConn]time.Time // connections between requests, since when
 	freed chan struct{}              // a token when a connection closes
 }
@@ -56,19 +63,28 @@ func (l *ConnLimit) ConnState(c net.Conn, state http.ConnState) {
 	}
 }
 
-// Open is the number of connections open now.
-func (l *ConnLimit) Open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open
+// Close wraps h: while seven eighths of the limit or more are open, each
+// answer closes its connection.
+func (l *ConnLimit) Close(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if l.crowded() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
+
+func (l *ConnLimit) crowded() bool { return l.open.Load() >= int64(l.max-l.max/8) }
+
+// Open is the number of connections open now.
+func (l *ConnLimit) Open() int { return int(l.open.Load()) }
 
 // admit makes room for one more connection: it reports true when there is
 // room, else closes the longest idle connection, if any, and reports false.
 func (l *ConnLimit) admit() bool {
 	l.mu.Lock()
-	if l.open < l.max {
-		l.open++
+	if l.open.Load() < int64(l.max) {
+		l.open.Add(1)
 		l.mu.Unlock()
 		return true
 	}
@@ -93,7 +109,7 @@ func (l *ConnLimit) release(c *limitedConn) {
 	l.mu.Lock()
 	delete(l.idle, c)
 	c.closed = true
-	l.open--
+	l.open.Add(-1)
 	l.mu.Unlock()
 	select {
 	case l.freed <- struct{}{}:

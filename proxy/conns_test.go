@@ -15,11 +15,15 @@ import (
 // only to make room.
 func serveLimited(t *testing.T, n int, h http.Handler) (*proxy.ConnLimit, string) {
 	t.Helper()
+	return serveLimitedWith(t, proxy.NewConnLimit(n), h)
+}
+
+func serveLimitedWith(t *testing.T, limit *proxy.ConnLimit, h http.Handler) (*proxy.ConnLimit, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := proxy.NewConnLimit(n)
 	srv := &http.Server{Handler: h, ConnState: limit.ConnState, IdleTimeout: time.Hour, ReadHeaderTimeout: time.Minute}
 	go func() { _ = srv.Serve(limit.Listen(ln)) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -28,15 +32,15 @@ func serveLimited(t *testing.T, n int, h http.Handler) (*proxy.ConnLimit, string
 
 // post sends one request on its own keep-alive client, which then keeps
 // its connection open and idle.
-func post(t *testing.T, url string) (*http.Client, error) {
+func post(t *testing.T, url string) (*http.Response, error) {
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}, Timeout: 30 * time.Second}
 	t.Cleanup(c.CloseIdleConnections)
 	resp, err := c.Post(url, "text/plain", nil)
 	if err != nil {
-		return c, err
+		return nil, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
-	return c, resp.Body.Close()
+	return resp, resp.Body.Close()
 }
 
 func TestANewConnectionAtTheLimitTakesTheLongestIdleOnesPlace(t *testing.T) {
@@ -103,5 +107,30 @@ func TestWhenEveryConnectionIsInARequestANewOneWaitsForOneToEnd(t *testing.T) {
 	}
 	if n := limit.Open(); n > 2 {
 		t.Fatalf("%d connections open, limit 2", n)
+	}
+}
+
+func TestNearTheLimitAnswersCloseTheirConnections(t *testing.T) {
+	t.Parallel()
+	limit := proxy.NewConnLimit(8)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	_, url := serveLimitedWith(t, limit, limit.Close(ok))
+	// Six open connections leave room: their answers keep them open. The
+	// seventh (seven eighths of eight) is told to close, and does.
+	for i := 1; i <= 7; i++ {
+		resp, err := post(t, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i == 7; resp.Close != want {
+			t.Fatalf("answer %d with %d open: Connection: close is %v, want %v", i, limit.Open(), resp.Close, want)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for limit.Open() != 6 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections open, want 6 once the seventh closed", limit.Open())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
