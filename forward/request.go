@@ -39,12 +39,15 @@ func newRequest(ctx context.Context, dest string, e *store.Envelope, attempt int
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(e.Body))
+	// The URL is set after: printed and parsed again, it cost a fifth
+	// of the request's making.
+	req, err := http.NewRequestWithContext(ctx, method, "", bytes.NewReader(e.Body))
 	if err != nil {
-		// The URL parsed once: only the method can be wrong here, and
-		// the error must not quote the URL (it may hold a credential).
+		// Only the method can be wrong here, and the error must not
+		// quote the URL (it may hold a credential).
 		return nil, fmt.Errorf("destination %s: %s", policy.RedactURL(dest), errText(err))
 	}
+	req.URL, req.Host = u, u.Host
 	h, err := storedHeader(e.Header)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,12 @@
 package forward
 
-import "testing"
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/jethook/jethook/store"
+)
 
 func TestTheSendersQueryIsAppendedToTheDestinationsAsItCame(t *testing.T) {
 	t.Parallel()
@@ -34,5 +40,17 @@ func TestADestinationURLThatDoesNotParseIsNamedWithoutItsCredentials(t *testing.
 	_, err := withQuery("http://alice:S3cretPass@b/x%zz?token=T0kenValue", "/hooks/a?a=1")
 	if err == nil || err.Error() != `destination http://b/x%zz: invalid URL escape "%zz"` {
 		t.Errorf("err = %v", err)
+	}
+}
+
+func BenchmarkNewRequest(b *testing.B) {
+	e := &store.Envelope{Route: "r", EventID: "evt_1", RequestURI: "/hooks/r?x=1", RemoteAddr: "10.0.0.1:1234",
+		Header: http.Header{"Content-Type": {"application/json"}, "X-Github-Event": {"push"}, "User-Agent": {"GitHub-Hookshot/1"}},
+		Body: []byte(`{"a":1}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := newRequest(context.Background(), "http://127.0.0.1:8080/hooks/app?k=v", e, 1); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
