@@ -13,6 +13,15 @@
 #
 #   bench/rate.sh                                   # this tree, 1000, 2000 and 5000/s, 10 s each
 #   BINARIES="/tmp/jethook-before /tmp/jethook-after" RATES=5000 REPEAT=3 bench/rate.sh
+#   PROFILE=prof RATES=3000 bench/rate.sh           # also where jethook's CPU went
+#
+# PROFILE=DIR takes a CPU profile of jethook from the admin API
+# (/debug/pprof/profile) from the second second of each run to the one
+# before its last, keeps it in DIR, and prints where that CPU went per
+# webhook (bench/breakdown.py), counting rate × seconds profiled webhooks:
+# the breakdown is of ingress and delivery only while delivery keeps up.
+# KEEP=PREFIX keeps each run's vegeta results and jethook log under PREFIX.
+# WORKERS bounds vegeta's concurrent requests (2000).
 #
 # vegeta is installed with `go install` (from the Go module proxy) when it
 # is missing; python3 writes the targets.
@@ -97,6 +106,14 @@ for _ in $(seq "$REPEAT"); do
 			targets "$n" "$run" >"$tmp/targets"
 			load=$(cut -d' ' -f1 /proc/loadavg)
 			c0=$(cpu_ticks "$jpid")
+			prof=
+			if [ -n "${PROFILE:-}" ] && [ "$seconds" -gt 3 ]; then
+				mkdir -p "$PROFILE"
+				prof=$PROFILE/run-$run-$rate.pprof
+				(sleep 1 && curl -s -H "Authorization: Bearer $token" -o "$prof" \
+					"http://$ADMIN_ADDR/debug/pprof/profile?seconds=$((seconds - 2))") &
+				ppid=$!
+			fi
 			"$vegeta" attack -format=json -targets="$tmp/targets" -rate="$rate/s" -duration="$DURATION" \
 				-timeout=10s -max-workers=${WORKERS:-2000} >"$tmp/results.bin"
 			c1=$(cpu_ticks "$jpid")
@@ -115,6 +132,10 @@ codes = {k: v for k, v in r["status_codes"].items() if not k.startswith("2")}
 if codes:
     print("  answers other than 2xx: %s" % codes, file=sys.stderr)
 PY
+			if [ -n "$prof" ]; then
+				wait "$ppid"
+				python3 "$here/breakdown.py" "$prof" "$((rate * (seconds - 2)))"
+			fi
 			kill "$jpid"
 			wait "$jpid" 2>/dev/null || true
 			rm -rf "$data"

@@ -519,6 +519,7 @@ func (s *Store) close() error {
 	for _, t := range s.tails {
 		t.stop()
 	}
+	s.attempts.close() // its last records, before the connection closes
 	if s.nc != nil {
 		s.nc.Close()
 	}

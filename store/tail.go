@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -240,13 +241,24 @@ func (s *Store) indexDeadLetter(b *pebble.Batch, m jetstream.Msg, md *jetstream.
 		md.Sequence.Stream, md.Timestamp, orig)
 }
 
-// indexAttempt keeps an attempt record in the index, under its event.
+// indexAttempt keeps each attempt record of a message (one per line) in
+// the index, under its event. The key's extra is the record's time, the
+// message's sequence and, after the first record of a message, the
+// record's place in it.
 func (s *Store) indexAttempt(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata) {
-	r, ok := attemptKey(m.Data())
-	if !ok {
-		return
+	data := m.Data()
+	for i := 0; len(data) > 0; i++ {
+		line, rest, _ := bytes.Cut(data, []byte{'\n'})
+		data = rest
+		r, ok := attemptKey(line)
+		if !ok {
+			continue
+		}
+		extra := binary.BigEndian.AppendUint64(nil, uint64(r.Time.UnixNano()))
+		extra = binary.BigEndian.AppendUint64(extra, md.Sequence.Stream)
+		if i > 0 {
+			extra = binary.BigEndian.AppendUint16(extra, uint16(i))
+		}
+		_ = b.Set(key(s.idx.gen(b, md.Timestamp), eventHash(r.EventID), kindAttempt, r.Route, r.Destination, extra), line, nil)
 	}
-	extra := binary.BigEndian.AppendUint64(nil, uint64(r.Time.UnixNano()))
-	extra = binary.BigEndian.AppendUint64(extra, md.Sequence.Stream)
-	_ = b.Set(key(s.idx.gen(b, md.Timestamp), eventHash(r.EventID), kindAttempt, r.Route, r.Destination, extra), m.Data(), nil)
 }
