@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/internal/app"
-	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/telemetry"
 )
