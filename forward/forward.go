@@ -92,6 +92,7 @@ type Forwarder struct {
 	loops    sync.WaitGroup
 	inflight sync.WaitGroup
 	reg      registry // running loops, for Reload, Status, Pause (reload.go)
+	returned returned // messages handed back unattempted (handBack)
 }
 
 // Start creates or updates the consumer of every destination in cfg and
@@ -296,7 +297,7 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 			select {
 			case m, ok = <-msgs:
 			case <-fetchCtx.Done():
-				go handBack(msgs)
+				go d.handBack(msgs)
 				return got
 			}
 			if !ok {
@@ -327,12 +328,52 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 
 // handBack naks what a fetch still delivers after jethook stopped
 // fetching, unattempted, so that it comes again at once (to this process
-// after a reload) instead of after its ack wait. The fetch ends within
-// FetchWait and a second.
-func handBack(msgs <-chan jetstream.Msg) {
+// after a reload) instead of after its ack wait. Until the fetch ends
+// (within FetchWait and a second) that may be new messages too. JetStream
+// counts each as a delivery: returned keeps the count, so that the next
+// fetch here does not number an attempt that was never made.
+func (d *destination) handBack(msgs <-chan jetstream.Msg) {
 	for m := range msgs {
-		_ = m.Nak()
+		if md, err := m.Metadata(); err == nil && m.Nak() == nil {
+			d.f.returned.add(md.Stream, md.Consumer, md.Sequence.Stream)
+		}
 	}
+}
+
+// returned counts, per consumer and stream sequence, the deliveries of
+// messages handed back unattempted, for the next fetch of each to take off
+// its attempt number. A message that does not come back to this process
+// (its destination removed, the process stopping) stays counted until
+// returnedMax messages are, when the count starts over.
+type returned struct {
+	mu sync.Mutex
+	n  map[returnedKey]int
+}
+
+type returnedKey struct {
+	consumer string
+	seq      uint64
+}
+
+const returnedMax = 4096
+
+func (r *returned) add(stream, consumer string, seq uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil || len(r.n) >= returnedMax {
+		r.n = make(map[returnedKey]int)
+	}
+	r.n[returnedKey{stream + "/" + consumer, seq}]++
+}
+
+// take returns and forgets the count of the message.
+func (r *returned) take(stream, consumer string, seq uint64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := returnedKey{stream + "/" + consumer, seq}
+	n := r.n[k]
+	delete(r.n, k)
+	return n
 }
 
 // start makes m's attempt in a goroutine of its own.
@@ -399,6 +440,7 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 		return nil, h, false
 	}
 	h = held{m: m, n: int(md.NumDelivered), seq: md.Sequence.Stream, first: md.Timestamp, queue: md.NumPending > 0}
+	h.n = max(h.n-d.f.returned.take(md.Stream, md.Consumer, md.Sequence.Stream), 1)
 	if store.IsDue(m) {
 		var p store.Parked
 		e, p, err = d.f.Store.LoadDue(ctx, m)

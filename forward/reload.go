@@ -95,46 +95,34 @@ func (f *Forwarder) Reload(ctx context.Context, cfg *policy.Config) error {
 	if !started || stopped {
 		return errors.New("forwarder not running")
 	}
-	byKey := make(map[[2]string]*loop, len(old))
-	for _, l := range old {
-		byKey[[2]string{l.d.route.Name, l.d.dest.Name}] = l
+	running := make([]settings, len(old))
+	for i, l := range old {
+		running[i] = settings{l.d.route, l.d.dest}
 	}
+	changes := diff(running, cfg)
 
-	type step struct {
-		keep *loop        // unchanged: keeps running
-		prev *loop        // changed: stopped, then replaced by next
-		next *destination // added or changed
-	}
-	var steps []step
-	wanted := make(map[[2]string]bool)
-	for _, r := range cfg.Routes {
-		for _, dst := range r.Destinations {
-			k := [2]string{r.Name, dst.Name}
-			wanted[k] = true
-			prev := byKey[k]
-			if prev != nil && sameSettings(prev.d, r, dst) {
-				steps = append(steps, step{keep: prev})
-				continue
-			}
-			d, err := f.newDestination(ctx, r, dst)
+	// Every new destination first (its consumer is created now), so that
+	// an error leaves the old configuration running.
+	next := make([]*destination, len(changes))
+	for i, c := range changes {
+		if c.kind == added || c.kind == changed {
+			d, err := f.newDestination(ctx, c.now.route, c.now.dest)
 			if err != nil {
 				return err
 			}
-			steps = append(steps, step{prev: prev, next: d})
+			next[i] = d
 		}
 	}
 
 	// Stop what goes away or changes; then start the new loops.
 	var halt []*loop
-	for _, l := range old {
-		if !wanted[[2]string{l.d.route.Name, l.d.dest.Name}] {
-			halt = append(halt, l)
-			f.Logger.Info("destination removed; its consumer and messages are kept", "route", l.d.route.Name, "destination", l.d.dest.Name)
-		}
-	}
-	for _, s := range steps {
-		if s.prev != nil {
-			halt = append(halt, s.prev)
+	for _, c := range changes {
+		switch c.kind {
+		case removed:
+			halt = append(halt, old[c.was])
+			f.Logger.Info("destination removed; its consumer and messages are kept", "route", c.key.route, "destination", c.key.dest)
+		case changed:
+			halt = append(halt, old[c.was])
 		}
 	}
 	var wg sync.WaitGroup
@@ -146,8 +134,12 @@ func (f *Forwarder) Reload(ctx context.Context, cfg *policy.Config) error {
 		}()
 	}
 	wg.Wait()
-	for _, l := range halt {
-		if l.d.leases != nil && !wanted[[2]string{l.d.route.Name, l.d.dest.Name}] {
+	for _, c := range changes {
+		if c.kind != removed && c.kind != changed {
+			continue
+		}
+		l := old[c.was]
+		if l.d.leases != nil && c.kind == removed {
 			// Removed: its leased messages come back after their AckWait.
 			l.d.leases.close()
 		}
@@ -163,23 +155,86 @@ func (f *Forwarder) Reload(ctx context.Context, cfg *policy.Config) error {
 	if f.reg.stopped {
 		return errors.New("forwarder stopped during reload")
 	}
-	loops := make([]*loop, 0, len(steps))
-	for _, s := range steps {
-		if s.keep != nil {
-			loops = append(loops, s.keep)
-			continue
+	loops := make([]*loop, 0, len(changes))
+	for i, c := range changes {
+		switch c.kind {
+		case kept:
+			loops = append(loops, old[c.was])
+		case changed:
+			prev := old[c.was].d
+			next[i].last.carry(&prev.last)
+			next[i].takeLeases(prev)
+			f.Logger.Info("destination restarted with new settings", "route", c.key.route, "destination", c.key.dest)
+			loops = append(loops, f.reg.launch(f, next[i]))
+		case added:
+			f.Logger.Info("destination added", "route", c.key.route, "destination", c.key.dest)
+			loops = append(loops, f.reg.launch(f, next[i]))
 		}
-		if s.prev != nil {
-			s.next.last.carry(&s.prev.d.last)
-			s.next.takeLeases(s.prev.d)
-			f.Logger.Info("destination restarted with new settings", "route", s.next.route.Name, "destination", s.next.dest.Name)
-		} else {
-			f.Logger.Info("destination added", "route", s.next.route.Name, "destination", s.next.dest.Name)
-		}
-		loops = append(loops, f.reg.launch(f, s.next))
 	}
 	f.reg.loops = loops
 	return nil
+}
+
+// settings are what a destination's loop runs with: its route and itself.
+type settings struct {
+	route policy.Route
+	dest  policy.Destination
+}
+
+// destKey names a route × destination.
+type destKey struct{ route, dest string }
+
+// changeKind is what a reload does to one route × destination.
+type changeKind int
+
+const (
+	kept    changeKind = iota // unchanged: its loop keeps running
+	added                     // new: a loop starts
+	changed                   // its settings changed: its loop stops, a new one starts
+	removed                   // gone: its loop stops
+)
+
+// change is one step of a reload.
+type change struct {
+	kind changeKind
+	key  destKey
+	was  int      // its place in the running loops (kept, changed, removed)
+	now  settings // its new settings (added, changed)
+}
+
+// diff compares the running destinations with cfg's: one change per
+// destination of cfg, in cfg's order, then one per running destination
+// cfg no longer has, in running order. Only what a loop uses counts as a
+// change (sameSettings).
+func diff(running []settings, cfg *policy.Config) []change {
+	at := make(map[destKey]int, len(running))
+	for i, r := range running {
+		at[destKey{r.route.Name, r.dest.Name}] = i
+	}
+	var out []change
+	wanted := make(map[destKey]bool)
+	for _, r := range cfg.Routes {
+		for _, dst := range r.Destinations {
+			k := destKey{r.Name, dst.Name}
+			wanted[k] = true
+			now := settings{r, dst}
+			i, ok := at[k]
+			switch {
+			case !ok:
+				out = append(out, change{kind: added, key: k, was: -1, now: now})
+			case sameSettings(running[i], now):
+				out = append(out, change{kind: kept, key: k, was: i})
+			default:
+				out = append(out, change{kind: changed, key: k, was: i, now: now})
+			}
+		}
+	}
+	for i, r := range running {
+		if k := (destKey{r.route.Name, r.dest.Name}); !wanted[k] {
+			out = append(out, change{kind: removed, key: k, was: i})
+		}
+	}
+	return out
 }
 
 // halt stops the loop's fetching, waits for the loop to return, then waits
@@ -208,13 +263,13 @@ func (l *loop) halt(ctx context.Context) {
 	}
 }
 
-// sameSettings reports whether d runs with route r's destination dst as
-// they are now. Only what the loop uses counts: the route's retry policy
-// and timeout and the destination itself; a changed path or secret is the
+// sameSettings reports whether a loop running with a would run the same
+// with b. Only what the loop uses counts: the route's retry policy and
+// timeout and the destination itself; a changed path or secret is the
 // ingress's business.
-func sameSettings(d *destination, r policy.Route, dst policy.Destination) bool {
-	return reflect.DeepEqual(d.route.Retry, r.Retry) && d.route.Timeout == r.Timeout &&
-		reflect.DeepEqual(d.dest, dst)
+func sameSettings(a, b settings) bool {
+	return reflect.DeepEqual(a.route.Retry, b.route.Retry) && a.route.Timeout == b.route.Timeout &&
+		reflect.DeepEqual(a.dest, b.dest)
 }
 
 // takeLeases hands the leases of prev, which d replaces, to d: a client's

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,10 +152,19 @@ func (l *attemptLog) run() {
 	}
 }
 
-// flush publishes every pending record now.
-func (l *attemptLog) flush() {
+// flush publishes every pending record now, without waiting for the
+// stream.
+func (l *attemptLog) flush() { _ = l.publish(nil) }
+
+// flushStored publishes every pending record now and waits until the
+// stream has stored them, so that a read of the log that follows finds
+// them.
+func (l *attemptLog) flushStored(ctx context.Context) error { return l.publish(ctx) }
+
+// publish sends the pending records, acked by the stream if ctx is not nil.
+func (l *attemptLog) publish(ctx context.Context) error {
 	if l == nil {
-		return
+		return nil
 	}
 	l.flushing.Lock()
 	defer l.flushing.Unlock()
@@ -162,11 +172,12 @@ func (l *attemptLog) flush() {
 	pending := l.pending
 	if len(pending) == 0 {
 		l.mu.Unlock()
-		return
+		return nil
 	}
 	l.pending = make(map[string][]byte, len(pending))
 	l.size = 0
 	l.mu.Unlock()
+	var first error
 	for subject, buf := range pending {
 		for len(buf) > 0 {
 			n := len(buf)
@@ -179,12 +190,20 @@ func (l *attemptLog) flush() {
 					n = bytes.IndexByte(buf, '\n') + 1
 				}
 			}
-			if err := l.s.nc.Publish(subject, buf[:n]); err != nil {
+			var err error
+			if ctx == nil {
+				err = l.s.nc.Publish(subject, buf[:n])
+			} else {
+				_, err = l.s.js.Publish(ctx, subject, buf[:n])
+			}
+			if err != nil {
 				l.drop(subject, bytes.Count(buf[:n], []byte{'\n'}), err)
+				first = cmp.Or(first, err)
 			}
 			buf = buf[n:]
 		}
 	}
+	return first
 }
 
 func (l *attemptLog) close() {
@@ -293,7 +312,9 @@ func appendJSONString(b []byte, s string) []byte {
 // they were made). The index holds the records; an attempt logged a
 // moment ago is found once the index has read it from the stream.
 func (s *Store) Attempts(ctx context.Context, eventID string) ([]Attempt, error) {
-	s.attempts.flush()
+	if err := s.attempts.flushStored(ctx); err != nil {
+		return nil, fmt.Errorf("%w: attempt log: %w", ErrUnavailable, err)
+	}
 	if _, err := s.tails[2].sync(ctx, time.Second); err != nil {
 		return nil, err
 	}
