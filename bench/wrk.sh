@@ -12,6 +12,7 @@
 #
 #   bench/wrk.sh                        # wrk -t2 -c64 -d30s
 #   DURATION=10s CONNS=16 bench/wrk.sh
+#   JETHOOK=/tmp/jethook-before bench/wrk.sh   # a binary built before, instead of this tree
 set -euo pipefail
 
 DURATION=${DURATION:-30s}
@@ -32,8 +33,12 @@ if ! command -v wrk >/dev/null; then
 	apt-get install -y wrk >/dev/null || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }
 fi
 
-echo "building jethook" >&2
-(cd "$root" && go build -o "$tmp/jethook" .)
+if [ -n "${JETHOOK:-}" ]; then
+	cp "$JETHOOK" "$tmp/jethook"
+else
+	echo "building jethook" >&2
+	(cd "$root" && go build -o "$tmp/jethook" .)
+fi
 
 
 
