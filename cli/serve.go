@@ -166,10 +166,9 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		return fmt.Errorf("listen %s: %w", s.Listen, err)
 	}
 	// Each connection may hold up to MaxHeaderBytes of headers. Past the
-	// limit, a new connection closes the longest idle one.
+	// limit, a new connection closes one idle for a second or more.
 	conns := proxy.NewConnLimit(s.MaxConns)
 	srv.ConnState = conns.ConnState
-	srv.Handler = conns.Close(srv.Handler)
 	ln = conns.Listen(ln)
 	log.Info("jethook ready", "listen", ln.Addr().String(), "admin", adminAddr.String(), "routes", len(cfg.Routes), "store", storeName(s),
 		"max_conns", s.MaxConns, "max_inflight_bytes", s.MaxInFlightBytes)

@@ -13,20 +13,21 @@ import (
 // out. A connection that arrives at the bound takes the place of the
 // connection that has been idle (between two requests) the longest, which
 // is closed, as nginx reuses its keep-alive connections when it runs out
-// of free ones. Only when every connection is in a request does the new
-// one wait, accepted but not yet read, until one closes; connections past
-// that one wait in the kernel's accept queue.
+// of free ones. Until one closes, the new connection waits, accepted but
+// not yet read; connections past that one wait in the kernel's accept
+// queue.
 //
 // Without this, a burst of senders (or a client opening connections and
 // leaving them idle) fills the bound with idle connections, and every new
 // sender waits for the server's IdleTimeout.
 //
-// Near the bound, answers ask their clients to close their connections
-// (Connection: close, Close), so that room is made without cutting a
-// connection a client may be reusing at that moment.
+// Only a connection idle for minIdle or more is closed: a client is
+// unlikely to be sending on it at that moment (the connection would be
+// reset under its request), and a busy client's pool, whose connections
+// are idle for milliseconds between requests, is not churned into new
+// connections as it grows past the bound.
 //
-// Set the server's ConnState to ConnState, serve Listen's listener, and
-// wrap the handler with Close.
+// Set the server's ConnState to ConnState and serve Listen's listener.
 type ConnLimit struct {
 	max int
 
@@ -63,24 +64,16 @@ func (l *ConnLimit) ConnState(c net.Conn, state http.ConnState) {
 	}
 }
 
-// Close wraps h: while seven eighths of the limit or more are open, each
-// answer closes its connection.
-func (l *ConnLimit) Close(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if l.crowded() {
-			w.Header().Set("Connection", "close")
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-func (l *ConnLimit) crowded() bool { return l.open.Load() >= int64(l.max-l.max/8) }
-
 // Open is the number of connections open now.
 func (l *ConnLimit) Open() int { return int(l.open.Load()) }
 
+// minIdle is how long a connection must have been idle to be closed for a
+// new one.
+const minIdle = time.Second
+
 // admit makes room for one more connection: it reports true when there is
-// room, else closes the longest idle connection, if any, and reports false.
+// room, else closes the longest idle connection if it has been idle for
+// minIdle, and reports false.
 func (l *ConnLimit) admit() bool {
 	l.mu.Lock()
 	if l.open.Load() < int64(l.max) {
@@ -95,8 +88,10 @@ func (l *ConnLimit) admit() bool {
 			oldest, since = c, t
 		}
 	}
-	if oldest != nil {
+	if oldest != nil && time.Since(since) >= minIdle {
 		delete(l.idle, oldest)
+	} else {
+		oldest = nil
 	}
 	l.mu.Unlock()
 	if oldest != nil {
@@ -130,12 +125,17 @@ func (ln *limitedListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	for !ln.l.admit() {
+		// A connection closes, or one becomes idle long enough.
+		wait := time.NewTimer(minIdle / 10)
 		select {
 		case <-ln.l.freed:
+		case <-wait.C:
 		case <-ln.done:
+			wait.Stop()
 			_ = c.Close()
 			return nil, net.ErrClosed
 		}
+		wait.Stop()
 	}
 	return &limitedConn{Conn: c, l: ln.l}, nil
 }

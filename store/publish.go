@@ -57,7 +57,7 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 	// one, so that copies under several ids stored at once are one. Two
 	// copies of one id always share it, unless the sender signed them
 	// apart (a new timestamp); the index tells those apart a moment later.
-	fut, err := s.js.PublishMsgAsync(e.msg(Subject(e.Route)),
+	fut, err := s.ingress.PublishMsgAsync(e.msg(Subject(e.Route)),
 		jetstream.WithMsgID(msgID(e.Route, cmp.Or(e.SignedKey, e.EventID))),
 		jetstream.WithExpectStream(StreamName),
 		jetstream.WithStallWait(s.opts.PublishTimeout))

@@ -166,8 +166,16 @@ type Store struct {
 	srv  *server.Server // nil when external
 	nc   *nats.Conn
 	js   jetstream.JetStream
-	dlq  jetstream.Stream
-	main jetstream.Stream
+	// ingress publishes webhooks (Publish), on a connection of its own
+	// with the embedded server, so that the ingress does not queue behind
+	// deliveries' fetches, acks and attempt records for the connection's
+	// lock, and the server reads its publishes on a goroutine of their
+	// own. With an external server it is js: one connection is watched
+	// for stalls and broken under nats.go (dialer.go).
+	ingress   jetstream.JetStream
+	ingressNC *nats.Conn // nil when ingress is js
+	dlq       jetstream.Stream
+	main      jetstream.Stream
 	// inherited is WEBHOOKS' last sequence when the embedded server
 	// started: messages up to it may have been handled by an earlier run
 	// (Inherited). 0 with an external server.
@@ -359,7 +367,19 @@ func (s *Store) connect() error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	s.js = js
+	s.js, s.ingress = js, js
+	if s.srv == nil {
+		return nil
+	}
+	inc, err := nats.Connect(url, append(nopts, nats.Name("jethook-ingress"))...)
+	if err != nil {
+		return fmt.Errorf("connect to nats %s: %w", redact(url), err)
+	}
+	s.ingressNC = inc
+	if s.ingress, err = jetstream.New(inc, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncTimeout(s.opts.PublishTimeout)); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
 	return nil
 }
 
@@ -520,6 +540,9 @@ func (s *Store) close() error {
 		t.stop()
 	}
 	s.attempts.close() // its last records, before the connection closes
+	if s.ingressNC != nil {
+		s.ingressNC.Close()
+	}
 	if s.nc != nil {
 		s.nc.Close()
 	}

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWhatEachReplicaAddsToTheCPUOfAWebhook measures how the CPU of a
+// webhook grows with the number of jethook replicas on one 3-node NATS
+// cluster (streams R3): for 1, 2 and 3 replicas, each on a fresh cluster,
+// it posts n webhooks spread over the replicas, waits until the backend
+// has every one and the replicas are idle, and prints the sum of the
+// replicas' CPU seconds per webhook, and its ratio to one replica's. The
+// nats-server processes' CPU is not counted. A measurement, not a check:
+// it runs only when asked, at scale with
+//
+//	JETHOOK_REPLICA_COST_N=20000 go test ./e2e/ -run WhatEachReplicaAdds -v
+func TestWhatEachReplicaAddsToTheCPUOfAWebhook(t *testing.T) {
+	n := envInt(t, "JETHOOK_REPLICA_COST_N", 0)
+	if n == 0 {
+		t.Skip("a measurement: set JETHOOK_REPLICA_COST_N to run it")
+	}
+	const workers = 16
+	var one float64
+	var rows []string
+	for replicas := 1; replicas <= 3; replicas++ {
+		cl := startCluster(t, 3)
+		be := newBackend(t, healthy)
+		env := map[string]string{"JETHOOK_NATS_URL": cl.urls(), "JETHOOK_REPLICAS": "3"}
+		var ps []*process
+		var urls []string
+		for range replicas {
+			p := newProcess(t, policies(be.URL, fastRetry), env)
+			ps = append(ps, p)
+			urls = append(urls, p.url("/hooks/crash"))
+		}
+		for _, p := range ps {
+			p.waitReady(p.launch())
+		}
+		before := cpuSeconds(t, ps)
+		po := newPosterTo(urls, t.Name()+strconv.Itoa(replicas))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		err := po.postAll(ctx, n, workers, 50*time.Microsecond)
+		cancel()
+		if err != nil {
+			t.Fatalf("%d replicas: posting: %v", replicas, err)
+		}
+		ns := make([]int, n)
+		for i := range ns {
+			ns[i] = i + 1
+		}
+		deadline := time.Now().Add(10 * time.Minute)
+		for len(be.missing(ns)) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d replicas: %d of %d webhooks not delivered after 10 minutes", replicas, len(be.missing(ns)), n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		// Each replica indexes what the others stored: wait until the
+		// replicas use less than 5 % of a core each, as idle ones do.
+		after := cpuSeconds(t, ps)
+		for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); {
+			time.Sleep(time.Second)
+			now := cpuSeconds(t, ps)
+			idle := now-after < 0.05*float64(replicas)
+			after = now
+			if idle {
+				break
+			}
+		}
+		us := (after - before) / float64(n) * 1e6
+		if replicas == 1 {
+			one = us
+		}
+		rows = append(rows, fmt.Sprintf("%-9d %9d %10.1fs %11.0fµs %9.2f", replicas, n, after-before, us, us/one))
+		for _, p := range ps {
+			p.kill()
+		}
+		cl.cleanup()
+	}
+	t.Logf("jethook replicas on a 3-node NATS cluster (R3), webhooks posted over them by %d workers, delivered to one backend;\n"+
+		"CPU: the sum of the replicas' user and system time from the first post until all are idle after the last delivery\n"+
+		"%-9s %9s %11s %12s %9s\n%s", workers, "REPLICAS", "WEBHOOKS", "CPU", "PER WEBHOOK", "÷ ONE", strings.Join(rows, "\n"))
+}
+
+// cpuSeconds is the sum of the user and system time of ps, in seconds.
+func cpuSeconds(t *testing.T, ps []*process) float64 {
+	t.Helper()
+	var ticks int64
+	for _, p := range ps {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The fields after the command's closing parenthesis; utime and
+		// stime are the 14th and 15th of the whole line.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		for _, s := range f[11:13] {
+			v, _ := strconv.ParseInt(s, 10, 64)
+			ticks += v
+		}
+	}
+	return float64(ticks) / 100 // USER_HZ
+}
