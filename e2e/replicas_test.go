@@ -3,9 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -20,6 +24,9 @@ import (
 // it runs only when asked, at scale with
 //
 //	JETHOOK_REPLICA_COST_N=20000 go test ./e2e/ -run WhatEachReplicaAdds -v
+//
+// JETHOOK_REPLICA_COST_PROFILE=DIR also keeps a CPU profile of each
+// replica while the webhooks are posted, DIR/replicas-K-N.pprof.
 func TestWhatEachReplicaAddsToTheCPUOfAWebhook(t *testing.T) {
 	n := envInt(t, "JETHOOK_REPLICA_COST_N", 0)
 	if n == 0 {
@@ -43,6 +50,7 @@ func TestWhatEachReplicaAddsToTheCPUOfAWebhook(t *testing.T) {
 			p.waitReady(p.launch())
 		}
 		before := cpuSeconds(t, ps)
+		profiled := profileReplicas(t, ps, os.Getenv("JETHOOK_REPLICA_COST_PROFILE"), 10*time.Second)
 		po := newPosterTo(urls, t.Name()+strconv.Itoa(replicas))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		err := po.postAll(ctx, n, workers, 50*time.Microsecond)
@@ -73,6 +81,7 @@ func TestWhatEachReplicaAddsToTheCPUOfAWebhook(t *testing.T) {
 				break
 			}
 		}
+		profiled()
 		us := (after - before) / float64(n) * 1e6
 		if replicas == 1 {
 			one = us
@@ -86,6 +95,35 @@ func TestWhatEachReplicaAddsToTheCPUOfAWebhook(t *testing.T) {
 	t.Logf("jethook replicas on a 3-node NATS cluster (R3), webhooks posted over them by %d workers, delivered to one backend;\n"+
 		"CPU: the sum of the replicas' user and system time from the first post until all are idle after the last delivery\n"+
 		"%-9s %9s %11s %12s %9s\n%s", workers, "REPLICAS", "WEBHOOKS", "CPU", "PER WEBHOOK", "÷ ONE", strings.Join(rows, "\n"))
+}
+
+// profileReplicas takes a CPU profile of each of ps for d into dir, in
+// the background; the function it returns waits for them. Without dir it
+// does nothing.
+func profileReplicas(t *testing.T, ps []*process, dir string, d time.Duration) func() {
+	if dir == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.admin, int(d/time.Second)), nil)
+			req.Header.Set("Authorization", "Bearer e2e-admin-token-0123456789")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("profile of replica %d: %v", i+1, err)
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("replicas-%d-%d.pprof", len(ps), i+1)), b, 0o644); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	return wg.Wait
 }
 
 // cpuSeconds is the sum of the user and system time of ps, in seconds.

@@ -154,15 +154,15 @@ func (l *attemptLog) run() {
 
 // flush publishes every pending record now, without waiting for the
 // stream.
-func (l *attemptLog) flush() { _ = l.publish(nil) }
+func (l *attemptLog) flush() { _ = l.publish(context.Background(), false) }
 
 // flushStored publishes every pending record now and waits until the
 // stream has stored them, so that a read of the log that follows finds
 // them.
-func (l *attemptLog) flushStored(ctx context.Context) error { return l.publish(ctx) }
+func (l *attemptLog) flushStored(ctx context.Context) error { return l.publish(ctx, true) }
 
-// publish sends the pending records, acked by the stream if ctx is not nil.
-func (l *attemptLog) publish(ctx context.Context) error {
+// publish sends the pending records, acked by the stream if acked.
+func (l *attemptLog) publish(ctx context.Context, acked bool) error {
 	if l == nil {
 		return nil
 	}
@@ -191,7 +191,7 @@ func (l *attemptLog) publish(ctx context.Context) error {
 				}
 			}
 			var err error
-			if ctx == nil {
+			if !acked {
 				err = l.s.nc.Publish(subject, buf[:n])
 			} else {
 				_, err = l.s.js.Publish(ctx, subject, buf[:n])
