@@ -130,74 +130,17 @@ func (s *Store) makeRoom(h *Health, target uint64) {
 		s.opts.Logger.Warn("store near its limit; cannot read WEBHOOKS", "err", err)
 		return
 	}
-	st := before.State
-	var cs []consumerState
-	l := s.main.ListConsumers(ctx)
-	for ci := range l.Info() {
-		if ci.Config.AckPolicy == jetstream.AckNonePolicy {
-			continue // a reader, such as the index's or a scan: it owes no delivery
-		}
-		filters := ci.Config.FilterSubjects
-		if ci.Config.FilterSubject != "" {
-			filters = append(filters, ci.Config.FilterSubject)
-		}
-		cs = append(cs, consumerState{filters: filters, pending: ci.NumPending,
-			ackPending: uint64(ci.NumAckPending), ackFloor: ci.AckFloor.Stream})
-	}
-	if err := l.Err(); err != nil {
-		s.opts.Logger.Warn("store near its limit; cannot read the consumers", "err", err)
+	if before.State.Msgs == 0 {
 		return
 	}
-	if st.Msgs == 0 {
-		return
-	}
-	k := planKeep(cs, st.LastSeq)
-	// A parked webhook's message is acked, so the consumers' floors have
-	// passed it: keep what parked and due records point at, too. Read
-	// after the consumers: a webhook is parked before it is acked.
-	floor := st.LastSeq + 1
-	for _, c := range cs {
-		floor = min(floor, c.ackFloor+1)
-	}
-	refs, err := s.parkedRefs(ctx, floor)
+	k, err := s.purgePlan(ctx, before.State.LastSeq)
 	if err != nil {
-		s.opts.Logger.Warn("store near its limit; cannot read the parked webhooks", "err", err)
+		s.opts.Logger.Warn("store near its limit; cannot plan a purge", "err", err)
 		return
 	}
-	for r, seq := range refs {
-		k.all = min(k.all, seq)
-		if at, ok := k.routes[r]; ok {
-			k.routes[r] = min(at, seq)
-		}
-	}
-	avg := max(st.Bytes/st.Msgs, 1)
-	for round := 0; round < maxPurgeRounds && h.Used > target; round++ {
-		from, ok, err := s.oldestPurgeable(ctx, k)
-		if err != nil {
-			s.opts.Logger.Warn("store near its limit; cannot read WEBHOOKS", "err", err)
-			return
-		}
-		if !ok {
-			break
-		}
-		// Past the oldest delivered webhook the stream is mostly live
-		// messages: reach as many as make up what is to free. Webhooks
-		// of destinations behind are not purged, so a round may free
-		// less, and the next reaches on from there.
-		cut := from + (h.Used-target)/avg + 1
-		for r, at := range k.routes {
-			if err := s.purgeBelow(ctx, "webhooks."+r+".*", min(cut, at), from); err != nil {
-				s.opts.Logger.Warn("purge failed", "route", r, "err", err)
-				return
-			}
-		}
-		if err := s.purgeBelow(ctx, "webhooks.>", min(cut, k.all), from); err != nil {
-			s.opts.Logger.Warn("purge failed", "err", err)
-			return
-		}
-		if err := s.usage(ctx, h); err != nil {
-			break
-		}
+	if err := s.purgeOldest(ctx, h, target, k, max(before.State.Bytes/before.State.Msgs, 1)); err != nil {
+		s.opts.Logger.Warn("purge failed", "err", err)
+		return
 	}
 	after, err := s.main.Info(ctx)
 	if err != nil {
@@ -217,6 +160,79 @@ func (s *Store) makeRoom(h *Health, target uint64) {
 	s.mon.mu.Unlock()
 	s.opts.Logger.Info("store near its limit: purged the oldest delivered webhooks",
 		"purged", purged, "used", h.Used, "limit", h.Limit, "disk_free", h.DiskFree)
+}
+
+// purgePlan reads what every consumer still owes and what the parked
+// records point at, and plans what a purge must keep of WEBHOOKS, whose
+// last sequence is last.
+func (s *Store) purgePlan(ctx context.Context, last uint64) (keep, error) {
+	var cs []consumerState
+	l := s.main.ListConsumers(ctx)
+	for ci := range l.Info() {
+		if ci.Config.AckPolicy == jetstream.AckNonePolicy {
+			continue // a reader, such as the index's or a scan: it owes no delivery
+		}
+		filters := ci.Config.FilterSubjects
+		if ci.Config.FilterSubject != "" {
+			filters = append(filters, ci.Config.FilterSubject)
+		}
+		cs = append(cs, consumerState{filters: filters, pending: ci.NumPending,
+			ackPending: uint64(ci.NumAckPending), ackFloor: ci.AckFloor.Stream})
+	}
+	if err := l.Err(); err != nil {
+		return keep{}, fmt.Errorf("read the consumers: %w", err)
+	}
+	k := planKeep(cs, last)
+	// A parked webhook's message is acked, so the consumers' floors have
+	// passed it: keep what parked and due records point at, too. Read
+	// after the consumers: a webhook is parked before it is acked.
+	floor := last + 1
+	for _, c := range cs {
+		floor = min(floor, c.ackFloor+1)
+	}
+	refs, err := s.parkedRefs(ctx, floor)
+	if err != nil {
+		return keep{}, fmt.Errorf("read the parked webhooks: %w", err)
+	}
+	for r, seq := range refs {
+		k.all = min(k.all, seq)
+		if at, ok := k.routes[r]; ok {
+			k.routes[r] = min(at, seq)
+		}
+	}
+	return k, nil
+}
+
+// purgeOldest purges the oldest webhooks k does not keep, in rounds, until
+// h says the store uses target or less (avg: the stream's bytes per
+// message) or nothing purgeable is left.
+func (s *Store) purgeOldest(ctx context.Context, h *Health, target uint64, k keep, avg uint64) error {
+	for round := 0; round < maxPurgeRounds && h.Used > target; round++ {
+		from, ok, err := s.oldestPurgeable(ctx, k)
+		if err != nil {
+			return fmt.Errorf("read WEBHOOKS: %w", err)
+		}
+		if !ok {
+			return nil
+		}
+		// Past the oldest delivered webhook the stream is mostly live
+		// messages: reach as many as make up what is to free. Webhooks
+		// of destinations behind are not purged, so a round may free
+		// less, and the next reaches on from there.
+		cut := from + (h.Used-target)/avg + 1
+		for r, at := range k.routes {
+			if err := s.purgeBelow(ctx, "webhooks."+r+".*", min(cut, at), from); err != nil {
+				return fmt.Errorf("route %s: %w", r, err)
+			}
+		}
+		if err := s.purgeBelow(ctx, "webhooks.>", min(cut, k.all), from); err != nil {
+			return err
+		}
+		if err := s.usage(ctx, h); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // oldestPurgeable finds the first sequence k lets go: the oldest webhook
