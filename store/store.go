@@ -183,14 +183,15 @@ type Store struct {
 
 	attempts *attemptLog // nil until the streams exist
 
-	mover      *mover
-	parked     jetstream.Stream // WEBHOOKS_PARKED
-	idx        *index
-	orderLocks orderLocks // order.go
-	writer     *writer    // indexes this process's webhooks; nil when the index follows WEBHOOKS
-	tails      []*tailer  // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
-	expired    chan struct{}
-	closed     sync.Once
+	mover       *mover
+	parked      jetstream.Stream // WEBHOOKS_PARKED
+	idx         *index
+	orderLocks  orderLocks    // order.go
+	writer      *writer       // indexes this process's webhooks; nil when the index follows WEBHOOKS
+	tails       []*tailer     // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
+	expired     chan struct{} // closed by close: ends expireIndex
+	expiryEnded chan struct{} // closed when expireIndex has returned
+	closed      sync.Once
 	// tmpIndex is the index's temporary directory when DataDir is empty.
 	tmpIndex string
 
@@ -497,7 +498,7 @@ func (s *Store) startIndex(ctx context.Context, attempts jetstream.Stream) error
 		tl.settle()
 	}
 	s.opts.Logger.Debug("index ready", "took", time.Since(start))
-	s.expired = make(chan struct{})
+	s.expired, s.expiryEnded = make(chan struct{}), make(chan struct{})
 	go s.expireIndex()
 	return nil
 }
@@ -505,6 +506,7 @@ func (s *Store) startIndex(ctx context.Context, attempts jetstream.Stream) error
 // expireIndex drops what the streams no longer hold from the index, once
 // a minute until Close.
 func (s *Store) expireIndex() {
+	defer close(s.expiryEnded)
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
@@ -535,6 +537,7 @@ func (s *Store) close() error {
 	s.mon.stop()
 	if s.expired != nil {
 		close(s.expired)
+		<-s.expiryEnded // before the index closes under it
 	}
 	for _, t := range s.tails {
 		t.stop()
