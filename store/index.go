@@ -72,7 +72,7 @@ const indexCache = 8 << 20
 // openIndex opens (or creates) the index in dir. keep is how long its
 // entries are needed: the longest of the retention, the dedup window and
 // the attempt log's age. filterBytes bounds the memory of its filters of
-// event ids (seen.go).
+// event ids (dedup.go).
 func openIndex(dir string, keep time.Duration, filterBytes int, log *slog.Logger) (*index, error) {
 	cache := pebble.NewCache(indexCache)
 	defer cache.Unref()
@@ -521,33 +521,4 @@ func (w *writer) sync(ctx context.Context, wait time.Duration) bool {
 func (w *writer) close() {
 	close(w.in)
 	<-w.ended
-}
-
-// eventSeq finds route's webhook eventID stored at or after since by exact
-// key, newest generation first: the dedup check of every publish. A
-// generation whose filter lacks the id is not read.
-func (x *index) eventSeq(route, eventID string, since time.Time) (uint64, bool, error) {
-	id := eventHash(eventID)
-	for _, g := range x.liveGens(since) {
-		if !x.seen.mayContain(g, id) {
-			continue
-		}
-		v, closer, err := x.db.Get(key(g, id, kindEvent, route, "", nil))
-		if errors.Is(err, pebble.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return 0, false, fmt.Errorf("%w: index: %w", ErrUnavailable, err)
-		}
-		ok := len(v) >= 16 && !time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))).Before(since)
-		seq := uint64(0)
-		if ok {
-			seq = binary.BigEndian.Uint64(v)
-		}
-		closer.Close()
-		if ok {
-			return seq, true, nil
-		}
-	}
-	return 0, false, nil
 }

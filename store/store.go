@@ -73,7 +73,7 @@ type Options struct {
 	// read the first. It costs about 140 B of memory per webhook in it.
 	RaceWindow time.Duration
 	// DedupFilterBytes is the memory the index's in-memory filters of
-	// stored event ids may take (default 16 MiB; seen.go): they spare the
+	// stored event ids may take (default 16 MiB; dedup.go): they spare the
 	// dedup check of a new webhook a disk lookup.
 	DedupFilterBytes int
 	// SyncAlways makes the embedded server fsync every write before it

@@ -9,26 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Has reports whether route's event eventID was stored within the dedup
-// window, that is whether Publish would call it a duplicate. It reads the
-// index, waiting up to a second for it to take in what was stored a
-// moment ago (by this process or, on a cluster, another replica).
-func (s *Store) Has(ctx context.Context, route, eventID string) (bool, error) {
-	since := time.Now().Add(-s.opts.DedupWindow)
-	_, ok, err := s.idx.eventSeq(route, eventID, since)
-	if ok || err != nil {
-		return ok, err
-	}
-	if synced, err := s.tails[0].sync(ctx, time.Second); err != nil || !synced {
-		return false, err
-	}
-	_, ok, err = s.idx.eventSeq(route, eventID, since)
-	return ok, err
-}
-
-// DedupWindow is how long the store remembers an event id (Options).
-func (s *Store) DedupWindow() time.Duration { return s.opts.DedupWindow }
-
 // maxNewestScan bounds the messages Newest reads back past those received
 // at or after its limit.
 const maxNewestScan = 10_000
