@@ -334,8 +334,15 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 // fetch here does not number an attempt that was never made.
 func (d *destination) handBack(msgs <-chan jetstream.Msg) {
 	for m := range msgs {
-		if md, err := m.Metadata(); err == nil && m.Nak() == nil {
-			d.f.returned.add(md.Stream, md.Consumer, md.Sequence.Stream)
+		md, err := m.Metadata()
+		if err != nil {
+			_ = m.Nak()
+			continue
+		}
+		// Counted before the nak, which may bring it back at once.
+		d.f.returned.add(md.Stream, md.Consumer, md.Sequence.Stream)
+		if m.Nak() != nil {
+			d.f.returned.take(md.Stream, md.Consumer, md.Sequence.Stream)
 		}
 	}
 }
@@ -346,13 +353,14 @@ func (d *destination) handBack(msgs <-chan jetstream.Msg) {
 // (its destination removed, the process stopping) stays counted until
 // returnedMax messages are, when the count starts over.
 type returned struct {
-	mu sync.Mutex
-	n  map[returnedKey]int
+	mu    sync.Mutex
+	n     map[returnedKey]int
+	empty atomic.Bool // no count kept: take need not lock (most of the time)
 }
 
 type returnedKey struct {
-	consumer string
-	seq      uint64
+	stream, consumer string
+	seq              uint64
 }
 
 const returnedMax = 4096
@@ -363,16 +371,21 @@ func (r *returned) add(stream, consumer string, seq uint64) {
 	if r.n == nil || len(r.n) >= returnedMax {
 		r.n = make(map[returnedKey]int)
 	}
-	r.n[returnedKey{stream + "/" + consumer, seq}]++
+	r.n[returnedKey{stream, consumer, seq}]++
+	r.empty.Store(false)
 }
 
 // take returns and forgets the count of the message.
 func (r *returned) take(stream, consumer string, seq uint64) int {
+	if r.empty.Load() {
+		return 0
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	k := returnedKey{stream + "/" + consumer, seq}
+	k := returnedKey{stream, consumer, seq}
 	n := r.n[k]
 	delete(r.n, k)
+	r.empty.Store(len(r.n) == 0)
 	return n
 }
 
