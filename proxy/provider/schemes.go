@@ -77,9 +77,12 @@ var schemes = []struct {
 	{Info{Name: "sentry", Verifies: "Sentry-Hook-Signature: hex HMAC-SHA256 of the body with the client secret", ID: "Request-ID header",
 		Docs: "https://docs.sentry.io/organization/integrations/integration-platform/webhooks/"},
 		Scheme{Headers: []string{"Sentry-Hook-Signature"}, IDHeaders: []string{"Request-ID"}}, nil},
-	{Info{Name: NameShopify, Verifies: "X-Shopify-Hmac-Sha256: base64 HMAC-SHA256 of the body", ID: "X-Shopify-Event-Id with X-Shopify-Topic, else X-Shopify-Webhook-Id",
+	{Info{Name: NameShopify, Verifies: "X-Shopify-Hmac-Sha256 (or Shopify-Hmac-Sha256): base64 HMAC-SHA256 of the body", ID: "X-Shopify-Event-Id with X-Shopify-Topic, else X-Shopify-Webhook-Id (each also without X-)",
 		Docs: "https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-5-verify-the-webhook"},
-		Scheme{Headers: []string{HeaderShopifyHmac}, Encoding: "base64", IDHeaders: []string{HeaderShopifyWebhookID}}, func(p *signed) { p.eventID, p.digestHeaders = shopifyEventID, []string{HeaderShopifyTopic} }},
+		Scheme{Headers: []string{HeaderShopifyHmac, headerShopifyHmacNew}, Encoding: "base64", IDHeaders: []string{HeaderShopifyWebhookID, headerShopifyWebhookIDNew}},
+		func(p *signed) {
+			p.eventID, p.digestHeaders = shopifyEventID, []string{HeaderShopifyTopic, headerShopifyTopicNew}
+		}},
 	{Info{Name: NameSlack, Verifies: "X-Slack-Signature: v0= hex HMAC-SHA256 of v0:timestamp:body", ID: "body event_id (Events API)", Handshake: "url_verification: the challenge",
 		Docs: "https://docs.slack.dev/authentication/verifying-requests-from-slack"},
 		Scheme{Headers: []string{"X-Slack-Signature"}, Prefix: "v0=", TimestampHeader: "X-Slack-Request-Timestamp", Signed: "v0:{timestamp}:{body}", IDJSON: "/event_id"},
