@@ -18,7 +18,9 @@ import (
 // fakeStripe serves the documented shape of Stripe's Events API
 // (docs.stripe.com/api/events/list and /retrieve): a list object, newest
 // first, limit 1 to 100, paged with starting_after and ending_before,
-// filtered by created[gt|gte|lt|lte]; errors as {"error": {...}}.
+// filtered by created[gt|gte|lt|lte]; errors as {"error": {...}}. Like
+// Stripe's, its JSON is indented, so a client that re-encodes an event
+// changes its bytes.
 type fakeStripe struct {
 	t   *testing.T
 	srv *httptest.Server
@@ -31,8 +33,8 @@ type fakeStripe struct {
 	limitNext int         // answer the next list requests with 429
 	limited   int         // 429s answered
 	gte       []int64     // created[gte] of each first-page list request
-	holdID    string      // a retrieve of it waits until its request ends
-	holding   chan string // told of each retrieve that waits
+	holdNext  bool        // a list request for a next page waits until its request ends
+	holding   chan string // told of each list request that waits
 	retrieves counter     // by event id
 	lists     counter     // list requests by "first" or "next"
 	bodies    map[string][]byte
@@ -64,7 +66,9 @@ func (f *fakeStripe) add(id string, created int64) []byte {
 }
 
 func (f *fakeStripe) addType(id, typ string, created int64) []byte {
-	body := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-06-30.basil","created":%d,"data":{"object":{"id":"in_%s","object":"invoice","amount_paid":1200}},"livemode":false,"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},"type":%q}`,
+	body := fmt.Appendf(nil, "{\n  \"id\": %q,\n  \"object\": \"event\",\n  \"api_version\": \"2025-06-30.basil\",\n  \"created\": %d,\n"+
+		"  \"data\": {\n    \"object\": {\n      \"id\": \"in_%s\",\n      \"object\": \"invoice\",\n      \"amount_paid\": 1200\n    }\n  },\n"+
+		"  \"livemode\": false,\n  \"pending_webhooks\": 1,\n  \"request\": {\n    \"id\": null,\n    \"idempotency_key\": null\n  },\n  \"type\": %q\n}",
 		id, created, id, typ)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -127,6 +131,14 @@ func (f *fakeStripe) list(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
+	f.mu.Lock()
+	held, holding := f.holdNext && q.Get("starting_after") != "", f.holding
+	f.mu.Unlock()
+	if held {
+		holding <- q.Get("starting_after")
+		<-r.Context().Done()
+		return
+	}
 	bound := func(key string) (int64, bool) {
 		v, err := strconv.ParseInt(q.Get("created["+key+"]"), 10, 64)
 		return v, err == nil
@@ -174,12 +186,17 @@ func (f *fakeStripe) list(w http.ResponseWriter, r *http.Request) {
 		to, from = i, max(0, i-limit)
 	}
 	end := min(to, from+limit)
-	data := make([]json.RawMessage, 0, end-from)
-	for _, e := range newestFirst[from:end] {
-		data = append(data, f.bodies[e.ID])
+	// Written by hand, not encoded, so that each element keeps its bytes.
+	page := []byte("{\n  \"object\": \"list\",\n  \"data\": [\n")
+	for i, e := range newestFirst[from:end] {
+		if i > 0 {
+			page = append(page, ",\n"...)
+		}
+		page = append(page, f.bodies[e.ID]...)
 	}
+	page = fmt.Appendf(page, "\n  ],\n  \"has_more\": %t,\n  \"url\": \"/v1/events\"\n}", end < to)
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "url": "/v1/events", "has_more": end < to, "data": data})
+	_, _ = w.Write(page)
 }
 
 func (f *fakeStripe) retrieve(w http.ResponseWriter, r *http.Request) {
@@ -190,15 +207,9 @@ func (f *fakeStripe) retrieve(w http.ResponseWriter, r *http.Request) {
 	f.retrieves.add(id)
 	f.mu.Lock()
 	body, ok := f.bodies[id]
-	held, holding := f.holdID == id, f.holding
 	f.mu.Unlock()
 	if !ok {
 		stripeError(w, http.StatusNotFound, "invalid_request_error", "No such event")
-		return
-	}
-	if held {
-		holding <- id
-		<-r.Context().Done()
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

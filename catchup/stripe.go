@@ -27,23 +27,29 @@ const HeaderCaughtUp = "Jethook-Caught-Up"
 // maxEventID is the longest event id catch-up stores, as ingress.
 const maxEventID = 200
 
-// maxPerPass bounds the events a Stripe pass stores (and holds the ids
-// of); more wait for the next pass.
-const maxPerPass = 10_000
+// maxPerPass and maxPassBytes bound the events a Stripe pass stores (and
+// holds the bodies of); more wait for the next pass.
+const (
+	maxPerPass   = 10_000
+	maxPassBytes = 64 << 20
+)
 
-// listed is an event the list showed.
+// listed is a missing event as the list showed it: its body is the list
+// element's bytes, exactly as the API sent them.
 type listed struct {
 	id      string
 	created int64
+	body    []byte
 }
 
 // stripe lists a Stripe account's events created since the last pass
 // (at first, since the newest one the route has stored) and stores those
-// the store lacks. They are
-// authentic: they come from Stripe's API over TLS, fetched with the key.
-// Each is stored with the body the API gives for it, a Jethook-Caught-Up
-// header and, when the route has a secret, a Stripe-Signature made with
-// it, so the backend verifies it as it verifies a live one.
+// the store lacks. They are authentic: they come from Stripe's API over
+// TLS, listed with the key. The list holds each event whole, so none is
+// fetched again: a pass costs one call per 100 events. Each is stored with
+// the bytes of its list element, a Jethook-Caught-Up header and, when the
+// route has a secret, a Stripe-Signature made with it, so the backend
+// verifies it as it verifies a live one.
 type stripe struct {
 	route   policy.Route
 	window  time.Duration
@@ -89,9 +95,10 @@ func (s *stripe) run(ctx context.Context) (recovered, requested int, err error) 
 	params := &stripeapi.EventListParams{CreatedRange: &stripeapi.RangeQueryParams{GreaterThanOrEqual: from}}
 	params.Limit = stripeapi.Int64(perPage)
 	// The missing events, newest first as the API lists them, at most
-	// maxPerPass: the oldest are kept, and the next pass goes on from the
-	// newest of them.
+	// maxPerPass of them and maxPassBytes of bodies: the oldest are kept,
+	// and the next pass goes on from the newest of them.
 	var missing []listed
+	held := 0
 	truncated := false
 	newest := since
 	for ev, err := range s.client.V1Events.List(ctx, params) {
@@ -102,21 +109,33 @@ func (s *stripe) run(ctx context.Context) (recovered, requested int, err error) 
 		if ev.ID == "" || len(ev.ID) > maxEventID || !s.wanted(string(ev.Type)) {
 			continue
 		}
+		if ev.LastResponse == nil || len(ev.LastResponse.RawJSON) == 0 {
+			return 0, 0, fmt.Errorf("list events: event %s has no body", ev.ID)
+		}
+		body := ev.LastResponse.RawJSON
+		if int64(len(body)) > s.route.MaxBody {
+			s.log.Warn("missed event is larger than the route's max_body; not stored", "event_id", ev.ID, "size", len(body))
+			continue
+		}
 		has, err := s.store.Has(ctx, s.route.Name, ev.ID)
 		if err != nil {
 			return 0, 0, err
 		}
-		if !has {
-			if missing = append(missing, listed{ev.ID, ev.Created}); len(missing) > maxPerPass {
-				missing, truncated = missing[1:], true
-			}
+		if has {
+			continue
+		}
+		missing = append(missing, listed{ev.ID, ev.Created, body})
+		held += len(body)
+		for len(missing) > maxPerPass || len(missing) > 1 && held > maxPassBytes {
+			held -= len(missing[0].body)
+			missing, truncated = missing[1:], true
 		}
 	}
 	if truncated {
 		newest = missing[0].created
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		stored, err := s.fetch(ctx, missing[i].id)
+		stored, err := s.publish(ctx, missing[i])
 		if err != nil {
 			return recovered, 0, err
 		}
@@ -179,22 +198,10 @@ func (s *stripe) newestStored(ctx context.Context) (int64, error) {
 	return e.ReceivedAt.Unix(), nil
 }
 
-// fetch retrieves event id, for its body byte for byte as the API gives
-// it, and stores it; stored is false when the store already had it (from
-// another replica, or ingress a moment ago).
-func (s *stripe) fetch(ctx context.Context, id string) (stored bool, err error) {
-	ev, err := s.client.V1Events.Retrieve(ctx, id, nil)
-	if err != nil {
-		return false, fmt.Errorf("retrieve event %s: %w", id, err)
-	}
-	if ev.LastResponse == nil || len(ev.LastResponse.RawJSON) == 0 {
-		return false, fmt.Errorf("retrieve event %s: empty answer", id)
-	}
-	body := ev.LastResponse.RawJSON
-	if int64(len(body)) > s.route.MaxBody {
-		s.log.Warn("missed event is larger than the route's max_body; not stored", "event_id", id, "size", len(body))
-		return false, nil
-	}
+// publish stores ev, signed; stored is false when the store already had
+// it (from another replica, or ingress a moment ago).
+func (s *stripe) publish(ctx context.Context, ev listed) (stored bool, err error) {
+	id, body := ev.id, ev.body
 	now := time.Now()
 	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}, HeaderCaughtUp: {"stripe"}}
 	if s.signer != nil {

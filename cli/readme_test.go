@@ -108,7 +108,7 @@ func TestEveryProviderIsDocumentedWithARouteThatLoads(t *testing.T) {
 		switch {
 		case strings.Contains(v, "SENDGRID"):
 			return sendgridKey, true
-		case strings.Contains(v, "BILLING"), strings.Contains(v, "CLERK"), strings.Contains(v, "APP_WEBHOOK"):
+		case strings.Contains(v, "BILLING"), strings.Contains(v, "CLERK"), strings.Contains(v, "APP_WEBHOOK"), strings.Contains(v, "SIGNING_TOKEN"):
 			return "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true
 		}
 		return "s3cret-" + strings.ToLower(v), true

@@ -45,7 +45,7 @@ func dirBytes(dir string) int64 {
 }
 
 // TestTheDiskSizingRuleHolds measures what the store keeps for each
-// delivered webhook, the figures docs/store.md sizes disks with:
+// delivered webhook, the figures docs/storage.md sizes disks with:
 // the body and the request headers, plus a fixed overhead (jethook's own
 // headers, the headers' framing and JetStream's record) of about 550
 // bytes, plus one attempt record of about 280 bytes per HTTP attempt, all

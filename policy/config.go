@@ -58,6 +58,10 @@ type Route struct {
 	PublicURL string
 	// VerifyToken is what a subscription handshake must present (meta).
 	VerifyToken string
+	// SigningSecret is the "whsec_<base64>" key of the signature a
+	// token provider adds (gitlab's signing token); when set, requests
+	// must carry that signature as well as the token.
+	SigningSecret string
 	// HMAC describes the signature of provider hmac.
 	HMAC HMAC
 	// Signature declares the signature of provider signature.
@@ -254,6 +258,9 @@ func (c *Config) Warnings() []string {
 // timestamped reports whether r's signatures carry a timestamp and go stale
 // after Tolerance.
 func (r *Route) timestamped() bool {
+	if r.SigningSecret != "" {
+		return true
+	}
 	if r.Provider == provider.NameSignature {
 		s := r.Signature
 		return s.TimestampKey != "" || s.TimestampHeader != "" || s.TimestampJSON != ""

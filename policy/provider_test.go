@@ -38,6 +38,10 @@ func TestProviderKeysAreCheckedWithTheirLine(t *testing.T) {
 			`p.yaml:6: routes[0].signature: provider signature: {timestamp} in signed needs a timestamp key, header or JSON pointer`},
 		{"an unknown algorithm is refused", "routes:\n  - name: a\n    path: /a\n    provider: signature\n    secret: s\n    signature: {header: X-Sig, algorithm: md5}\n" + dest,
 			`p.yaml:6: routes[0].signature.algorithm: unknown algorithm "md5" (want one of "sha1", "sha256", "sha512", "token")`},
+		{"signing_secret on a provider that signs with its secret is refused", "routes:\n  - name: a\n    path: /a\n    provider: github\n    secret: s\n    signing_secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n" + dest,
+			`p.yaml:6: routes[0].signing_secret: provider github signs with its secret and takes no signing_secret; remove it`},
+		{"a gitlab signing_secret that is not base64 is refused at its line", "routes:\n  - name: a\n    path: /a\n    provider: gitlab\n    secret: s\n    signing_secret: 'whsec_not base64'\n" + dest,
+			`p.yaml:6: routes[0].signing_secret: provider gitlab: the secret is neither whsec_<base64> nor base64`},
 		{"a sendgrid secret that is not a key is refused at its line", "routes:\n  - name: a\n    path: /a\n    provider: sendgrid\n    secrets:\n      - bm90IGEga2V5\n" + dest,
 			`p.yaml:6: routes[0].secrets[0]: provider sendgrid: the verification key is not a public key`},
 	} {
@@ -98,18 +102,27 @@ func TestTimestampedPresetsWarnWhenRetriesOutliveTheirSignature(t *testing.T) {
 	yaml := "routes:\n" +
 		"  - {name: zoom, path: /zoom, provider: zoom, secret: s, destinations: [{name: a, url: 'http://a'}]}\n" +
 		"  - {name: gitea, path: /gitea, provider: gitea, secret: s, destinations: [{name: a, url: 'http://a'}]}\n" +
+		"  - {name: gitlab, path: /gitlab, provider: gitlab, secret: s, destinations: [{name: a, url: 'http://a'}]}\n" +
+		"  - {name: gitlabsigned, path: /gitlabsigned, provider: gitlab, secret: s, signing_secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw, destinations: [{name: a, url: 'http://a'}]}\n" +
 		"  - name: acme\n    path: /acme\n    provider: signature\n    secret: s\n    signature: {header: X-Sig, timestamp_header: X-Ts, signed: '{timestamp}.{body}'}\n" + dest
 	cfg, err := Parse("p.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := strings.Join(cfg.Warnings(), "\n")
-	for _, want := range []string{`route "zoom": destination "a": provider zoom signatures expire`, `route "acme": destination "a": provider signature signatures expire`} {
+	for _, want := range []string{`route "zoom": destination "a": provider zoom signatures expire`, `route "acme": destination "a": provider signature signatures expire`,
+		`route "gitlabsigned": destination "a": provider gitlab signatures expire`} {
 		if !strings.Contains(w, want) {
 			t.Errorf("warnings lack %q:\n%s", want, w)
 		}
 	}
-	if strings.Contains(w, `"gitea"`) {
-		t.Errorf("gitea signs no timestamp but was warned about:\n%s", w)
+	for _, route := range []string{`"gitea"`, `"gitlab"`} {
+		if strings.Contains(w, route) {
+			t.Errorf("%s signs no timestamp but was warned about:\n%s", route, w)
+		}
+	}
+	r, _ := cfg.Route("gitlabsigned")
+	if got := r.ProviderConfig().SigningSecret; got != "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" {
+		t.Errorf("route gitlabsigned: the verifier's signing secret is %q", got)
 	}
 }

@@ -118,7 +118,7 @@ func (d *decoder) config(cfg *Config, root *yaml.Node) {
 func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, name, path entry, ok bool) {
 	n := d.resolve(it.val, it.path)
 	m, ok := d.mapping(n, it.path, "name", "path", "methods", "max_body", "provider", "secret", "secrets",
-		"tolerance", "hmac", "signature", "public_url", "verify_token", "retry", "timeout", "destinations", "catch_up",
+		"tolerance", "hmac", "signature", "public_url", "verify_token", "signing_secret", "retry", "timeout", "destinations", "catch_up",
 		"allow_sources")
 	if !ok {
 		return r, name, path, false
@@ -301,6 +301,16 @@ func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]ent
 	case !info.VerifyToken && hasToken:
 		d.failf(tokenEntry.key, tokenEntry.path, "provider %s has no subscription handshake; remove verify_token", r.Provider)
 	}
+	signingEntry, hasSigning := m["signing_secret"]
+	if hasSigning {
+		r.SigningSecret, _ = d.str(signingEntry)
+	}
+	switch {
+	case hasSigning && !info.SigningSecret:
+		d.failf(signingEntry.key, signingEntry.path, "provider %s signs with its secret and takes no signing_secret; remove it", r.Provider)
+	case hasSigning && r.SigningSecret == "":
+		d.failf(signingEntry.node(), signingEntry.path, "signing_secret is empty")
+	}
 	d.hmac(r, n, path, m)
 	d.signature(r, n, path, m)
 	if len(r.Secrets) == 0 || r.Provider == "none" || len(d.errs) > before {
@@ -319,6 +329,9 @@ func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]ent
 			at, key = secrets[i].node(), secrets[i].path
 		case ce.Key == "public_url" && hasURL:
 			at, key = urlEntry.node(), urlEntry.path
+		case ce.Key == "signing_secret" && hasSigning:
+			d.failf(signingEntry.node(), signingEntry.path, "provider %s: %v", ce.Provider, ce.Err)
+			return
 		case ce.Key == "scheme" && block:
 			at, key = e.node(), e.path
 		}
@@ -329,13 +342,14 @@ func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]ent
 // providerConfig is the provider.Config of r with secrets.
 func (r *Route) providerConfig(secrets []string) provider.Config {
 	return provider.Config{
-		Name:        r.Provider,
-		Secrets:     secrets,
-		Tolerance:   r.Tolerance,
-		PublicURL:   r.PublicURL,
-		VerifyToken: r.VerifyToken,
-		HMAC:        provider.HMAC(r.HMAC),
-		Scheme:      r.Signature,
+		Name:          r.Provider,
+		Secrets:       secrets,
+		Tolerance:     r.Tolerance,
+		PublicURL:     r.PublicURL,
+		VerifyToken:   r.VerifyToken,
+		SigningSecret: r.SigningSecret,
+		HMAC:          provider.HMAC(r.HMAC),
+		Scheme:        r.Signature,
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // Shopify, Bitbucket, WooCommerce, Twitch.
 var typeHeaders = []string{
 	"X-GitHub-Event", "X-Gitea-Event", "X-Forgejo-Event", "X-Gogs-Event", "X-Gitlab-Event",
-	"X-Shopify-Topic", "X-Event-Key", "X-Wc-Webhook-Topic", "Twitch-Eventsub-Subscription-Type",
+	"X-Shopify-Topic", "Shopify-Topic", "X-Event-Key", "X-Wc-Webhook-Topic", "Twitch-Eventsub-Subscription-Type",
 }
 
 // typeFields are the body fields, as paths of object keys, in which

@@ -16,6 +16,7 @@ func TestEventTypeIsWhereEachSenderNamesIt(t *testing.T) {
 	}{
 		{"github names it in a header", http.Header{"X-Github-Event": {"push"}}, `{"action":"opened"}`, "push"},
 		{"shopify names its topic in a header", http.Header{"X-Shopify-Topic": {"orders/create"}}, `{}`, "orders/create"},
+		{"shopify's events webhooks name it without X-", http.Header{"Shopify-Topic": {"Product"}}, `{}`, "Product"},
 		{"stripe names it in the body", nil, `{"id":"evt_1","type":"invoice.paid","data":{"object":{}}}`, "invoice.paid"},
 		{"slack's event callback names the inner event", nil, `{"type":"event_callback","event":{"type":"app_mention"}}`, "app_mention"},
 		{"zoom names it as event", nil, `{"event":"meeting.started","payload":{}}`, "meeting.started"},

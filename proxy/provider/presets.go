@@ -25,6 +25,9 @@ type Info struct {
 	Tolerance time.Duration
 	// PublicURL and VerifyToken say whether the route needs those keys.
 	PublicURL, VerifyToken bool
+	// SigningSecret says whether the route may set signing_secret, a
+	// second secret that signs the body where the first is a token.
+	SigningSecret bool
 	// Docs is the sender's documentation of its signature.
 	Docs string
 }
@@ -96,6 +99,10 @@ func init() {
 		{Info{Name: "twilio", Verifies: "X-Twilio-Signature: base64 HMAC-SHA1 of public_url + sorted form parameters (or bodySHA256 for JSON)", ID: "I-Twilio-Idempotency-Token header", Methods: postOnly, PublicURL: true,
 			Docs: "https://www.twilio.com/docs/usage/webhooks/webhooks-security"},
 			newTwilio},
+		{Info{Name: NameGitLab, Verifies: "X-Gitlab-Token equals the secret; with signing_secret, also webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>",
+			ID: "webhook-id header with signing_secret, else Idempotency-Key, else X-Gitlab-Event-UUID", Methods: postOnly, SigningSecret: true,
+			Docs: "https://docs.gitlab.com/user/project/integrations/webhooks/"},
+			newGitLab},
 	} {
 		presets[p.Name] = p
 	}

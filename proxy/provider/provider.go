@@ -30,6 +30,7 @@ import (
 const (
 	NameNone             = "none"
 	NameGitHub           = "github"
+	NameGitLab           = "gitlab"
 	NameShopify          = "shopify"
 	NameStripe           = "stripe"
 	NameSlack            = "slack"
@@ -62,6 +63,10 @@ type Config struct {
 	PublicURL string
 	// VerifyToken is the token a subscription handshake must present (meta).
 	VerifyToken string
+	// SigningSecret, for presets whose secret is a token ([Info].SigningSecret:
+	// gitlab), is the "whsec_<base64>" key of the Standard Webhooks
+	// signature the sender adds; when set, that signature is required too.
+	SigningSecret string
 	// HMAC parameterizes the generic body HMAC (Name == "hmac").
 	HMAC HMAC
 	// Scheme declares the signature of Name == "signature".
@@ -186,8 +191,9 @@ type Provider interface {
 
 // ConfigError is a Config that New refuses. Key names the setting at
 // fault, so that a caller can point at it: "name", "secret" (Secret is its
-// 1-based index), "public_url", "verify_token", "tolerance" or "scheme" (the
-// `hmac:` or `signature:` block). Messages never hold a secret.
+// 1-based index), "signing_secret", "public_url", "verify_token",
+// "tolerance" or "scheme" (the `hmac:` or `signature:` block). Messages
+// never hold a secret.
 type ConfigError struct {
 	Provider string
 	Key      string
@@ -238,6 +244,9 @@ func New(c Config) (Provider, error) {
 		if err := checkPublicURL(c.PublicURL); err != nil {
 			return nil, &ConfigError{Provider: name, Key: "public_url", Err: err}
 		}
+	}
+	if c.SigningSecret != "" && !p.SigningSecret {
+		return nil, &ConfigError{Provider: name, Key: "signing_secret", Err: errors.New("the preset takes no signing secret")}
 	}
 	if p.VerifyToken && c.VerifyToken == "" {
 		return nil, &ConfigError{Provider: name, Key: "verify_token", Err: errors.New("verify_token is required")}

@@ -23,8 +23,9 @@ import (
 // and where the event id is. It is the `signature:` block of a route with
 // provider signature, and most built-in presets are a Scheme too.
 type Scheme struct {
-	// Headers carry the signature; the first is required, and all that are
-	// present are read (DocuSign sends one per key). Sign sets the first.
+	// Headers carry the signature; one of them is required, and all that
+	// are present are read (DocuSign sends one per key, Shopify's may come
+	// under two names). Sign sets the first.
 	Headers []string
 	// Prefix precedes each signature ("sha256=", "v0="); a signature without
 	// it is malformed.

@@ -85,3 +85,62 @@ func FuzzShopifyHeader(f *testing.F) {
 		reason(t, err)
 	})
 }
+
+// TestShopifyNewerHeaderNames uses the vector of @shopify/shopify-api's
+// webhook validation tests (lib/webhooks/__tests__/validate.test.ts): its
+// test secret, body and HMAC, under the header names of Shopify's events
+// webhooks, without "X-", which that SDK accepts beside the older ones.
+func TestShopifyNewerHeaderNames(t *testing.T) {
+	t.Parallel()
+	const (
+		secret = "test_secret_key"
+		body   = `{"foo": "bar"}`
+		sig    = "B23tXN681gZ0qIWNRrgtzBE9XSDo5yaUu6wfmhu3a7g="
+	)
+	p := mustNew(t, provider.Config{Name: "shopify", Secrets: []string{secret}})
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		id   string
+	}{
+		{"the older names", http.Header{
+			"X-Shopify-Hmac-Sha256": {sig}, "X-Shopify-Topic": {"products/create"}, "X-Shopify-Webhook-Id": {"123456789"},
+		}, "123456789"},
+		{"only the newer names", http.Header{
+			"Shopify-Hmac-Sha256": {sig}, "Shopify-Topic": {"Product"}, "Shopify-Event-Id": {"event-123"},
+		}, "Product:event-123"},
+		{"the newer webhook id without an event id", http.Header{
+			"Shopify-Hmac-Sha256": {sig}, "Shopify-Webhook-Id": {"123456789"},
+		}, "123456789"},
+		{"both, as the SDK's events tests send them", http.Header{
+			"X-Shopify-Hmac-Sha256": {sig}, "X-Shopify-Topic": {"products/create"}, "X-Shopify-Webhook-Id": {"123456789"},
+			"Shopify-Hmac-Sha256": {sig}, "Shopify-Topic": {"Product"}, "Shopify-Event-Id": {"event-123"},
+		}, "products/create:event-123"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := p.Verify(req(tc.h, []byte(body))); err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if got := p.EventID(req(tc.h, []byte(body))); got != tc.id {
+				t.Fatalf("EventID = %q, want %q", got, tc.id)
+			}
+			changed := req(tc.h, []byte(`{"foo": "baz"}`))
+			if got := reason(t, p.Verify(changed)); got != provider.ReasonBadSignature {
+				t.Fatalf("a changed body: reason %q, want %q", got, provider.ReasonBadSignature)
+			}
+		})
+	}
+	t.Run("a wrong HMAC under the newer name is refused", func(t *testing.T) {
+		h := http.Header{"Shopify-Hmac-Sha256": {"B23tXN681gZ0qIWNRrgtzBE9XSDo5yaUu6wfmhu3a7h="}}
+		if got := reason(t, p.Verify(req(h, []byte(body)))); got != provider.ReasonBadSignature {
+			t.Fatalf("reason %q, want %q", got, provider.ReasonBadSignature)
+		}
+	})
+	t.Run("two topics of one event stay apart under the newer names", func(t *testing.T) {
+		a := req(http.Header{"Shopify-Hmac-Sha256": {sig}, "Shopify-Topic": {"Product"}}, []byte(body))
+		b := req(http.Header{"Shopify-Hmac-Sha256": {sig}, "Shopify-Topic": {"Inventory"}}, []byte(body))
+		if p.SignedDigest(a) == p.SignedDigest(b) {
+			t.Fatal("one signed body under two topics has one digest")
+		}
+	})
+}
