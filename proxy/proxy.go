@@ -199,7 +199,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	stored, err := h.Store.Publish(r.Context(), env)
-	h.Metrics.Published(rt.Name, time.Since(start), stored.Duplicate, err)
+	h.Metrics.Published(rt.Name, time.Since(start), stored.Duplicate, err, trace.SpanContextFromContext(r.Context()))
 	if err != nil {
 		if errors.Is(r.Context().Err(), context.Canceled) {
 			return // the provider hung up; it will retry on its own
