@@ -75,6 +75,7 @@ type Handler struct {
 type route struct {
 	policy.Route
 	verifier provider.Provider
+	span     routeSpan // trace.go
 }
 
 // New returns a handler serving cfg's routes.
@@ -100,7 +101,7 @@ func (h *Handler) Reload(cfg *policy.Config) error {
 		if err != nil {
 			return fmt.Errorf("route %q: %w", r.Name, err)
 		}
-		table[r.Path] = &route{Route: r, verifier: v}
+		table[r.Path] = &route{Route: r, verifier: v, span: newRouteSpan(r)}
 	}
 	h.routes.Store(&table)
 	return nil
