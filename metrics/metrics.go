@@ -29,9 +29,6 @@ type Metrics struct {
 	stored          *prometheus.CounterVec
 	duplicates      *prometheus.CounterVec
 	publishSeconds  prometheus.Histogram
-	// publishExemplar is when (Unix ns) publishSeconds may next take an
-	// exemplar: it is on the path of every webhook (exemplarEvery).
-	publishExemplar atomic.Int64
 	attempts        *prometheus.CounterVec
 	delivered       *prometheus.CounterVec
 	deadLettered    *prometheus.CounterVec
@@ -50,6 +47,10 @@ type Metrics struct {
 	store   *storeCollector
 	minutes *minutes
 	catchUp *catchUp
+
+	// publishExemplar is when (Unix ns) publishSeconds may next take an
+	// exemplar: it is on the path of every webhook (exemplarEvery).
+	publishExemplar atomic.Int64
 }
 
 // New creates the metrics and registers them with reg. A nil reg gets a new
