@@ -564,6 +564,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 	latency := time.Since(start)
 	var due time.Time // of the next attempt, for the span
 	if span != nil {
+		o.Span = span.SpanContext()
 		defer func() { endAttempt(span, o, due) }()
 	}
 	if o.Dropped {

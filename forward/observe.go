@@ -27,9 +27,9 @@ type Alerts interface {
 func (d *destination) observe(e *store.Envelope, stored time.Time, n int, o Outcome, latency, next time.Duration, parked bool) {
 	route, dest := d.route.Name, d.dest.Name
 	now := d.f.Now()
-	d.f.Metrics.Attempt(route, dest, o.Kind.String(), o.Status, latency)
+	d.f.Metrics.Attempt(route, dest, o.Kind.String(), o.Status, latency, o.Span)
 	if o.Kind == Delivered {
-		d.f.Metrics.Delivered(route, dest, now.Sub(stored))
+		d.f.Metrics.Delivered(route, dest, now.Sub(stored), o.Span)
 	}
 	d.f.Store.LogAttempt(store.Attempt{
 		Time: now, Route: route, Destination: dest, EventID: e.EventID, Attempt: n,

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/transform"
 )
@@ -57,6 +59,9 @@ type Outcome struct {
 	// Detail, when set, is the dead letter's last error instead of Err's
 	// text, which logs show: it may quote what a script threw.
 	Detail string
+	// Span is the attempt's span, empty with tracing off: the metrics
+	// take its trace id as the latency's exemplar.
+	Span trace.SpanContext
 }
 
 // Classify applies the retry rules (docs/design.md, "Retry policy") to one

@@ -10,10 +10,12 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 const namespace = "jethook"
@@ -45,6 +47,10 @@ type Metrics struct {
 	store   *storeCollector
 	minutes *minutes
 	catchUp *catchUp
+
+	// publishExemplar is when (Unix ns) publishSeconds may next take an
+	// exemplar: it is on the path of every webhook (exemplarEvery).
+	publishExemplar atomic.Int64
 }
 
 // New creates the metrics and registers them with reg. A nil reg gets a new
@@ -116,13 +122,34 @@ func New(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Handler serves the metrics in the Prometheus text format. A scrape that
-// cannot read the backlog still serves every other metric.
+// Handler serves the metrics in the Prometheus text format, or in
+// OpenMetrics, with the histograms' exemplars, to a scraper that asks for
+// it (Prometheus does). A scrape that cannot read the backlog still serves
+// every other metric.
 func (m *Metrics) Handler() http.Handler {
 	if m == nil {
 		return http.NotFoundHandler()
 	}
-	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
+}
+
+// exemplarEvery spaces the ingress histogram's exemplars. Making one
+// costs a few allocations, which on every webhook was about 1 % of ingest
+// CPU; Prometheus keeps one per bucket and scrape, so ten a second serve
+// as well.
+const exemplarEvery = 100 * time.Millisecond
+
+// observe records v in o with span's trace id as its exemplar when span is
+// sampled, so that a latency bucket links to a trace the tracing backend
+// holds. With tracing off span is empty and v is recorded alone.
+func observe(o prometheus.Observer, v float64, span trace.SpanContext) {
+	if span.IsSampled() {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": span.TraceID().String()})
+			return
+		}
+	}
+	o.Observe(v)
 }
 
 // Received counts a request that arrived on route.
@@ -143,12 +170,20 @@ func (m *Metrics) Rejected(route, reason string) {
 }
 
 // Published records one publish to the store: how long it took and, when
-// it succeeded, whether the webhook was new or a duplicate.
-func (m *Metrics) Published(route string, took time.Duration, duplicate bool, err error) {
+// it succeeded, whether the webhook was new or a duplicate. span is the
+// ingress span's, for the exemplar (empty with tracing off), which it
+// becomes at most once every exemplarEvery.
+func (m *Metrics) Published(route string, took time.Duration, duplicate bool, err error, span trace.SpanContext) {
 	if m == nil {
 		return
 	}
-	m.publishSeconds.Observe(took.Seconds())
+	if span.IsSampled() {
+		now, next := time.Now().UnixNano(), m.publishExemplar.Load()
+		if now < next || !m.publishExemplar.CompareAndSwap(next, now+int64(exemplarEvery)) {
+			span = trace.SpanContext{}
+		}
+	}
+	observe(m.publishSeconds, took.Seconds(), span)
 	switch {
 	case err != nil:
 	case duplicate:
@@ -179,24 +214,25 @@ func (m *Metrics) AttemptEnded(route, destination string) {
 
 // Attempt records one classified attempt: outcome is "delivered",
 // "transient" or "permanent"; status is the HTTP status, 0 when no response
-// arrived.
-func (m *Metrics) Attempt(route, destination, outcome string, status int, took time.Duration) {
+// arrived; span is the attempt's span, for the exemplar (empty with
+// tracing off).
+func (m *Metrics) Attempt(route, destination, outcome string, status int, took time.Duration, span trace.SpanContext) {
 	if m == nil {
 		return
 	}
 	m.attempts.WithLabelValues(route, destination, outcome, Class(status)).Inc()
-	m.attemptSeconds.WithLabelValues(route, destination).Observe(took.Seconds())
+	observe(m.attemptSeconds.WithLabelValues(route, destination), took.Seconds(), span)
 	m.minutes.add(route, destination, outcome == "delivered", time.Now())
 }
 
 // Delivered counts a delivery that succeeded; age is how long ago the event
-// was stored.
-func (m *Metrics) Delivered(route, destination string, age time.Duration) {
+// was stored; span is the delivering attempt's, as for Attempt.
+func (m *Metrics) Delivered(route, destination string, age time.Duration, span trace.SpanContext) {
 	if m == nil {
 		return
 	}
 	m.delivered.WithLabelValues(route, destination).Inc()
-	m.deliveryAge.WithLabelValues(route, destination).Observe(max(age, 0).Seconds())
+	observe(m.deliveryAge.WithLabelValues(route, destination), max(age, 0).Seconds(), span)
 }
 
 // DeadLettered counts a stored dead letter; reason is "permanent" or

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/metrics"
 )
@@ -19,11 +21,11 @@ func TestANilMetricsRecordsNothingAndDoesNotPanic(t *testing.T) {
 	var m *metrics.Metrics
 	m.Received("shop")
 	m.Rejected("shop", "bad_signature")
-	m.Published("shop", time.Millisecond, false, nil)
+	m.Published("shop", time.Millisecond, false, nil, trace.SpanContext{})
 	m.AttemptStarted("shop", "app")
-	m.Attempt("shop", "app", "delivered", 200, time.Millisecond)
+	m.Attempt("shop", "app", "delivered", 200, time.Millisecond, trace.SpanContext{})
 	m.AttemptEnded("shop", "app")
-	m.Delivered("shop", "app", time.Second)
+	m.Delivered("shop", "app", time.Second, trace.SpanContext{})
 	m.DeadLettered("shop", "app", "permanent")
 	m.Breaker("shop", "app", true)
 	m.Removed("shop", "app")
@@ -65,13 +67,13 @@ func TestAScrapeShowsEachSeriesWithRouteAndDestinationLabels(t *testing.T) {
 	t.Parallel()
 	m := metrics.New(prometheus.NewRegistry())
 	m.Received("shop")
-	m.Published("shop", 2*time.Millisecond, false, nil)
-	m.Published("shop", time.Millisecond, true, nil)
-	m.Published("shop", time.Second, false, errors.New("store unavailable"))
+	m.Published("shop", 2*time.Millisecond, false, nil, trace.SpanContext{})
+	m.Published("shop", time.Millisecond, true, nil, trace.SpanContext{})
+	m.Published("shop", time.Second, false, errors.New("store unavailable"), trace.SpanContext{})
 	m.Rejected("shop", "store_unavailable")
 	m.AttemptStarted("shop", "app")
 	m.AttemptStarted("shop", "app")
-	m.Attempt("shop", "app", "transient", 0, 10*time.Millisecond)
+	m.Attempt("shop", "app", "transient", 0, 10*time.Millisecond, trace.SpanContext{})
 	m.AttemptEnded("shop", "app")
 	m.DeadLettered("shop", "app", "exhausted")
 	m.Breaker("shop", "app", true)
@@ -155,5 +157,51 @@ func TestAScrapeShowsTheStoresHealthAndRoom(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A latency observed under a sampled span carries its trace id as an
+// exemplar in OpenMetrics; one under an unsampled span, or none, does not:
+// its trace is nowhere to be found.
+func TestALatencyUnderASampledSpanHasItsTraceIDAsExemplar(t *testing.T) {
+	t.Parallel()
+	span := func(id string, flags trace.TraceFlags) trace.SpanContext {
+		tid, err := trace.TraceIDFromHex(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1}, TraceFlags: flags})
+	}
+	const sampled, unsampled = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"
+	m := metrics.New(prometheus.NewRegistry())
+	m.Published("shop", time.Millisecond, false, nil, span(sampled, trace.FlagsSampled))
+	m.Attempt("shop", "app", "delivered", 200, 2*time.Second, span(sampled, trace.FlagsSampled))
+	m.Attempt("shop", "app", "delivered", 200, 20*time.Second, span(unsampled, 0))
+	m.Delivered("shop", "app", time.Hour, trace.SpanContext{})
+
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := string(body)
+	for _, want := range []string{
+		`jethook_store_publish_seconds_bucket{le="0.001"} 1 # {trace_id="` + sampled + `"} 0.001`,
+		`jethook_attempt_seconds_bucket{destination="app",route="shop",le="2.5"} 1 # {trace_id="` + sampled + `"} 2.0`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if strings.Contains(out, unsampled) {
+		t.Error("an unsampled span's trace id is an exemplar")
+	}
+	if n := strings.Count(out, "trace_id"); n != 2 {
+		t.Errorf("%d exemplars, want 2:\n%s", n, out)
 	}
 }

@@ -75,6 +75,7 @@ type Handler struct {
 type route struct {
 	policy.Route
 	verifier provider.Provider
+	span     routeSpan // trace.go
 }
 
 // New returns a handler serving cfg's routes.
@@ -100,7 +101,7 @@ func (h *Handler) Reload(cfg *policy.Config) error {
 		if err != nil {
 			return fmt.Errorf("route %q: %w", r.Name, err)
 		}
-		table[r.Path] = &route{Route: r, verifier: v}
+		table[r.Path] = &route{Route: r, verifier: v, span: newRouteSpan(r)}
 	}
 	h.routes.Store(&table)
 	return nil
@@ -199,7 +200,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	stored, err := h.Store.Publish(r.Context(), env)
-	h.Metrics.Published(rt.Name, time.Since(start), stored.Duplicate, err)
+	h.Metrics.Published(rt.Name, time.Since(start), stored.Duplicate, err, trace.SpanContextFromContext(r.Context()))
 	if err != nil {
 		if errors.Is(r.Context().Err(), context.Canceled) {
 			return // the provider hung up; it will retry on its own

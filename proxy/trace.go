@@ -9,6 +9,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/telemetry"
 )
@@ -21,6 +22,29 @@ const (
 	attrDuplicate = attribute.Key("jethook.duplicate")
 	attrSequence  = attribute.Key("jethook.stream.sequence")
 )
+
+// routeSpan is what the ingress spans of one route share, made once per
+// route rather than once per request: their names by method and their
+// attributes.
+type routeSpan struct {
+	names map[string]string // "POST /hooks/shop", by method
+	attrs []attribute.KeyValue
+}
+
+func newRouteSpan(r policy.Route) routeSpan {
+	names := make(map[string]string, len(r.Methods))
+	for _, m := range r.Methods {
+		names[m] = m + " " + r.Path
+	}
+	prov := r.Provider
+	if prov == "" {
+		prov = "none"
+	}
+	// Routes match whole paths: url.path is http.route, and said once.
+	return routeSpan{names: names, attrs: []attribute.KeyValue{
+		semconv.HTTPRoute(r.Path), telemetry.AttrRoute.String(r.Name), attrProvider.String(prov),
+	}}
+}
 
 // startSpan starts the ingress span, a server span (HTTP server semantic
 // conventions) named after the route rt (nil: no route at this path) that
@@ -37,16 +61,17 @@ func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Sp
 	attrs := make([]attribute.KeyValue, 0, 7)
 	attrs = append(attrs,
 		semconv.HTTPRequestMethodKey.String(r.Method),
-		semconv.URLPath(r.URL.Path),
 		semconv.URLScheme(scheme),
 		semconv.ClientAddress(r.RemoteAddr))
 	if rt != nil {
-		name += " " + rt.Path
-		prov := rt.Provider
-		if prov == "" {
-			prov = "none"
+		if n, ok := rt.span.names[r.Method]; ok {
+			name = n
+		} else {
+			name += " " + rt.Path
 		}
-		attrs = append(attrs, semconv.HTTPRoute(rt.Path), telemetry.AttrRoute.String(rt.Name), attrProvider.String(prov))
+		attrs = append(attrs, rt.span.attrs...)
+	} else {
+		attrs = append(attrs, semconv.URLPath(r.URL.Path))
 	}
 	ctx, span := h.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return r.WithContext(ctx), span
@@ -58,13 +83,16 @@ func (h *Handler) spanStored(r *http.Request, env *store.Envelope, stored store.
 	if h.Tracer == nil {
 		return
 	}
-	trace.SpanFromContext(r.Context()).SetAttributes(
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs,
 		attrVerified.Bool(true),
 		telemetry.AttrEventID.String(env.EventID),
-		attrDuplicate.Bool(stored.Duplicate),
 		attrSequence.Int64(int64(stored.Seq)),
-		semconv.HTTPResponseStatusCode(http.StatusOK),
-	)
+		semconv.HTTPResponseStatusCode(http.StatusOK))
+	if stored.Duplicate {
+		attrs = append(attrs, attrDuplicate.Bool(true)) // a new webhook goes without
+	}
+	trace.SpanFromContext(r.Context()).SetAttributes(attrs...)
 }
 
 // spanAnswered records an answer other than 200 and its reason; a 5xx

@@ -84,8 +84,33 @@ var propagator propagation.TraceContext
 // Extract returns ctx with the trace context a request's traceparent and
 // tracestate headers carry, if they carry a valid one.
 func Extract(ctx context.Context, h http.Header) context.Context {
-	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+	return propagator.Extract(ctx, headerCarrier(h))
 }
+
+// headerCarrier reads traceparent and tracestate from a request's headers
+// by their canonical names, which propagation.HeaderCarrier would make
+// anew from the lower-case keys on every request.
+type headerCarrier http.Header
+
+func (h headerCarrier) Get(key string) string {
+	var vs []string
+	switch key {
+	case "traceparent":
+		vs = h["Traceparent"]
+	case "tracestate":
+		vs = h["Tracestate"]
+	default:
+		return http.Header(h).Get(key)
+	}
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
+
+func (h headerCarrier) Set(key, value string) { http.Header(h).Set(key, value) }
+
+func (h headerCarrier) Keys() []string { return propagation.HeaderCarrier(h).Keys() }
 
 // Inject sets the traceparent and tracestate headers of h to ctx's span,
 // replacing whatever the sender had put there; with no valid span in ctx it

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -114,7 +115,7 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 	}
 	if ingressSpan.Name != "POST /hooks/shop" || ingressSpan.ParentID != senderSpan ||
 		ingressSpan.Attributes["jethook.route"] != "shop" || ingressSpan.Attributes["jethook.verified"] != "true" ||
-		ingressSpan.Attributes["jethook.duplicate"] != "false" || ingressSpan.Attributes["http.response.status_code"] != "200" {
+		ingressSpan.Attributes["jethook.duplicate"] != "" || ingressSpan.Attributes["http.response.status_code"] != "200" {
 		t.Errorf("ingress span %+v: want POST /hooks/shop, child of the sender's span, route shop, verified, stored, 200", ingressSpan)
 	}
 
@@ -243,5 +244,80 @@ func TestADeadLetterItsReplayAndAFilterStayInTheWebhooksTrace(t *testing.T) {
 	defer mu.Unlock()
 	if len(seen) != 2 || !strings.Contains(seen[1], "-"+trace+"-") {
 		t.Errorf("backend got traceparents %q, want the replay's in trace %s", seen, trace)
+	}
+}
+
+// exemplar is an OpenMetrics exemplar's trace id on a bucket line:
+// name_bucket{…} count # {trace_id="…"} value timestamp.
+var exemplar = regexp.MustCompile(`^(jethook_[a-z_]+)_bucket\{.*\} \d+ # \{trace_id="([0-9a-f]{32})"\}`)
+
+// With tracing on, the latency histograms carry the trace id of a sampled
+// ingress or attempt span as their exemplar, served to a scraper that asks
+// for OpenMetrics, so a slow bucket links to a trace the backend holds.
+func TestLatencyHistogramsLinkToTracesByExemplar(t *testing.T) {
+	t.Parallel()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	t.Cleanup(backend.Close)
+	recv := otlptest.Start(t)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	a, err := New(context.Background(), parse(t, oneRoute, backend.URL), Options{
+		Store:     storetest.Open(t, store.Options{}),
+		FetchWait: 100 * time.Millisecond,
+		Tracer:    tp.Tracer("jethook"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(time.Second) })
+	ingress := httptest.NewServer(a.Ingress)
+	t.Cleanup(ingress.Close)
+	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	spans := recv.Await(t, 30*time.Second, "the delivered attempt's span", func(s []otlptest.Span) bool {
+		for _, sp := range s {
+			if sp.Attributes["jethook.outcome"] == "delivered" {
+				return true
+			}
+		}
+		return false
+	})
+	exported := map[string]bool{}
+	for _, sp := range spans {
+		exported[sp.TraceID] = true
+	}
+
+	scrape := func(accept string) string {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Accept", accept)
+		rec := httptest.NewRecorder()
+		a.Metrics.Handler().ServeHTTP(rec, req)
+		return rec.Body.String()
+	}
+	found := map[string]string{} // histogram → trace id
+	for line := range strings.Lines(scrape("application/openmetrics-text; version=1.0.0")) {
+		if m := exemplar.FindStringSubmatch(line); m != nil {
+			found[m[1]] = m[2]
+		}
+	}
+	for _, h := range []string{"jethook_store_publish_seconds", "jethook_attempt_seconds", "jethook_delivery_age_seconds"} {
+		switch id, ok := found[h]; {
+		case !ok:
+			t.Errorf("%s has no exemplar", h)
+		case !exported[id]:
+			t.Errorf("%s's exemplar names trace %s, which no exported span is in", h, id)
+		}
+	}
+	if text := scrape("text/plain"); strings.Contains(text, "trace_id") {
+		t.Error("the Prometheus text format holds an exemplar, which it cannot carry")
 	}
 }
