@@ -22,8 +22,8 @@ import (
 	"github.com/jethook/jethook/store/storetest"
 )
 
-// dashboardConfig has a route with two destinations and one whose backend
-// is down; %s is the backend's URL.
+// dashboardConfig has a route with two destinations and a pull
+// destination, and one whose backend is down; %s is the backend's URL.
 const dashboardConfig = `
 defaults:
   retry: {backoff: fixed, delay: 300ms, jitter: none, max_attempts: 3, max_age: 1h}
@@ -34,12 +34,15 @@ routes:
     destinations:
       - {name: app, url: "%[1]s/app", slow_start: 0s}
       - {name: audit, url: "%[1]s/audit", slow_start: 0s}
+      - {name: laptop, pull: {token: "` + dashboardPullToken + `"}, timeout: 1m}
   - name: billing
     path: /hooks/billing
     retry: {max_attempts: 2}
     destinations:
       - {name: ledger, url: "%[1]s/ledger", slow_start: 0s}
 `
+
+const dashboardPullToken = "dashboard-pull-token-0123456789abcdef"
 
 // evilBody would run script in the page if the dashboard rendered it as
 // HTML; it sets window.__pwned instead of opening a dialog, so the test
@@ -146,6 +149,14 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	storetest.Eventually(t, 15*time.Second, "one dead letter on shop/app and two on billing", func() bool {
 		return deadLetters("route=shop&destination=app") == 1 && deadLetters("route=billing") == 2
 	})
+	// A client of the pull destination leases one of its webhooks.
+	lease, _ := http.NewRequest(http.MethodPost, ingress+"/v1/pull/shop/laptop?max=1&wait=5s", nil)
+	lease.Header.Set("Authorization", "Bearer "+dashboardPullToken)
+	if resp, err := http.DefaultClient.Do(lease); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("lease from laptop: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser),
 		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-background-networking", true))
@@ -187,6 +198,11 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`table.overview`)))
 	if text := eval(`document.querySelector("table.overview").innerText`).(string); !strings.Contains(text, "shop → app") || !strings.Contains(text, "billing → ledger") {
 		t.Fatalf("the overview does not list the destinations: %s", text)
+	}
+	laptop := `[...document.querySelectorAll("table.overview tbody tr")].find(tr => tr.innerText.includes("shop → laptop")).innerText`
+	if text := eval(laptop).(string); !strings.Contains(text, "pulled by its clients") || !strings.Contains(text, "pull: 1 leased") ||
+		!strings.Contains(text, "5 new · 1 leased") {
+		t.Fatalf("the overview does not show laptop as a pull destination with one lease: %s", text)
 	}
 	if eval(`document.cookie`) != "" {
 		t.Error("the session cookie is readable by script")
