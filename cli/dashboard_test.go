@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,13 +150,27 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	storetest.Eventually(t, 15*time.Second, "one dead letter on shop/app and two on billing", func() bool {
 		return deadLetters("route=shop&destination=app") == 1 && deadLetters("route=billing") == 2
 	})
-	// A client of the pull destination leases one of its webhooks.
-	lease, _ := http.NewRequest(http.MethodPost, ingress+"/v1/pull/shop/laptop?max=1&wait=5s", nil)
-	lease.Header.Set("Authorization", "Bearer "+dashboardPullToken)
-	if resp, err := http.DefaultClient.Do(lease); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("lease from laptop: %v %v", resp, err)
-	} else {
-		resp.Body.Close()
+	// lease is a client of the pull destination laptop.
+	type leased struct {
+		Body        []byte
+		Redelivered bool
+	}
+	lease := func(max int) []leased {
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/pull/shop/laptop?max=%d&wait=1s", ingress, max), nil)
+		req.Header.Set("Authorization", "Bearer "+dashboardPullToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got struct{ Webhooks []leased }
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("lease from laptop: %d %v", resp.StatusCode, err)
+		}
+		return got.Webhooks
+	}
+	if got := lease(1); len(got) != 1 {
+		t.Fatalf("leased %d webhooks from laptop, want 1", len(got))
 	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser),
@@ -254,6 +269,18 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	if got != 1 {
 		t.Fatalf("the backend got the replayed body %d times, want 1", got)
 	}
+	// Replayed to the pull destination too, as a developer would to run
+	// it on their machine: laptop's client gets it.
+	do("replay it to laptop",
+		chromedp.Navigate(admin+deadLetterURL),
+		chromedp.Click(chromedp.CSS(`form.replay-to button`)),
+		chromedp.WaitVisible(chromedp.CSS(`.notice`)))
+	if text := eval(`document.querySelector(".notice").innerText`).(string); !strings.Contains(text, "Queued 1 for replay") {
+		t.Fatalf("after replay to laptop: %q", text)
+	}
+	storetest.Eventually(t, 10*time.Second, "laptop's client leases the replay", func() bool {
+		return slices.ContainsFunc(lease(100), func(w leased) bool { return string(w.Body) == evilBody && w.Redelivered })
+	})
 
 	// Everything matching a filter, by the script, with progress.
 	do("replay all matching",
