@@ -101,6 +101,11 @@ type Selection struct {
 	Cursor string `json:"cursor,omitempty"`
 	// All must be true to purge every dead letter with no filter.
 	All bool `json:"all,omitempty"`
+	// To, in a replay, names another destination of the dead letters'
+	// route to replay them to instead of their own, such as a
+	// developer's pull destination. By filter, it needs Route and
+	// Destination.
+	To string `json:"to,omitempty"`
 }
 
 func (s Selection) filter(now time.Time) (store.DeadLetterFilter, error) {
@@ -284,7 +289,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "bad_request", "give seqs or filters, not both")
 			return
 		}
-		out, err = h.ReplaySeqs(r.Context(), sel.Seqs)
+		out, err = h.ReplaySeqs(r.Context(), sel.Seqs, sel.To)
 	} else {
 		out, err = h.ReplayMatching(r.Context(), sel)
 	}
@@ -296,8 +301,9 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 }
 
 // ReplaySeqs republishes the dead letters at the given WEBHOOKS_DLQ
-// sequences (at most 1000) to their destination only.
-func (h *Handler) ReplaySeqs(ctx context.Context, seqs []uint64) (ReplayResult, error) {
+// sequences (at most 1000) to their destination only, or, when to is not
+// empty, to that destination of their route instead.
+func (h *Handler) ReplaySeqs(ctx context.Context, seqs []uint64, to string) (ReplayResult, error) {
 	h.setup()
 	var out ReplayResult
 	if len(seqs) > maxLimit {
@@ -313,21 +319,44 @@ func (h *Handler) ReplaySeqs(ctx context.Context, seqs []uint64) (ReplayResult, 
 			}
 			return out, err
 		}
+		if to != "" && !h.hasDestination(d.Envelope.Route, to) {
+			return out, badRequest("dead letter %d is of route %q, which has no destination %q to replay to", seq, d.Envelope.Route, to)
+		}
 		dls = append(dls, d)
 	}
-	return h.republish(ctx, dls, out)
+	return h.republish(ctx, dls, to, out)
+}
+
+// hasDestination reports whether route has a running destination dest.
+func (h *Handler) hasDestination(route, dest string) bool {
+	for _, f := range h.Forwarder.Status() {
+		if f.Route == route && f.Destination == dest {
+			return true
+		}
+	}
+	return false
 }
 
 // ReplayMatching republishes one page (sel.Limit, default 100, at most
 // 1000) of the dead letters sel's filters select, from sel.Cursor on, and
 // returns the cursor of the next page. The pages cover the dead letters
-// that existed when the first page was asked for.
+// that existed when the first page was asked for. With sel.To they go to
+// that destination of sel.Route instead of their own: one destination's
+// dead letters (sel.Destination), so that no event goes there twice.
 func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResult, error) {
 	h.setup()
 	var out ReplayResult
 	f, err := sel.filter(h.Now())
 	if err != nil {
 		return out, &RequestError{Reason: err.Error()}
+	}
+	if sel.To != "" {
+		if sel.Route == "" || sel.Destination == "" {
+			return out, badRequest("to %q replays one destination's dead letters: give route and destination too", sel.To)
+		}
+		if !h.hasDestination(sel.Route, sel.To) {
+			return out, badRequest("route %q has no destination %q to replay to", sel.Route, sel.To)
+		}
 	}
 	// A replay cursor is "<next>-<last>": last is the newest dead letter
 	// when the first page was asked for, so the pages never reach the
@@ -362,17 +391,30 @@ func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResu
 	if p.Next > 0 {
 		out.NextCursor = fmt.Sprintf("%d-%d", p.Next, f.MaxSeq)
 	}
-	return h.republish(ctx, p.DeadLetters, out)
+	return h.republish(ctx, p.DeadLetters, sel.To, out)
 }
 
-// republish replays dls and adds the counts to out.
-func (h *Handler) republish(ctx context.Context, dls []store.DeadLetter, out ReplayResult) (ReplayResult, error) {
-	res, err := h.Store.Replay(ctx, dls)
+// republish replays dls, to their own destination or to, and adds the
+// counts to out.
+func (h *Handler) republish(ctx context.Context, dls []store.DeadLetter, to string, out ReplayResult) (ReplayResult, error) {
+	var (
+		res store.ReplayCounts
+		err error
+	)
+	if to == "" {
+		res, err = h.Store.Replay(ctx, dls)
+	} else {
+		res, err = h.Store.ReplayTo(ctx, dls, to)
+	}
 	out.Queued, out.SkippedDuplicates = res.Queued, res.Duplicates
 	if err != nil {
 		return out, err
 	}
-	h.Logger.Info("dead letters replayed", "queued", out.Queued, "skipped_duplicates", out.SkippedDuplicates)
+	log := h.Logger
+	if to != "" {
+		log = log.With("to", to)
+	}
+	log.Info("dead letters replayed", "queued", out.Queued, "skipped_duplicates", out.SkippedDuplicates)
 	return out, nil
 }
 
@@ -400,6 +442,9 @@ func (h *Handler) Purge(ctx context.Context, sel Selection) (int, error) {
 		n   int
 		err error
 	)
+	if sel.To != "" {
+		return 0, badRequest("to is for replays; a purge deletes the dead letters it selects")
+	}
 	switch {
 	case len(sel.Seqs) > 0:
 		if sel.filtered() || sel.All {

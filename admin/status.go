@@ -15,12 +15,19 @@ type DestinationStatus struct {
 	Route       string `json:"route"`
 	Destination string `json:"destination"`
 	// URL is the destination's scheme, host and path: never its user
-	// info or query, where credentials live (policy.RedactURL).
+	// info or query, where credentials live (policy.RedactURL). It is
+	// empty for a pull destination.
 	URL string `json:"url"`
+	// Pull is true for a pull destination (docs/pull.md), which clients
+	// fetch from; Leased counts its webhooks leased to them and not yet
+	// settled, its attempts in progress (InFlight stays 0).
+	Pull   bool `json:"pull"`
+	Leased int  `json:"leased"`
 	// Pending counts stored messages not yet attempted.
 	Pending uint64 `json:"pending"`
-	// AckPending counts messages attempted and not settled: InFlight plus
-	// InBackoff (JetStream counts nak-delayed messages as ack pending).
+	// AckPending counts messages attempted and not settled: InFlight (or
+	// Leased) plus InBackoff (JetStream counts nak-delayed messages as ack
+	// pending).
 	AckPending int `json:"ack_pending"`
 	InFlight   int `json:"in_flight"`
 	InBackoff  int `json:"in_backoff"`
@@ -90,6 +97,8 @@ func (h *Handler) Status(ctx context.Context) (Status, error) {
 			Destination:      f.Destination,
 			URL:              policy.RedactURL(f.URL),
 			InFlight:         f.InFlight,
+			Pull:             f.Pull,
+			Leased:           f.Leased,
 			Breaker:          string(f.Gate.Breaker),
 			BreakerFailures:  f.Gate.Failures,
 			BreakerAttempts:  f.Gate.Attempts,
@@ -116,7 +125,7 @@ func (h *Handler) backlog(ctx context.Context, s *DestinationStatus, backlogs []
 	for _, b := range backlogs {
 		if b.Route == s.Route && b.Destination == s.Destination {
 			s.Pending, s.AckPending = b.Pending, int(b.AckPending)
-			s.InBackoff = max(0, s.AckPending-s.InFlight) + int(b.Parked)
+			s.InBackoff = max(0, s.AckPending-s.InFlight-s.Leased) + int(b.Parked)
 			s.BlockedKeys, s.OldestBlockedAt, s.WaitingBehindKeys = b.Blocked.Keys, at(b.Blocked.Oldest), b.Blocked.Waiting
 		}
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -37,9 +38,9 @@ routes:
 `
 
 // opsRig is jethook assembled as Serve assembles it (app.New), with its
-// ingress and admin API on test servers, reloading from a policies file,
-// and a backend that answers each path with the status in the
-// X-Status-<path> header.
+// public listener (the ingress and pull destinations) and admin API on
+// test servers, reloading from a policies file, and a backend that
+// answers each path with the status in the X-Status-<path> header.
 type opsRig struct {
 	t       *testing.T
 	config  string // path of the policies file
@@ -84,7 +85,7 @@ func newOpsRig(t *testing.T) *opsRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(time.Second) })
-	r.ingress = httptest.NewServer(a.Ingress)
+	r.ingress = httptest.NewServer(a.Public)
 	t.Cleanup(r.ingress.Close)
 	r.admin = httptest.NewServer(a.Admin)
 	t.Cleanup(r.admin.Close)
@@ -118,6 +119,24 @@ func (r *opsRig) post(path, body string, statuses map[string]string) (int, strin
 	var ack struct{ ID string }
 	_ = json.NewDecoder(resp.Body).Decode(&ack)
 	return resp.StatusCode, ack.ID
+}
+
+// pull leases up to max webhooks of route shop's pull destination dest,
+// whose token is laptopToken, waiting up to a second for the first.
+func (r *opsRig) pull(dest string, max int) []pulled {
+	r.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/pull/shop/%s?max=%d&wait=1s", r.ingress.URL, dest, max), nil)
+	req.Header.Set("Authorization", "Bearer "+laptopToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Webhooks []pulled }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		r.t.Fatalf("pull %s: %d %v", dest, resp.StatusCode, err)
+	}
+	return out.Webhooks
 }
 
 func (r *opsRig) count(path, eventID string) int {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,8 +23,8 @@ import (
 	"github.com/jethook/jethook/store/storetest"
 )
 
-// dashboardConfig has a route with two destinations and one whose backend
-// is down; %s is the backend's URL.
+// dashboardConfig has a route with two destinations and a pull
+// destination, and one whose backend is down; %s is the backend's URL.
 const dashboardConfig = `
 defaults:
   retry: {backoff: fixed, delay: 300ms, jitter: none, max_attempts: 3, max_age: 1h}
@@ -34,12 +35,15 @@ routes:
     destinations:
       - {name: app, url: "%[1]s/app", slow_start: 0s}
       - {name: audit, url: "%[1]s/audit", slow_start: 0s}
+      - {name: laptop, pull: {token: "` + dashboardPullToken + `"}, timeout: 1m}
   - name: billing
     path: /hooks/billing
     retry: {max_attempts: 2}
     destinations:
       - {name: ledger, url: "%[1]s/ledger", slow_start: 0s}
 `
+
+const dashboardPullToken = "dashboard-pull-token-0123456789abcdef"
 
 // evilBody would run script in the page if the dashboard rendered it as
 // HTML; it sets window.__pwned instead of opening a dialog, so the test
@@ -146,6 +150,28 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	storetest.Eventually(t, 15*time.Second, "one dead letter on shop/app and two on billing", func() bool {
 		return deadLetters("route=shop&destination=app") == 1 && deadLetters("route=billing") == 2
 	})
+	// lease is a client of the pull destination laptop.
+	type leased struct {
+		Body        []byte
+		Redelivered bool
+	}
+	lease := func(max int) []leased {
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/pull/shop/laptop?max=%d&wait=1s", ingress, max), nil)
+		req.Header.Set("Authorization", "Bearer "+dashboardPullToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got struct{ Webhooks []leased }
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("lease from laptop: %d %v", resp.StatusCode, err)
+		}
+		return got.Webhooks
+	}
+	if got := lease(1); len(got) != 1 {
+		t.Fatalf("leased %d webhooks from laptop, want 1", len(got))
+	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser),
 		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-background-networking", true))
@@ -187,6 +213,11 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`table.overview`)))
 	if text := eval(`document.querySelector("table.overview").innerText`).(string); !strings.Contains(text, "shop → app") || !strings.Contains(text, "billing → ledger") {
 		t.Fatalf("the overview does not list the destinations: %s", text)
+	}
+	laptop := `[...document.querySelectorAll("table.overview tbody tr")].find(tr => tr.innerText.includes("shop → laptop")).innerText`
+	if text := eval(laptop).(string); !strings.Contains(text, "pulled by its clients") || !strings.Contains(text, "pull: 1 leased") ||
+		!strings.Contains(text, "5 new · 1 leased") {
+		t.Fatalf("the overview does not show laptop as a pull destination with one lease: %s", text)
 	}
 	if eval(`document.cookie`) != "" {
 		t.Error("the session cookie is readable by script")
@@ -238,6 +269,18 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	if got != 1 {
 		t.Fatalf("the backend got the replayed body %d times, want 1", got)
 	}
+	// Replayed to the pull destination too, as a developer would to run
+	// it on their machine: laptop's client gets it.
+	do("replay it to laptop",
+		chromedp.Navigate(admin+deadLetterURL),
+		chromedp.Click(chromedp.CSS(`form.replay-to button`)),
+		chromedp.WaitVisible(chromedp.CSS(`.notice`)))
+	if text := eval(`document.querySelector(".notice").innerText`).(string); !strings.Contains(text, "Queued 1 for replay") {
+		t.Fatalf("after replay to laptop: %q", text)
+	}
+	storetest.Eventually(t, 10*time.Second, "laptop's client leases the replay", func() bool {
+		return slices.ContainsFunc(lease(100), func(w leased) bool { return string(w.Body) == evilBody && w.Redelivered })
+	})
 
 	// Everything matching a filter, by the script, with progress.
 	do("replay all matching",

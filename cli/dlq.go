@@ -203,12 +203,14 @@ func dlqShow(ctx context.Context, c *adminClient, args []string, out io.Writer) 
 }
 
 // dlqReplay replays dead letters by -seq, or every one a filter selects,
-// page by page, printing progress.
+// page by page, printing progress; to their own destination, or with -to
+// to another of their route's.
 func dlqReplay(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("dlq replay", out)
 	var f dlqFilter
 	f.register(fs, true)
 	pageSize := fs.Int("page", 500, "dead letters replayed per request (at most 1000)")
+	to := fs.String("to", "", "replay to this destination of the route instead, such as a developer's pull destination (by filter, needs -route and -destination)")
 	asJSON := fs.Bool("json", false, "print the totals as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -217,6 +219,7 @@ func dlqReplay(ctx context.Context, c *adminClient, args []string, out io.Writer
 	if err != nil {
 		return err
 	}
+	sel.To = *to
 	var total admin.ReplayResult
 	if len(sel.Seqs) > 0 {
 		if err := c.call(ctx, http.MethodPost, "/v1/deadletters/replay", nil, sel, &total); err != nil {
@@ -251,7 +254,11 @@ func dlqReplay(ctx context.Context, c *adminClient, args []string, out io.Writer
 		}
 		return printJSON(out, b)
 	}
-	fmt.Fprintf(out, "queued %d, skipped %d already replayed", total.Queued, total.SkippedDuplicates)
+	fmt.Fprintf(out, "queued %d", total.Queued)
+	if *to != "" {
+		fmt.Fprintf(out, " to %s", *to)
+	}
+	fmt.Fprintf(out, ", skipped %d already replayed", total.SkippedDuplicates)
 	if total.NotFound > 0 {
 		fmt.Fprintf(out, ", %d not found", total.NotFound)
 	}

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +100,83 @@ func TestDLQReplayPrintsProgressAndReplaysOnlyOnce(t *testing.T) {
 	if _, err := r.run(dlq, "replay", "-seq", "1", "-route", "shop"); !errors.Is(err, errUsage) {
 		t.Errorf("-seq with a filter: %v", err)
 	}
+}
+
+// The production webhook on a laptop: audit's dead letters replayed to a
+// pull destination added since, which a listener delivers to a local app.
+func TestDLQReplayToAPullDestinationReachesItsListener(t *testing.T) {
+	t.Parallel()
+	r := newOpsRig(t)
+	ids := r.deadLetters(3)
+	r.write(opsConfig + `      - {name: laptop, pull: {token: "` + laptopToken + `"}}` + "\n")
+	if err := r.client.call(context.Background(), http.MethodPost, "/v1/reload", nil, nil, nil); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	l := newLocal(t, nil)
+	var terminal syncBuffer
+	listen(t, r.ingress.URL, l.URL+"/webhooks", &terminal)
+
+	out, err := r.run(dlq, "replay", "-route", "shop", "-destination", "audit", "-to", "laptop")
+	if err != nil || !strings.Contains(out, "queued 3 to laptop, skipped 0 already replayed") {
+		t.Fatalf("replay to laptop: %v\n%s", err, out)
+	}
+	eventually(t, "the listener delivered the 3 replays", func() bool { return l.delivered() == 3 })
+	l.mu.Lock()
+	for i, req := range l.got {
+		if want := fmt.Sprintf(`{"d":%d}`, slices.Index(ids, req.Header.Get("X-Webhook-Id"))); string(l.bodies[i]) != want ||
+			req.Header.Get("X-Status-Audit") != "422" || req.Header.Get("X-Webhook-Attempt") != "1" {
+			t.Errorf("the local app got %v %q, want the stored webhook %s with its headers", req.Header, l.bodies[i], want)
+		}
+	}
+	l.mu.Unlock()
+	if n := strings.Count(terminal.String(), " → 200 in "); n != 3 {
+		t.Errorf("%d delivery lines:\n%s", n, terminal.String())
+	}
+	// Audit's dead letters stay as they were: not replayed to audit.
+	for _, id := range ids {
+		if n := r.count("/audit", id); n != 1 {
+			t.Errorf("audit got %s %d times, want once", id, n)
+		}
+	}
+	if show, err := r.run(dlq, "show", "1"); err != nil || strings.Contains(show, "replayed:") {
+		t.Errorf("audit's dead letter shows a replay: %v\n%s", err, show)
+	}
+	out, err = r.run(dlq, "replay", "-seq", "1,2", "-to", "laptop")
+	if err != nil || !strings.Contains(out, "queued 0 to laptop, skipped 2 already replayed") {
+		t.Errorf("replaying to laptop again: %v\n%s", err, out)
+	}
+	// To run one again on the laptop, resend it there.
+	if out, err := r.run(events, "resend", ids[0], "-destination", "laptop"); err != nil {
+		t.Fatalf("resend to laptop: %v\n%s", err, out)
+	}
+	eventually(t, "the listener delivered the resent webhook", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.ok[ids[0]] == 2
+	})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-seq", "1", "-to", "nope"}, `dead letter 1 is of route "shop", which has no destination "nope" to replay to`},
+		{[]string{"-route", "shop", "-to", "laptop"}, "give route and destination too"},
+		{[]string{"-route", "shop", "-destination", "audit", "-to", "nope"}, `route "shop" has no destination "nope"`},
+	} {
+		if _, err := r.run(dlq, append([]string{"replay"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("replay %v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	// A replay to laptop leaves the dead letter to be replayed to audit.
+	if out, err := r.run(dlq, "replay", "-seq", "1"); err != nil || !strings.Contains(out, "queued 1, skipped 0") {
+		t.Errorf("replaying to audit after laptop: %v\n%s", err, out)
+	}
+	eventually(t, "audit got the replay", func() bool {
+		n := 0
+		for _, id := range ids {
+			n += r.count("/audit", id)
+		}
+		return n == len(ids)+1
+	})
 }
 
 func TestDLQPurgeNeedsASelectionAndSaysHowManyWent(t *testing.T) {

@@ -20,7 +20,9 @@ func runStatus(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // status prints each destination's backlog, dead letters, breaker and
-// pause state, learned limit, and its last success and failure.
+// pause state, learned limit, and its last success and failure. A pull
+// destination's state is pull, and its IN FLIGHT the webhooks leased to
+// its clients.
 func status(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("status", out)
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
@@ -50,8 +52,12 @@ func status(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 		if d.LastFailureAt != nil {
 			failure += ": " + clip(lastFailure(d), 40)
 		}
+		inFlight := d.InFlight
+		if d.Pull {
+			inFlight = d.Leased // a pull destination's attempts are its leases
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", d.Route, d.Destination, destState(d),
-			limitText(d.LimitPerSecond), d.Pending, d.InFlight, d.InBackoff, d.DeadLetters, oldest, ago(d.LastSuccessAt, now), failure)
+			limitText(d.LimitPerSecond), d.Pending, inFlight, d.InBackoff, d.DeadLetters, oldest, ago(d.LastSuccessAt, now), failure)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -89,11 +95,14 @@ func catchUpTable(out io.Writer, st admin.Status, now time.Time) error {
 
 // destState sums up a destination's gate: paused, breaker open or
 // half-open, waiting for a Retry-After, held under its rate by the learned
-// limit, or ok.
+// limit, or ok; or, for a pull destination, which has no gate but the
+// pause, pull.
 func destState(d admin.DestinationStatus) string {
 	switch {
 	case d.Paused:
 		return "paused"
+	case d.Pull:
+		return "pull"
 	case d.Breaker != "closed" && d.Breaker != "":
 		return "breaker " + d.Breaker
 	case d.RetryAfterUntil != nil:

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -52,5 +54,38 @@ func TestStatusWithoutTheTokenSaysWhatToSet(t *testing.T) {
 	_, err := r.run(status)
 	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "JETHOOK_ADMIN_TOKEN") {
 		t.Errorf("error %v", err)
+	}
+}
+
+func TestStatusShowsAPullDestinationsLeases(t *testing.T) {
+	t.Parallel()
+	r := newOpsRig(t)
+	r.write(strings.Replace(opsConfig, `      - {name: audit, url: "BACKEND/audit", slow_start: 0s}`,
+		`      - {name: laptop, pull: {token: "`+laptopToken+`"}, timeout: 30s}`, 1))
+	if err := r.client.call(context.Background(), http.MethodPost, "/v1/reload", nil, nil, nil); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	r.post("/hooks/shop", `{"n":1}`, nil)
+	r.post("/hooks/shop", `{"n":2}`, nil)
+	var leased []pulled
+	for len(leased) == 0 {
+		leased = r.pull("laptop", 1)
+	}
+	var row []string
+	eventually(t, "the laptop row with one leased and one pending", func() bool {
+		out, err := r.run(status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[1] == "laptop" {
+				row = f
+			}
+		}
+		// ROUTE DESTINATION STATE LIMIT PENDING IN-FLIGHT ...
+		return len(row) > 5 && row[4] == "1" && row[5] == "1"
+	})
+	if row[2] != "pull" || row[3] != "-" {
+		t.Errorf("laptop row: %q", row)
 	}
 }

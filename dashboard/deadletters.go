@@ -85,13 +85,25 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 	if d.BodyEncoding == "base64" {
 		raw, _ = base64.StdEncoding.DecodeString(d.Body)
 	}
-	data := map[string]any{"DL": d, "Headers": headers(d.Headers), "Body": newBody(raw)}
+	data := map[string]any{"DL": d, "Headers": headers(d.Headers), "Body": newBody(raw), "PullTo": h.pullDestinations(d.Route)}
 	// The attempt timeline comes from the attempt log, through the event.
 	if ev, err := h.api.Event(r.Context(), d.EventID, d.Route); err == nil {
 		data["Attempts"] = attemptsOf(ev, d.Destination)
 	}
 	data["Done"] = done(r.URL.Query())
 	h.render(w, r, http.StatusOK, "deadletter", "Dead letter "+strconv.FormatUint(seq, 10), data)
+}
+
+// pullDestinations names route's pull destinations, where a dead letter
+// of the route can be replayed for a developer to run it (docs/pull.md).
+func (h *Handler) pullDestinations(route string) []string {
+	var out []string
+	for _, s := range h.Forwarder.Status() {
+		if s.Route == route && s.Pull {
+			out = append(out, s.Destination)
+		}
+	}
+	return out
 }
 
 // done says what the last action did, from the numbers its redirect put in
@@ -141,9 +153,10 @@ func seqs(form url.Values) ([]uint64, error) {
 }
 
 // replay replays the selected dead letters (seq fields), or one page of
-// those the filters select (from cursor). The script asks for JSON and
-// repeats a replay by filter until next_cursor is empty; a plain form is
-// sent back to the page it came from with the counts.
+// those the filters select (from cursor), to their own destination or to
+// the form's to. The script asks for JSON and repeats a replay by filter
+// until next_cursor is empty; a plain form is sent back to the page it
+// came from with the counts.
 func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		h.fail(w, r, http.StatusBadRequest, "form: "+err.Error())
@@ -157,10 +170,10 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	var res admin.ReplayResult
 	switch {
 	case len(picked) > 0:
-		res, err = h.api.ReplaySeqs(r.Context(), picked)
+		res, err = h.api.ReplaySeqs(r.Context(), picked, r.PostFormValue("to"))
 	case r.PostFormValue("matching") == "1":
 		sel := selection(r.PostForm)
-		sel.Limit = replayPage
+		sel.Limit, sel.To = replayPage, r.PostFormValue("to")
 		res, err = h.api.ReplayMatching(r.Context(), sel)
 	default:
 		err = &admin.RequestError{Reason: "Pick dead letters to replay, or replay all that match the filter."}

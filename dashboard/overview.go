@@ -47,7 +47,12 @@ func states(s admin.DestinationStatus) []state {
 	if s.SlowStart {
 		out = append(out, state{"slow start: ramping up", "info"})
 	}
-	if len(out) == 0 {
+	switch {
+	case s.Pull:
+		// A pull destination has no gate but the pause: its clients
+		// fetch its webhooks (docs/pull.md).
+		out = append(out, state{fmt.Sprintf("pull: %d leased", s.Leased), "info"})
+	case len(out) == 0:
 		out = append(out, state{"delivering", "ok"})
 	}
 	if s.LimitPerSecond > 0 {
@@ -72,7 +77,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	var totals struct{ Backlog, InBackoff, DeadLetters uint64 }
 	for _, s := range st.Destinations {
 		row := destinationRow{DestinationStatus: s, States: states(s),
-			Backlog: s.Pending + uint64(s.InFlight) + uint64(s.InBackoff),
+			Backlog: s.Pending + uint64(s.InFlight) + uint64(s.Leased) + uint64(s.InBackoff),
 			Chart:   newChart(h.Metrics.LastHour(s.Route, s.Destination, now))}
 		totals.Backlog += row.Backlog
 		totals.InBackoff += uint64(s.InBackoff)

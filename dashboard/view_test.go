@@ -119,4 +119,10 @@ func TestStatesPutTheMostPressingFirst(t *testing.T) {
 	if got := states(admin.DestinationStatus{Breaker: "closed"}); len(got) != 1 || got[0].Text != "delivering" {
 		t.Errorf("a healthy destination: %+v", got)
 	}
+	if got := states(admin.DestinationStatus{Pull: true, Leased: 3}); len(got) != 1 || got[0].Text != "pull: 3 leased" {
+		t.Errorf("a pull destination: %+v", got)
+	}
+	if got := states(admin.DestinationStatus{Pull: true, Paused: true}); len(got) != 2 || got[0].Text != "paused by an operator" || got[1].Text != "pull: 0 leased" {
+		t.Errorf("a paused pull destination: %+v", got)
+	}
 }

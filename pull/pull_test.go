@@ -243,7 +243,7 @@ func TestANakAndALeaseThatRunsOutAreFailedAttemptsAndTheLastIsADeadLetter(t *tes
 	}
 
 	// A replayed dead letter goes back to the pull destination.
-	if _, err := r.app.Admin.ReplaySeqs(context.Background(), []uint64{dead[0].DLQSeq}); err != nil {
+	if _, err := r.app.Admin.ReplaySeqs(context.Background(), []uint64{dead[0].DLQSeq}, ""); err != nil {
 		t.Fatal(err)
 	}
 	replayed := r.pull("alice", tokenA, 5*time.Second)
@@ -394,5 +394,54 @@ func TestLeasesOutliveAReloadAndARemovedDestinationsTokenStopsWorking(t *testing
 	}
 	if code := r.call("/v1/pull/shop/bob", tokenB, nil, nil); code != http.StatusUnauthorized {
 		t.Fatalf("a removed destination's token: %d", code)
+	}
+}
+
+func TestTheStatusShowsAPullDestinationAndWhatItHasLeased(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, strings.Replace(twoListeners, "timeout: 500ms", "timeout: 30s", 1))
+	for i := range 3 {
+		r.send(fmt.Sprintf(`{"n":%d}`, i), nil, "")
+	}
+	var w []webhook
+	for len(w) < 3 {
+		w = append(w, r.pull("alice", tokenA, 5*time.Second)...)
+	}
+	type dest struct {
+		Destination string
+		URL         *string `json:"url"`
+		Pull        bool    `json:"pull"`
+		Leased      int     `json:"leased"`
+		InFlight    int     `json:"in_flight"`
+		InBackoff   int     `json:"in_backoff"`
+		Pending     int     `json:"pending"`
+	}
+	alice := func() dest {
+		t.Helper()
+		code, raw := r.adminGet("/v1/status", adminToken)
+		var st struct{ Destinations []dest }
+		if err := json.Unmarshal([]byte(raw), &st); err != nil || code != http.StatusOK {
+			t.Fatalf("status: %d %v: %s", code, err, raw)
+		}
+		for _, d := range st.Destinations {
+			if d.Destination == "alice" {
+				return d
+			}
+		}
+		t.Fatalf("no alice in %s", raw)
+		return dest{}
+	}
+	if d := alice(); !d.Pull || d.URL == nil || *d.URL != "" || d.Leased != 3 || d.InFlight != 0 || d.InBackoff != 0 || d.Pending != 0 {
+		t.Fatalf("with 3 leased: %+v", d)
+	}
+	r.settle("alice", "ack", map[string]any{"leases": []string{w[0].Lease}})
+	r.settle("alice", "nak", map[string]any{"leases": []string{w[1].Lease}, "delay": "5s"})
+	var d dest
+	storetest.Eventually(t, 10*time.Second, "one leased and one in backoff", func() bool {
+		d = alice()
+		return d.Leased == 1 && d.InBackoff == 1
+	})
+	if d.Pending != 0 || d.InFlight != 0 {
+		t.Fatalf("after an ack and a nak: %+v", d)
 	}
 }

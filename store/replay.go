@@ -32,6 +32,24 @@ type ReplayCounts struct {
 // covers two replays at the same moment. Dead letters stay in
 // WEBHOOKS_DLQ until purged. Replay waits for every ack.
 func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayCounts, error) {
+	return s.replay(ctx, dls, "")
+}
+
+// ReplayTo republishes each dead letter as Replay does, but to
+// destination, another destination of the dead letter's route, whose
+// consumer reads it as it reads its own replays: a production webhook can
+// be sent to a developer's pull destination. Its dedup is per dead letter
+// and destination, so a dead letter can be replayed once to each.
+func (s *Store) ReplayTo(ctx context.Context, dls []DeadLetter, destination string) (ReplayCounts, error) {
+	if destination == "" || !validToken(destination) {
+		return ReplayCounts{}, fmt.Errorf("replay: %q: not a destination name", destination)
+	}
+	return s.replay(ctx, dls, destination)
+}
+
+// replay is Replay to destination, or to each dead letter's own
+// destination when destination is "".
+func (s *Store) replay(ctx context.Context, dls []DeadLetter, destination string) (ReplayCounts, error) {
 	var r ReplayCounts
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
@@ -40,8 +58,11 @@ func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayCounts, err
 		if d.DLQSeq == 0 || d.Envelope == nil || d.Destination == "" {
 			return r, fmt.Errorf("replay: dead letter without sequence, envelope or destination")
 		}
-		e := d.Envelope
-		last, err := s.LastReplay(ctx, e.Route, d.Destination, e.EventID)
+		e, to := d.Envelope, d.Destination
+		if destination != "" {
+			to = destination
+		}
+		last, err := s.LastReplay(ctx, e.Route, to, e.EventID)
 		if err != nil {
 			return r, err
 		}
@@ -49,10 +70,14 @@ func (s *Store) Replay(ctx context.Context, dls []DeadLetter) (ReplayCounts, err
 			r.Duplicates++
 			continue
 		}
-		m := e.msg(ReplaySubject(e.Route, d.Destination))
+		m := e.msg(ReplaySubject(e.Route, to))
 		m.Header.Set(hdrReplayOf, strconv.FormatUint(d.DLQSeq, 10))
+		id := replayID(d.DLQSeq)
+		if to != d.Destination {
+			id += "/to/" + to
+		}
 		fut, err := s.js.PublishMsgAsync(m,
-			jetstream.WithMsgID(replayID(d.DLQSeq)),
+			jetstream.WithMsgID(id),
 			jetstream.WithExpectStream(StreamName),
 			jetstream.WithStallWait(s.opts.PublishTimeout))
 		if err != nil {
