@@ -217,8 +217,8 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 	defer p.stop()
 	for {
 		m, err := p.next(ctx)
-		if err != nil || m == nil {
-			return at, full, first, err
+		if err != nil {
+			return 0, false, first, err
 		}
 		seq, stored, pending, ok := ackFacts(m.Reply)
 		switch {

@@ -25,9 +25,9 @@ type pull struct {
 
 // pullAsk asks for the next batch. Asks that wait (not no_wait) queue
 // behind each other; a scan ends at its window's end or when the server
-// says nothing is left, so an ask expires only when what the consumer
-// counted is gone (past the retention) or the machine is too busy to
-// send a batch in time: then the scan asks again.
+// says nothing is left, so an ask expires only when the machine is too
+// busy to send a batch in time (then the scan asks again) or the server
+// stopped sending.
 var pullAsk = []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, scanBatch, pullExpires))
 
 const pullExpires = 2 * time.Second
@@ -52,8 +52,10 @@ func (p *pull) ask() error {
 	return nil
 }
 
-// next is the next message the consumer delivers; nil when asks have
-// expired with nothing delivered after the scan asked again.
+// next is the next message the consumer delivers. Asks that expire with
+// nothing delivered after the scan asked again end it with an error:
+// the consumer counted messages the server does not send, and a search
+// must not end as if it had read them.
 func (p *pull) next(ctx context.Context) (*nats.Msg, error) {
 	for {
 		m, err := p.sub.NextMsgWithContext(ctx)
@@ -79,10 +81,10 @@ func (p *pull) next(ctx context.Context) (*nats.Msg, error) {
 		if code := m.Header.Get("Status"); code != "408" {
 			return nil, fmt.Errorf("%w: search: the server answered %s %s", ErrUnavailable, code, m.Header.Get("Description"))
 		}
-		// Two asks are out at most: the third expiry in a row is of an ask
-		// made after the first, which found nothing either.
+		// Two asks are out at most before the first expiry: the third in a
+		// row is of an ask made after the first, which found nothing either.
 		if p.idle++; p.idle == 3 {
-			return nil, nil
+			return nil, fmt.Errorf("%w: search: the server sent nothing for %s", ErrUnavailable, 2*pullExpires)
 		}
 		p.asked = p.got
 		if err := p.ask(); err != nil {
