@@ -226,6 +226,10 @@ func (h *Handler) compile(s Search) (compiled, error) {
 	}
 	c.scan = store.Scan{Route: s.Route, Since: since, Until: until, Oldest: s.Oldest, Cursor: cursor,
 		Limit: limit, MaxBytes: maxBytes}
+	// What the match reads: a search that reads no bodies reads headers
+	// alone; the event type can be in either.
+	c.scan.NoBody = c.typ == "" && (c.expr == nil || !c.expr.Reads("body") && !c.expr.Reads("raw"))
+	c.scan.NoHeaders = c.typ == "" && (c.expr == nil || !c.expr.Reads("headers"))
 	return c, nil
 }
 

@@ -46,7 +46,8 @@ type Event struct {
 
 // Filter is a compiled filter expression. It is safe for concurrent use.
 type Filter struct {
-	prg cel.Program
+	prg   cel.Program
+	reads map[string]bool // the variables the expression names
 }
 
 // environment is the CEL environment every filter compiles in: the
@@ -84,8 +85,19 @@ func Compile(expr string) (*Filter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filter: %v", err)
 	}
-	return &Filter{prg: prg}, nil
+	f := &Filter{prg: prg, reads: map[string]bool{}}
+	for _, r := range ast.NativeRep().ReferenceMap() {
+		if len(r.OverloadIDs) == 0 {
+			f.reads[r.Name] = true
+		}
+	}
+	return f, nil
 }
+
+// Reads reports whether the expression names the variable name (headers,
+// body, raw, route or method): a caller with many events to match can
+// leave out what it never reads.
+func (f *Filter) Reads(name string) bool { return f.reads[name] }
 
 // Match evaluates the filter on ev. A run-time error (a missing key, a
 // wrong type, the cost limit) returns false with an *Error. Only what the

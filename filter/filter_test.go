@@ -166,3 +166,33 @@ func TestErrorKindsNeverQuoteThePayload(t *testing.T) {
 		}
 	}
 }
+
+func TestReadsNamesTheVariablesAnExpressionUses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		expr string
+		want []string
+	}{
+		{`headers["x-github-event"] == "push"`, []string{"headers"}},
+		{`body.order == 7 && method == "POST"`, []string{"body", "method"}},
+		{`string(raw).contains("1004") || route == "shop"`, []string{"raw", "route"}},
+		{`size("x") == 1`, nil},
+		// A loop variable named like one counts: reading more than needed
+		// is safe, less is not.
+		{`[1, 2].exists(body, body == 2)`, []string{"body"}},
+	} {
+		f, err := Compile(tc.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, v := range []string{"headers", "body", "raw", "route", "method"} {
+			if f.Reads(v) {
+				got = append(got, v)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s reads %v, want %v", tc.expr, got, tc.want)
+		}
+	}
+}

@@ -45,6 +45,7 @@ func (s *Store) Publish(ctx context.Context, e *Envelope) (Stored, error) {
 	start := time.Now()
 	stored, err := s.publish(ctx, e)
 	s.mon.published(start, err)
+	s.ingest.stored(start)
 	return stored, err
 }
 

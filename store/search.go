@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,8 +24,13 @@ type Scan struct {
 	// first, it reads sequences before it; oldest first, from it on.
 	Cursor uint64
 	// Match decides whether the webhook e, stored at seq, is a hit; nil
-	// matches every one. It may keep nothing of e's body after it returns.
+	// matches every one. e holds the route, event id, method, headers and
+	// body; Match may keep nothing of e after it returns.
 	Match func(e *Envelope, seq uint64) bool
+	// NoBody says Match reads no body: the scan then reads headers alone,
+	// and each hit's whole webhook once it is found. NoHeaders says Match
+	// reads no headers: e.Header is then empty.
+	NoBody, NoHeaders bool
 	// Limit is the most hits one page holds (at least 1).
 	Limit int
 	// MaxBytes bounds the bytes (headers and bodies) one page reads; 0 is
@@ -94,7 +101,12 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 			return end, err
 		}
 	}
-	sc := &scanner{s: s, q: q, hit: hit, progress: progress, subject: "webhooks.*.*"}
+	nc, err := s.searchConn()
+	if err != nil {
+		return end, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
+	}
+	defer nc.Close()
+	sc := &scanner{s: s, nc: nc, q: q, hit: hit, progress: progress, subject: "webhooks.*.*"}
 	if info.State.Msgs > 0 {
 		sc.avg = int64(info.State.Bytes / info.State.Msgs)
 	}
@@ -113,6 +125,19 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 		err = sc.backward(ctx, lo, hi)
 	}
 	return sc.end, err
+}
+
+// searchConn opens a connection for one search, as the store's own is
+// made but without its handlers: a search's messages then queue on their
+// own, not ahead of the acks ingest waits for.
+func (s *Store) searchConn() (*nats.Conn, error) {
+	o := s.nc.Opts
+	o.Name = "jethook search"
+	o.AllowReconnect = false
+	o.CustomDialer = nil // the store's dialer keeps the store's connection
+	o.ClosedCB, o.DisconnectedCB, o.DisconnectedErrCB, o.ConnectedCB, o.ReconnectedCB = nil, nil, nil, nil, nil
+	o.DiscoveredServersCB, o.AsyncErrorCB, o.ReconnectErrCB, o.LameDuckModeHandler = nil, nil, nil, nil
+	return o.Connect()
 }
 
 // seqAt is the sequence of the first message of the stream stored at or
@@ -144,6 +169,8 @@ func (s *Store) seqAt(ctx context.Context, t time.Time, last uint64) (uint64, er
 // scanner is one page of a Search.
 type scanner struct {
 	s        *Store
+	nc       *nats.Conn // the search's own
+	e        Envelope   // what Match is given, reused
 	q        Scan
 	hit      func(Hit) bool
 	progress func(ScanProgress)
@@ -157,10 +184,12 @@ type scanner struct {
 // hit, until fn returns false. It returns the sequence it stopped at (stop
 // when it read the whole span), whether it ran into a bound (only checked
 // when bound is true), and the stored time of the first webhook it read.
-// It fetches a batch at a time from one consumer without acks (an
-// ordered consumer would be made anew for each fetch): the server sends
-// no more than the scan has asked for, so a slow scan makes it wait, not
-// drop messages.
+//
+// It reads through one consumer without acks on the search's own
+// connection (so that its traffic does not queue ahead of ingest's acks),
+// asking for a batch at a time with up to two asks outstanding: the server
+// sends the next batch while the scan reads this one, and never more than
+// was asked for, so a slow scan makes it wait, not drop messages.
 func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn func(Hit) bool) (at uint64, full bool, first time.Time, err error) {
 	at = stop
 	c, err := sc.s.main.CreateConsumer(ctx, jetstream.ConsumerConfig{
@@ -171,67 +200,132 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 		OptStartSeq:       start,
 		InactiveThreshold: 30 * time.Second, // the server drops it if a search cannot
 		MemoryStorage:     true,
+		HeadersOnly:       sc.q.NoBody,
 	})
 	if err != nil {
 		return 0, false, first, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
-	defer func() { _ = sc.s.main.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
-	if c.CachedInfo().NumPending == 0 {
+	info := c.CachedInfo()
+	defer func() { _ = sc.s.main.DeleteConsumer(context.WithoutCancel(ctx), info.Name) }()
+	if info.NumPending == 0 {
 		return at, false, first, nil
 	}
+	p, err := pullFrom(sc.nc, &sc.s.ingest, info.Name)
+	if err != nil {
+		return 0, false, first, err
+	}
+	defer p.stop()
 	for {
-		if err := ctx.Err(); err != nil {
+		m, err := p.next(ctx)
+		if err != nil {
 			return 0, false, first, err
 		}
-		batch, err := c.FetchNoWait(scanBatch)
-		if err != nil {
-			return 0, false, first, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
+		seq, stored, pending, ok := ackFacts(m.Reply)
+		switch {
+		case !ok:
+			continue
+		case seq >= stop:
+			return at, full, first, nil
+		case bound && sc.over() != "":
+			return seq, true, first, nil
 		}
-		got, done := 0, false
-		for m := range batch.Messages() {
-			got++
-			if done {
-				continue // drain the batch
-			}
-			md, err := m.Metadata()
+		sc.end.Scanned++
+		sc.end.Bytes += int64(m.Size())
+		if first.IsZero() {
+			first = stored
+		}
+		if bound {
+			sc.end.Reached = stored
+		}
+		if sc.matches(m, seq) {
+			e, err := sc.whole(ctx, m, seq)
 			if err != nil {
-				continue
+				return 0, false, first, err
 			}
-			seq := md.Sequence.Stream
-			if seq >= stop {
-				done = true
-				continue
+			if e != nil && !fn(Hit{Seq: seq, Envelope: e, Size: len(e.Body)}) {
+				return seq, full, first, nil
 			}
-			if bound && sc.over() != "" {
-				at, full, done = seq, true, true
-				continue
-			}
-			h := m.Headers()
-			sc.end.Scanned++
-			sc.end.Bytes += int64(headerBytes(h) + len(m.Data()))
-			if first.IsZero() {
-				first = md.Timestamp
-			}
-			if bound {
-				sc.end.Reached = md.Timestamp
-			}
-			e, err := decodeEnvelope(m.Subject(), h, m.Data())
-			if err == nil && (sc.q.Match == nil || sc.q.Match(e, seq)) && !fn(Hit{Seq: seq, Envelope: e, Size: len(m.Data())}) {
-				at, done = seq, true
-				continue
-			}
-			done = md.NumPending == 0
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return 0, false, first, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
-		}
-		if bound && sc.progress != nil && got > 0 {
+		if bound && sc.progress != nil && p.got%scanBatch == 0 {
 			sc.progress(sc.end.ScanProgress)
 		}
-		if done || got == 0 {
+		if pending == 0 {
 			return at, full, first, nil
 		}
 	}
+}
+
+// ackFacts reads a message's stream sequence, stored time and the
+// consumer's count of messages left from the reply subject the server
+// delivered it with: $JS.ACK.<stream>.<consumer>.<delivered>.<stream
+// sequence>.<consumer sequence>.<time>.<pending>, or, in the newer form,
+// with a domain and an account hash after $JS.ACK and a token at the end
+// (ADR-15).
+func ackFacts(reply string) (seq uint64, stored time.Time, pending uint64, ok bool) {
+	t := strings.Split(reply, ".")
+	switch {
+	case len(t) == 9:
+		t = t[5:]
+	case len(t) >= 11:
+		t = t[7:]
+	default:
+		return 0, stored, 0, false
+	}
+	seq, err1 := strconv.ParseUint(t[0], 10, 64)
+	ns, err2 := strconv.ParseInt(t[2], 10, 64)
+	pending, err3 := strconv.ParseUint(t[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, stored, 0, false
+	}
+	return seq, time.Unix(0, ns), pending, true
+}
+
+// matches decodes m into the scanner's reused envelope, as far as Match
+// reads one, and asks Match.
+func (sc *scanner) matches(m *nats.Msg, seq uint64) bool {
+	if sc.q.Match == nil {
+		return true
+	}
+	route, err := routeOf(m.Subject)
+	if err != nil {
+		return false
+	}
+	e := &sc.e
+	if e.Header == nil {
+		e.Header = make(map[string][]string, len(m.Header))
+	}
+	clear(e.Header)
+	if !sc.q.NoHeaders {
+		for k, vs := range m.Header {
+			if name, ok := strings.CutPrefix(k, hdrOrigPrefix); ok {
+				e.Header[name] = vs
+			}
+		}
+	}
+	e.Route, e.EventID, e.Method, e.Body = route, m.Header.Get(hdrEventID), m.Header.Get(hdrMethod), m.Data
+	return sc.q.Match(e, seq)
+}
+
+// whole is the webhook a hit read as m, stored at seq: read again in
+// full when the scan read headers only. It is nil for a message that is
+// not a webhook or is gone (past the retention) since.
+func (sc *scanner) whole(ctx context.Context, m *nats.Msg, seq uint64) (*Envelope, error) {
+	subject, h, data := m.Subject, m.Header, m.Data
+	if sc.q.NoBody {
+		w, err := sc.s.main.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
+		}
+		subject, h, data = w.Subject, w.Header, w.Data
+	}
+	e, err := decodeEnvelope(subject, h, data)
+	if err != nil {
+		return nil, nil
+	}
+	return e, nil
 }
 
 // over says which bound the page has reached, if any: "max_bytes" or
@@ -284,10 +378,12 @@ func (sc *scanner) forward(ctx context.Context, lo, hi uint64) error {
 // handing them out newest first. The byte bound is checked between
 // windows, and a window spans no more messages than the bytes left to
 // read hold at the stream's average size, so a page reads about
-// MaxBytes.
+// MaxBytes. A window is at most maxWindow webhooks, so that a hit is
+// handed out soon after it is read (a fraction of a second), not after
+// a long window.
 const (
 	firstWindow = 1024
-	maxWindow   = 64 * 1024
+	maxWindow   = 16 * 1024
 )
 
 // backward reads [lo, hi) newest first.
@@ -332,17 +428,6 @@ func (sc *scanner) backward(ctx context.Context, lo, hi uint64) error {
 		end, window = start, min(window*4, maxWindow)
 	}
 	return nil
-}
-
-// headerBytes is about how many bytes h takes on the wire.
-func headerBytes(h nats.Header) int {
-	n := 0
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
 }
 
 // Deliveries tells where many events stand, as Delivery does, reading

@@ -159,3 +159,44 @@ func TestSearchStopsAtItsByteBoundAndGoesOnFromThere(t *testing.T) {
 		}
 	}
 }
+
+func TestSearchThatMatchesOnHeadersReadsNoBodyYetHandsOutWholeWebhooks(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	publishOrders(t, st, "", 30)
+	for _, oldest := range []bool{false, true} {
+		var bodies, headers int
+		q := store.Scan{Route: "github", Limit: 100, Oldest: oldest, NoBody: true, Match: func(e *store.Envelope, _ uint64) bool {
+			bodies += len(e.Body)
+			headers += len(e.Header)
+			return e.Header["X-Github-Delivery"][0] == "gh-007"
+		}}
+		var hits []store.Hit
+		if _, err := st.Search(context.Background(), q, func(h store.Hit) bool {
+			hits = append(hits, h)
+			return true
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if bodies != 0 || headers == 0 {
+			t.Fatalf("oldest first %v: match was given %d body bytes and %d headers; want none and some", oldest, bodies, headers)
+		}
+		if len(hits) != 1 || string(hits[0].Envelope.Body) != `{"order":7}` || hits[0].Size != len(`{"order":7}`) {
+			t.Fatalf("oldest first %v: hits %+v, want gh-007 with its body", oldest, hits)
+		}
+	}
+}
+
+func TestSearchThatMatchesOnTheBodyGivesMatchNoHeaders(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	publishOrders(t, st, "", 10)
+	headers := 0
+	got := pages(t, st, store.Scan{Route: "github", Limit: 100, NoHeaders: true, Match: func(e *store.Envelope, _ uint64) bool {
+		headers += len(e.Header)
+		return string(e.Body) == `{"order":3}`
+	}})
+	if headers != 0 || !slices.Equal(got, []string{"gh-003"}) {
+		t.Fatalf("match was given %d headers and found %v; want none and gh-003", headers, got)
+	}
+}

@@ -180,6 +180,8 @@ type Store struct {
 	// started: messages up to it may have been handled by an earlier run
 	// (Inherited). 0 with an external server.
 	inherited atomic.Uint64
+	// ingest is when a webhook was last stored: searches yield to it.
+	ingest ingestSeen
 
 	attempts *attemptLog // nil until the streams exist
 
