@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -190,5 +191,34 @@ func TestTheDocsLinksResolve(t *testing.T) {
 	}
 	if checked < 50 {
 		t.Fatalf("only %d links checked", checked)
+	}
+}
+
+// The README and the docs count the provider presets as the code does:
+// every "N provider presets" (or "N providers", "N presets", "N more") in
+// them is the length of the preset table.
+func TestTheDocsCountTheProviderPresets(t *testing.T) {
+	t.Parallel()
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := regexp.MustCompile(`\b(\d+) (?:provider presets|providers|presets|senders|more)\b`)
+	want := len(provider.Presets())
+	found := 0
+	for _, p := range append([]string{"../README.md"}, pages...) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range count.FindAllStringSubmatch(string(b), -1) {
+			found++
+			if n, _ := strconv.Atoi(m[1]); n != want {
+				t.Errorf("%s says %q; the code has %d presets", p, m[0], want)
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no page counts the presets; this check finds nothing")
 	}
 }

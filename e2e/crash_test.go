@@ -16,7 +16,7 @@ import (
 // forward/forward.go. Duplicates caused by a kill have all arrived by then.
 const ackWait = 500*time.Millisecond + 5*time.Second
 
-// fastRetry is the fast schedule: a webhook cycles through many
+// fastRetry is a fast schedule: a webhook cycles through many
 // attempts in a few seconds.
 const fastRetry = "{backoff: exponential, base: 50ms, multiplier: 2, max_delay: 500ms, jitter: full, max_attempts: 1000, max_age: 1h}"
 

@@ -26,12 +26,16 @@ type binaryBuild struct {
 
 // get builds pkg as dir/name once and returns its path. It is built
 // without -race even under `go test -race`, so processes start fast and a
-// kill loop spends its time on them, not the detector.
+// kill loop spends its time on them, not the detector; and without cgo,
+// as the README and the Dockerfile build it, so the tests run the static
+// binary that ships.
 func (b *binaryBuild) get(t *testing.T, name, pkg string) string {
 	t.Helper()
 	b.once.Do(func() {
 		path := filepath.Join(build.dir, name)
-		out, err := exec.Command("go", "build", "-o", path, pkg).CombinedOutput()
+		cmd := exec.Command("go", "build", "-o", path, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 			return

@@ -1,9 +1,9 @@
 // Package provider verifies inbound webhooks the way each sender signs them.
 // A declarative [Scheme] says where a signature and its timestamp live, what
-// string is signed and how; most presets (GitHub, Stripe, Svix, Zoom, Paddle
-// and two dozen more) are a Scheme plus a test, and the few senders that need
-// code (Twilio's sorted form parameters, SendGrid's ECDSA key) have a file of
-// their own. Each preset checks the raw request in constant time, extracts
+// string is signed and how; most presets ([Presets] lists them all: GitHub,
+// Stripe, Svix, Zoom, Paddle…) are a Scheme plus a test, and the few that
+// need code (Twilio's sorted form parameters, SendGrid's ECDSA key, GitLab's
+// token beside a signature) have a file of their own. Each preset checks the raw request in constant time, extracts
 // the sender's event id for deduplication, and answers its verification
 // handshake. [Resign] re-signs deliveries with Standard Webhooks for
 // backends.
