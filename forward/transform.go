@@ -100,10 +100,10 @@ func (d *destination) transformed(req *http.Request, e *store.Envelope, n int, c
 	// The backend dedups on these: they stay jethook's.
 	h.Set("X-Webhook-Id", e.EventID)
 	h.Set("X-Webhook-Attempt", strconv.Itoa(n))
+	sent := d.transform.sent(in, out) // before the credentials the script never saw
 	if fromURL && h.Get("Authorization") == "" {
 		h.Set("Authorization", auth)
 	}
-	sent := d.transform.sent(in, out)
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{""}
 	}
