@@ -48,6 +48,10 @@ type Attempt struct {
 	Error          string     `json:"error,omitempty"`
 	LatencySeconds float64    `json:"latency_seconds"`
 	NextSeconds    float64    `json:"next_seconds,omitempty"`
+	// Sent is what the attempt sent when the destination has a
+	// transform: the body's SHA-256 and size, the script's digest and
+	// what it changed.
+	Sent *store.Sent `json:"sent,omitempty"`
 }
 
 // Replay is the latest replay of an event to one destination.
@@ -95,7 +99,7 @@ func (h *Handler) Event(ctx context.Context, id, route string) (Event, error) {
 		for _, a := range attempts {
 			if a.Route == e.Route && a.Destination == f.Destination {
 				ed.Attempts = append(ed.Attempts, Attempt{At: at(a.Time), Attempt: a.Attempt, Outcome: a.Outcome,
-					Status: a.Status, Error: a.Error, LatencySeconds: a.Latency.Seconds(), NextSeconds: a.Next.Seconds()})
+					Status: a.Status, Error: a.Error, LatencySeconds: a.Latency.Seconds(), NextSeconds: a.Next.Seconds(), Sent: a.Sent})
 			}
 		}
 		if aerr != nil {

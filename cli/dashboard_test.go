@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -34,7 +36,16 @@ routes:
     path: /hooks/shop
     destinations:
       - {name: app, url: "%[1]s/app", slow_start: 0s}
-      - {name: audit, url: "%[1]s/audit", slow_start: 0s}
+      - name: audit
+        url: "%[1]s/audit"
+        slow_start: 0s
+        transform:
+          script: |
+            addHandler('transform', (request) => {
+              request.headers['x-audit'] = 'yes';
+              request.body = {order: request.body.order};
+              return request;
+            });
       - {name: laptop, pull: {token: "` + dashboardPullToken + `"}, timeout: 1m}
   - name: billing
     path: /hooks/billing
@@ -79,9 +90,14 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	appStatus.Store(http.StatusOK)
 	var mu sync.Mutex
 	appBodies := map[string]int{}
+	var auditBodies []string
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		switch r.URL.Path {
+		case "/audit":
+			mu.Lock()
+			auditBodies = append(auditBodies, string(b))
+			mu.Unlock()
 		case "/app":
 			code := int(appStatus.Load())
 			if code == http.StatusOK {
@@ -330,6 +346,25 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`.notice`)))
 	if text := eval(`document.querySelector(".notice").innerText`).(string); !strings.Contains(text, "app: queued to be delivered again now") {
 		t.Fatalf("after deliver again: %q", text)
+	}
+	// What audit's transform sent on each attempt: the SHA-256 of the body
+	// its backend got, which the preview of the script makes again.
+	var audited string
+	mu.Lock()
+	for _, b := range auditBodies {
+		if strings.Contains(b, `"id":1003`) {
+			audited = b
+		}
+	}
+	mu.Unlock()
+	sum := sha256.Sum256([]byte(audited))
+	auditPanel := `[...document.querySelectorAll("section.panel")].find(s => s.querySelector("h3").innerText.startsWith("audit"))`
+	sent := eval(auditPanel + `.querySelector("tr.sent").innerText`).(string)
+	if audited == "" || !strings.Contains(sent, "Sent by the transform") || !strings.Contains(sent, hex.EncodeToString(sum[:])) || !strings.Contains(sent, "x-audit") {
+		t.Fatalf("the audit attempt says %q; its backend got %q", sent, audited)
+	}
+	if previewed := eval(auditPanel + `.querySelector("details.preview .sha").textContent`).(string); previewed != hex.EncodeToString(sum[:]) {
+		t.Fatalf("the preview's body SHA-256 is %q, the attempt's %x", previewed, sum)
 	}
 	storetest.Eventually(t, 10*time.Second, "app got order 1003 again", func() bool {
 		mu.Lock()

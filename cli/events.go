@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/store"
 )
 
 func runEvents(ctx context.Context, args []string, out io.Writer) error {
@@ -112,8 +114,28 @@ func eventsShow(ctx context.Context, c *adminClient, args []string, out io.Write
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		for _, a := range d.Attempts {
+			if a.Sent != nil {
+				fmt.Fprintf(out, "  attempt %d sent %s\n", a.Attempt, sentText(a.Sent))
+			}
+		}
 	}
 	return nil
+}
+
+// sentText says what an attempt through a transform sent: the body's size
+// and SHA-256 (compare it with `sha256sum` of what the backend got), the
+// script's digest, and what the script changed.
+func sentText(s *store.Sent) string {
+	t := fmt.Sprintf("%d bytes, body sha256 %s; script %s", s.BodySize, s.BodySHA256, s.Script)
+	changed := s.Changed
+	if len(s.Headers) > 0 {
+		changed = append(slices.Clip(changed), "headers "+strings.Join(s.Headers, ", "))
+	}
+	if len(changed) == 0 {
+		return t + " changed nothing"
+	}
+	return t + " changed " + strings.Join(changed, "; ")
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

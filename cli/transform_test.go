@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,5 +105,41 @@ func TestTransformTestRunsOnAPayloadFile(t *testing.T) {
 	}
 	if _, err := run("test", "-config", config, "-file", payload(`{}`), "shop", "nope"); err == nil || !strings.Contains(err.Error(), `no destination "nope"`) {
 		t.Errorf("unknown destination: %v", err)
+	}
+}
+
+func TestEventsShowSaysWhatEachAttemptThroughATransformSent(t *testing.T) {
+	t.Parallel()
+	r := newOpsRig(t)
+	r.write(transformConfig)
+	if err := r.client.call(context.Background(), http.MethodPost, "/v1/reload", nil, nil, nil); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	// The reload restarts audit with its transform: an event posted before
+	// it has may go out as stored.
+	_, warm := r.post("/hooks/shop", `{"e":0}`, nil)
+	eventually(t, "audit runs its transform", func() bool {
+		out, err := r.run(events, "show", warm)
+		return err == nil && strings.Contains(out, "  transform: ")
+	})
+	_, id := r.post("/hooks/shop", `{"e":1}`, nil)
+	eventually(t, "the event delivered to audit", func() bool { return r.count("/audit", id) == 1 })
+	sent := `{"event":1,"attempt":1}`
+	sum := sha256.Sum256([]byte(sent))
+	want := fmt.Sprintf("  attempt 1 sent %d bytes, body sha256 %x; script sha256:", len(sent), sum)
+	var out string
+	eventually(t, "audit's attempt logged", func() bool {
+		var err error
+		out, err = r.run(events, "show", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(out, want)
+	})
+	if !strings.Contains(out, " changed body; headers ") || !strings.Contains(out, "x-audit\n") {
+		t.Errorf("the output does not say what the script changed:\n%s", out)
+	}
+	if strings.Count(out, " sent ") != 1 {
+		t.Errorf("the destination without a transform has a record of what a transform sent:\n%s", out)
 	}
 }

@@ -165,10 +165,11 @@ type previewView struct {
 	Body                   body
 	Dropped                bool
 	Error                  string
+	Sent                   *store.Sent
 }
 
 func newPreview(script string, p forward.Preview) previewView {
-	v := previewView{Script: script, Method: p.Method, Target: p.URL, Dropped: p.Dropped, Error: p.Error}
+	v := previewView{Script: script, Method: p.Method, Target: p.URL, Dropped: p.Dropped, Error: p.Error, Sent: p.Sent}
 	if p.Query != "" {
 		v.Target += "?" + p.Query
 	}

@@ -30,6 +30,7 @@ var funcs = template.FuncMap{
 	"bytes":      size,
 	"bytes64":    size64,
 	"pathEscape": url.PathEscape,
+	"join":       strings.Join,
 	"query":      func(kv ...string) template.URL { return template.URL(query(kv...)) },
 	"filterFields": func(s admin.Selection) map[string]string {
 		out := map[string]string{}

@@ -71,3 +71,51 @@ func TestAWebhookThatKeepsKillingJethookIsDeadLettered(t *testing.T) {
 		t.Errorf("after its evaluation ended, the delivered event counts %d crashes (%v)", n, err)
 	}
 }
+
+// The same guard covers a destination's transform: a webhook that jethook
+// died on MaxCrashes times while its transform ran is not run again but
+// dead-lettered as a transform_error of kind crashed, replayable once the
+// script is fixed; one that died fewer times is transformed and delivered.
+func TestAWebhookWhoseTransformKeepsKillingJethookIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	be := newBackend(t, status(http.StatusOK))
+	cfg := parseConfig(t, edit(t, fastRetry, `{name: app, url: "${BACKEND}/hook"}`,
+		`{name: app, url: "${BACKEND}/hook", transform: {script: "addHandler('transform', (request) => { request.headers['x-ran'] = 'yes'; return request; })"}}`), be.URL)
+	tune := func(o *app.Options) { o.FetchWait = 100 * time.Millisecond }
+	r := newRig(t, cfg, store.Options{}, tune)
+	st := r.store
+	r.stop()
+	seqs := map[string]uint64{}
+	for id, crashes := range map[string]int{"evt-poison": forward.MaxCrashes, "evt-unlucky": forward.MaxCrashes - 1} {
+		s, err := st.Publish(ctx, &store.Envelope{Route: "shop", EventID: id, Method: http.MethodPost,
+			ReceivedAt: time.Now(), Body: []byte(`{"type":"x"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[id] = s.Seq
+		for range crashes {
+			if _, err := st.BeginWork("shop", "app", s.Seq, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r.start(tune)
+	eventually(t, "the other event delivered", func() bool { return be.count() == 1 })
+	storetest.Settled(t, st)
+	dls := r.deadLetters()
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dls))
+	}
+	dl := dls[0]
+	if dl.Envelope.EventID != "evt-poison" || dl.Reason != forward.OutcomeTransformError ||
+		dl.LastError != "transform_error: crashed: jethook died 3 times while transforming this event" {
+		t.Errorf("dead letter %s, reason %q, error %q", dl.Envelope.EventID, dl.Reason, dl.LastError)
+	}
+	if got := be.all()[0]; got.header.Get("X-Webhook-Id") != "evt-unlucky" || got.header.Get("X-Ran") != "yes" {
+		t.Errorf("the backend got %s, X-Ran %q", got.header.Get("X-Webhook-Id"), got.header.Get("X-Ran"))
+	}
+	if n, err := st.BeginWork("shop", "app", seqs["evt-unlucky"], time.Now()); err != nil || n != 0 {
+		t.Errorf("after its transform ended, the delivered event counts %d crashes (%v)", n, err)
+	}
+}

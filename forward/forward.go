@@ -560,7 +560,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 		actx, span = d.startAttempt(actx, e, n)
 	}
 	start, began := time.Now(), d.f.Now()
-	o := d.send(actx, e, n)
+	o := d.send(actx, e, n, h.seq)
 	latency := time.Since(start)
 	var due time.Time // of the next attempt, for the span
 	if span != nil {
@@ -732,8 +732,9 @@ func (d *destination) eventLog(e *store.Envelope, attempt int) *slog.Logger {
 	return d.log.With("event_id", e.EventID, "attempt", attempt)
 }
 
-// send makes the HTTP request and classifies what came back.
-func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) Outcome {
+// send makes attempt number attempt of webhook seq: the HTTP request, and
+// what came back classified.
+func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int, seq uint64) (out Outcome) {
 	req, err := newRequest(ctx, d.dest.URL, e, attempt)
 	if err != nil {
 		return Outcome{Kind: Permanent, Err: err, Reason: "bad request: " + err.Error(), Unsent: true}
@@ -742,9 +743,14 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int) 
 	if d.transform != nil {
 		var o Outcome
 		var ok bool
-		if body, o, ok = d.transformed(req, e, attempt, nil); !ok {
+		if body, o, ok = d.guardedTransform(req, e, attempt, seq); !ok {
 			return o
 		}
+		defer func() {
+			if !out.Unsent {
+				out.Sent = o.Sent
+			}
+		}()
 	}
 	if d.f.Tracer != nil {
 		telemetry.Inject(ctx, req.Header)

@@ -33,7 +33,7 @@ func (d *destination) observe(e *store.Envelope, stored time.Time, n int, o Outc
 	}
 	d.f.Store.LogAttempt(store.Attempt{
 		Time: now, Route: route, Destination: dest, EventID: e.EventID, Attempt: n,
-		Status: o.Status, Error: errText(o.Err), Latency: latency, Outcome: o.Kind.String(), Next: next, Parked: parked,
+		Status: o.Status, Error: errText(o.Err), Latency: latency, Outcome: o.Kind.String(), Next: next, Parked: parked, Sent: o.Sent,
 	})
 	g := d.gate.status()
 	open := g.Breaker != BreakerClosed

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/transform"
 )
 
@@ -56,6 +57,9 @@ type Outcome struct {
 	// Transform is the destination's transform's error, when that is
 	// why nothing was sent.
 	Transform *transform.Error
+	// Sent is what the destination's transform made of the request that
+	// was sent, for the attempt log; nil without a transform.
+	Sent *store.Sent
 	// Detail, when set, is the dead letter's last error instead of Err's
 	// text, which logs show: it may quote what a script threw.
 	Detail string

@@ -37,6 +37,9 @@ type Preview struct {
 	Error string `json:"error,omitempty"`
 	// Console is what the script printed with console.log and its kin.
 	Console string `json:"console,omitempty"`
+	// Sent is what an attempt log's record of this request would say: an
+	// attempt whose record has the same body SHA-256 sent this body.
+	Sent *store.Sent `json:"sent,omitempty"`
 }
 
 // Preview makes the request the running destination would send for e, with
@@ -94,6 +97,7 @@ func preview(f *Forwarder, r policy.Route, dst policy.Destination, tf *destTrans
 		case !ok:
 			return p, errors.New(o.Reason)
 		}
+		p.Sent = o.Sent
 	}
 	if rs := dst.Resign; rs != nil {
 		if err := resign(req.Header, e.EventID, body, rs, f.Now()); err != nil {

@@ -3,12 +3,16 @@ package forward
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/jethook/jethook/policy"
@@ -55,22 +59,26 @@ func (dt *destTransform) firstOf(kind string) bool {
 
 // transformInput is the request the destination's transform starts from: req as
 // newRequest built it, with the body of e, minus the Basic auth the
-// destination URL's credentials made (a script sees no credential).
+// destination URL's credentials made (a script sees no credential). Its
+// headers are req's own, not a copy: a run never changes them, and req
+// gets the run's headers after.
 func transformInput(req *http.Request, e *store.Envelope) *transform.Request {
-	h := req.Header.Clone()
+	h := req.Header
 	if req.URL.User != nil && len(e.Header["Authorization"]) == 0 {
+		h = h.Clone()
 		h.Del("Authorization")
 	}
 	return &transform.Request{Method: req.Method, Path: req.URL.EscapedPath(), Query: req.URL.RawQuery, Header: h, Body: e.Body}
 }
 
 // transformed runs the destination's transform on attempt n's request and
-// makes req into what it returned. It returns the body to send; ok is
-// false when there is nothing to send: o says why (Dropped, or a
-// transform error).
+// makes req into what it returned. It returns the body to send, and in
+// o.Sent what the script made of the request; ok is false when there is
+// nothing to send: o says why (Dropped, or a transform error).
 // console, when not nil, gets what the script prints.
 func (d *destination) transformed(req *http.Request, e *store.Envelope, n int, console io.Writer) (body []byte, o Outcome, ok bool) {
-	out, err := d.transform.s.Run(transformInput(req, e), transform.Context{
+	in := transformInput(req, e)
+	out, err := d.transform.s.Run(in, transform.Context{
 		Route: d.route.Name, Destination: d.dest.Name, EventID: e.EventID, Attempt: n,
 		EventType:  transform.EventType(d.route.Provider, e.Header, e.Body),
 		ReceivedAt: e.ReceivedAt, Now: d.f.Now(), Console: console,
@@ -92,6 +100,7 @@ func (d *destination) transformed(req *http.Request, e *store.Envelope, n int, c
 	// The backend dedups on these: they stay jethook's.
 	h.Set("X-Webhook-Id", e.EventID)
 	h.Set("X-Webhook-Attempt", strconv.Itoa(n))
+	sent := d.transform.sent(in, out) // before the credentials the script never saw
 	if fromURL && h.Get("Authorization") == "" {
 		h.Set("Authorization", auth)
 	}
@@ -110,7 +119,55 @@ func (d *destination) transformed(req *http.Request, e *store.Envelope, n int, c
 	if len(out.Body) == 0 {
 		req.Body, req.GetBody = http.NoBody, nil
 	}
-	return out.Body, Outcome{}, true
+	return out.Body, Outcome{Sent: sent}, true
+}
+
+// sent describes out, the request the script made of in, for the attempt
+// log: no payload, no header value.
+func (dt *destTransform) sent(in, out *transform.Request) *store.Sent {
+	sum := sha256.Sum256(out.Body)
+	s := &store.Sent{Script: dt.s.Digest(), BodySHA256: hex.EncodeToString(sum[:]), BodySize: len(out.Body)}
+	for _, c := range []struct {
+		part    string
+		changed bool
+	}{
+		{"method", in.Method != out.Method},
+		{"path", in.Path != out.Path},
+		{"query", in.Query != out.Query},
+		{"body", !bytes.Equal(in.Body, out.Body)},
+	} {
+		if c.changed {
+			s.Changed = append(s.Changed, c.part)
+		}
+	}
+	for name, vs := range out.Header {
+		if !slices.Equal(in.Header[name], vs) {
+			s.Headers = append(s.Headers, strings.ToLower(name))
+		}
+	}
+	for name := range in.Header {
+		if _, ok := out.Header[name]; !ok {
+			s.Headers = append(s.Headers, strings.ToLower(name))
+		}
+	}
+	slices.Sort(s.Headers)
+	if len(s.Headers) > store.MaxSentHeaders {
+		s.Headers = s.Headers[:store.MaxSentHeaders]
+	}
+	return s
+}
+
+// guardedTransform is transformed, under the crash guard (guard): a
+// webhook that jethook died on MaxCrashes times while the transform ran is
+// not transformed again but fails as a transform_error of kind crashed.
+func (d *destination) guardedTransform(req *http.Request, e *store.Envelope, n int, seq uint64) (body []byte, o Outcome, ok bool) {
+	end, crashes := d.guard(e, seq, n, "transforming")
+	if crashes >= MaxCrashes {
+		te := &transform.Error{Kind: transform.KindCrashed, Msg: crashedText(crashes, "transforming")}
+		return nil, Outcome{Kind: Permanent, Err: te, Reason: "transform_error: " + te.Kind, Unsent: true, Transform: te}, false
+	}
+	defer end()
+	return d.transformed(req, e, n, nil)
 }
 
 // dropped settles an event the transform returned null for as filtered:

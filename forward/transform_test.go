@@ -2,6 +2,8 @@ package forward_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"slices"
 	"strings"
@@ -75,6 +77,28 @@ func TestATransformedDestinationGetsTheScriptsRequestAndTheStoredWebhookStaysAsS
 	if err != nil || string(e.Body) != sent {
 		t.Errorf("stored %q, %v; want the body as sent", e.Body, err)
 	}
+
+	// The attempt log says what each attempt sent, with no payload and no
+	// header value.
+	as, err := r.store.Attempts(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(got.body)
+	for _, a := range as {
+		switch a.Destination {
+		case "billing":
+			s := a.Sent
+			if s == nil || s.BodySHA256 != hex.EncodeToString(sum[:]) || s.BodySize != len(got.body) || !strings.HasPrefix(s.Script, "sha256:") ||
+				!slices.Equal(s.Changed, []string{"path", "query", "body"}) || !slices.Equal(s.Headers, []string{"x-event-type"}) {
+				t.Errorf("billing's attempt record says it sent %+v; the backend got %d bytes with SHA-256 %x", s, len(got.body), sum)
+			}
+		case "all":
+			if a.Sent != nil {
+				t.Errorf("the destination without a transform has a record of what a transform sent: %+v", a.Sent)
+			}
+		}
+	}
 }
 
 func TestATransformThatFailsDeadLettersTheEventAndTheOtherDestinationsGoOn(t *testing.T) {
@@ -92,6 +116,12 @@ func TestATransformThatFailsDeadLettersTheEventAndTheOtherDestinationsGoOn(t *te
         url: "${BACKEND}/huge"`+script("request.body = 'x'.repeat(1 << 30);")+`
       - name: drops
         url: "${BACKEND}/drops"`+script("if (request.body.loop) return null;")+`
+      - name: deep
+        url: "${BACKEND}/deep"`+script("let o = {}; for (let i = 0; i < 200; i++) o = {o}; JSON.stringify(o);")+`
+      - name: from
+        url: "${BACKEND}/from"`+script("Array.from({length: 1e9});")+`
+      - name: engine
+        url: "${BACKEND}/engine"`+script("Math.max.apply(null, {length: 2 ** 53 - 1});")+`
       - {name: plain, url: "${BACKEND}/plain"}`)
 	r := filterRig(t, yaml, b.URL, logs, forward.DefaultParkAfter)
 	start := time.Now()
@@ -103,7 +133,8 @@ func TestATransformThatFailsDeadLettersTheEventAndTheOtherDestinationsGoOn(t *te
 	}
 
 	want := map[string]string{"loops": store.StateDeadLettered, "throws": store.StateDeadLettered,
-		"huge": store.StateDeadLettered, "drops": store.StateFiltered, "plain": store.StateDelivered}
+		"huge": store.StateDeadLettered, "drops": store.StateFiltered, "plain": store.StateDelivered,
+		"deep": store.StateDeadLettered, "from": store.StateDeadLettered, "engine": store.StateDeadLettered}
 	for dest, w := range want {
 		if got := r.state("shop", id, dest); got != w {
 			t.Errorf("%s: %s, want %s", dest, got, w)
@@ -128,6 +159,9 @@ func TestATransformThatFailsDeadLettersTheEventAndTheOtherDestinationsGoOn(t *te
 		"loops":  "transform_error: timeout: the run used more than 20ms of CPU time",
 		"throws": "transform_error: threw: Error: no card-4242 (at routes[0].destinations[1].transform.script:2:",
 		"huge":   "transform_error: threw: RangeError: Invalid string length",
+		"deep":   "transform_error: threw: RangeError: JSON.stringify: the value nests deeper than 128 levels",
+		"from":   "transform_error: threw: RangeError: Invalid array length",
+		"engine": "transform_error: engine: the JavaScript engine failed: runtime error: makeslice: cap out of range",
 	} {
 		if !strings.HasPrefix(why[dest], w) {
 			t.Errorf("dead letter at %s: %q, want %q", dest, why[dest], w)
@@ -146,7 +180,7 @@ func TestATransformThatFailsDeadLettersTheEventAndTheOtherDestinationsGoOn(t *te
 		t.Errorf("loops transform_errors_total%s, want 2", got)
 	}
 	out := logs.String()
-	if n := strings.Count(out, "transform failed"); n != 3 {
+	if n := strings.Count(out, "transform failed"); n != 6 {
 		t.Errorf("%d transform failures logged, want one per destination and kind:\n%s", n, out)
 	}
 	if strings.Contains(out, "card-424") {

@@ -24,6 +24,11 @@ func TestAnAttemptIsEncodedAsEncodingJSONWouldEncodeIt(t *testing.T) {
 			EventID: `a"b\c<d>&e`, Attempt: 2, Status: 503, Error: `"quoted" \ <tag> & more`, Outcome: "transient"}},
 		{"control characters, non-ASCII and invalid UTF-8", Attempt{Time: at, Route: "r", Destination: "d",
 			EventID: "sha256:00", Attempt: 12, Error: "line\nbreak\ttab é \u2028 \xff", Outcome: "permanent"}},
+		{"a request a transform made", Attempt{Time: at, Route: "r", Destination: "d", EventID: "evt_3", Attempt: 1,
+			Status: 200, Outcome: "delivered", Sent: &Sent{Script: "sha256:0123456789abcdef", BodySHA256: "ab", BodySize: 42,
+				Changed: []string{"body", "path"}, Headers: []string{"x-\"quoted\"", "x-event-type"}}}},
+		{"a request a transform left as it was", Attempt{Time: at, Route: "r", Destination: "d", EventID: "evt_4",
+			Outcome: "transient", Sent: &Sent{Script: "sha256:0123456789abcdef", BodySHA256: "cd"}}},
 		{"zero values", Attempt{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -31,7 +36,7 @@ func TestAnAttemptIsEncodedAsEncodingJSONWouldEncodeIt(t *testing.T) {
 			want, err := json.Marshal(attemptRecord{
 				Time: a.Time.UTC(), Route: a.Route, Destination: a.Destination, EventID: a.EventID,
 				Attempt: a.Attempt, Status: a.Status, Error: a.Error, LatencyNS: int64(a.Latency),
-				Outcome: a.Outcome, NextNS: int64(a.Next), Parked: a.Parked,
+				Outcome: a.Outcome, NextNS: int64(a.Next), Parked: a.Parked, Sent: a.Sent,
 			})
 			if err != nil {
 				t.Fatal(err)

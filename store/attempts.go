@@ -41,7 +41,36 @@ type Attempt struct {
 	// in the store (Park), its message acked, rather than in its
 	// consumer.
 	Parked bool
+	// Sent says what the attempt sent when its destination has a
+	// transform, which makes each attempt's request anew; nil when it has
+	// none, or when the attempt sent nothing.
+	Sent *Sent
 }
+
+// Sent is what an attempt through a transform sent, without the payload
+// or any header value: a script may put a secret from its env into a
+// header, and the attempt log keeps no payloads. The body's digest tells
+// whether two attempts, or an attempt and today's preview of the script,
+// sent the same bytes.
+type Sent struct {
+	// Script identifies the script that ran: "sha256:" and the first 16
+	// hex digits of the SHA-256 of its source.
+	Script string `json:"script"`
+	// BodySHA256 is the hex SHA-256 of the body sent, and BodySize its
+	// length in bytes.
+	BodySHA256 string `json:"body_sha256"`
+	BodySize   int    `json:"body_size"`
+	// Changed lists what the script changed of "method", "path", "query"
+	// and "body".
+	Changed []string `json:"changed,omitempty"`
+	// Headers lists, in lower case and sorted, the headers the script
+	// set, changed or removed: at most MaxSentHeaders of them.
+	Headers []string `json:"headers,omitempty"`
+}
+
+// MaxSentHeaders bounds Sent.Headers, which keeps an attempt record small
+// whatever a script does to the headers.
+const MaxSentHeaders = 16
 
 // OutcomeFiltered is the Outcome of a webhook the destination's filter did
 // not match: it was acked, and no request was made.
@@ -60,6 +89,7 @@ type attemptRecord struct {
 	Outcome     string    `json:"outcome"`
 	NextNS      int64     `json:"next_ns,omitempty"`
 	Parked      bool      `json:"parked,omitempty"`
+	Sent        *Sent     `json:"sent,omitempty"`
 }
 
 // AttemptSubject is the subject of the attempts to one destination.
@@ -289,6 +319,37 @@ func (a Attempt) appendJSON(b []byte) []byte {
 	if a.Parked {
 		b = append(b, `,"parked":true`...)
 	}
+	if a.Sent != nil {
+		b = a.Sent.appendJSON(append(b, `,"sent":`...))
+	}
+	return append(b, '}')
+}
+
+// appendJSON appends s as encoding/json writes it.
+func (s *Sent) appendJSON(b []byte) []byte {
+	b = append(b, `{"script":`...)
+	b = appendJSONString(b, s.Script)
+	b = append(b, `,"body_sha256":`...)
+	b = appendJSONString(b, s.BodySHA256)
+	b = append(b, `,"body_size":`...)
+	b = strconv.AppendInt(b, int64(s.BodySize), 10)
+	list := func(name string, vs []string) {
+		if len(vs) == 0 {
+			return
+		}
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":[`...)
+		for i, v := range vs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, v)
+		}
+		b = append(b, ']')
+	}
+	list("changed", s.Changed)
+	list("headers", s.Headers)
 	return append(b, '}')
 }
 
@@ -357,7 +418,7 @@ func (s *Store) indexedAttempts(eventID string) ([]Attempt, error) {
 		out = append(out, Attempt{
 			Time: r.Time, Route: r.Route, Destination: r.Destination, EventID: r.EventID,
 			Attempt: r.Attempt, Status: r.Status, Error: r.Error, Latency: time.Duration(r.LatencyNS),
-			Outcome: r.Outcome, Next: time.Duration(r.NextNS), Parked: r.Parked,
+			Outcome: r.Outcome, Next: time.Duration(r.NextNS), Parked: r.Parked, Sent: r.Sent,
 		})
 	}
 	slices.SortStableFunc(out, func(a, b Attempt) int { return a.Time.Compare(b.Time) })

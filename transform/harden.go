@@ -1,14 +1,19 @@
 package transform
 
 import (
+	"errors"
+
 	"github.com/dop251/goja"
 )
 
-// harden takes out of rt what could allocate a large block in one step,
-// which no interrupt can stop: typed arrays and their buffers are gone, and
-// String.prototype.repeat, padStart and padEnd refuse a result larger than
-// the run's memory limit with a RangeError, as V8 does past its longest
-// string. Everything that grows step by step is bounded by the watchdog.
+// harden takes out of rt what could allocate a large block, or work for
+// long, in one step, which no interrupt can stop: typed arrays and their
+// buffers are gone; String.prototype.repeat, padStart and padEnd refuse a
+// result larger than the run's memory limit with a RangeError, as V8 does
+// past its longest string; Array.from refuses an array-like longer than
+// the memory limit could hold; and JSON.stringify is jethook's own
+// encoder, bounded in depth and size. Everything that grows step by step
+// is bounded by the watchdog.
 func harden(rt *goja.Runtime, l Limits) {
 	for _, name := range []string{"ArrayBuffer", "SharedArrayBuffer", "DataView", "Int8Array", "Uint8Array",
 		"Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array", "Float32Array",
@@ -16,14 +21,7 @@ func harden(rt *goja.Runtime, l Limits) {
 		_ = rt.GlobalObject().Delete(name)
 	}
 	maxChars := l.Memory / 2 // JavaScript strings are UTF-16
-	rangeError := rt.Get("RangeError")
-	refuse := func() {
-		o, err := rt.New(rangeError, rt.ToValue("Invalid string length"))
-		if err != nil {
-			panic(err)
-		}
-		panic(o)
-	}
+	refuse := func() { panic(rangeError(rt, "Invalid string length")) }
 	proto := rt.Get("String").ToObject(rt).Get("prototype").ToObject(rt)
 	wrap := func(name string, size func(this goja.Value, args []goja.Value) int64) {
 		orig, ok := goja.AssertFunction(proto.Get(name))
@@ -70,4 +68,78 @@ func harden(rt *goja.Runtime, l Limits) {
 	pad := func(this goja.Value, args []goja.Value) int64 { return arg(args) }
 	wrap("padStart", pad)
 	wrap("padEnd", pad)
+	boundArrayFrom(rt, l)
+	boundStringify(rt, l.Memory/4) // growing its buffer allocates about twice that
+}
+
+// boundArrayFrom makes Array.from refuse, with a RangeError, an array-like
+// (an object with a length and no iterator) longer than l.Memory could
+// hold at 16 bytes an element: goja makes such an array in one step.
+func boundArrayFrom(rt *goja.Runtime, l Limits) {
+	array := rt.Get("Array").ToObject(rt)
+	from, ok := goja.AssertFunction(array.Get("from"))
+	if !ok {
+		return
+	}
+	maxLen := l.Memory / 16
+	_ = array.DefineDataProperty("from", rt.ToValue(func(call goja.FunctionCall) goja.Value {
+		if o, ok := call.Argument(0).(*goja.Object); ok {
+			if it := o.GetSymbol(goja.SymIterator); it == nil || goja.IsUndefined(it) {
+				if n := o.Get("length"); n != nil && n.ToFloat() > float64(maxLen) {
+					panic(rangeError(rt, "Invalid array length"))
+				}
+			}
+		}
+		v, err := from(call.This, call.Arguments...)
+		if err != nil {
+			panic(err)
+		}
+		return v
+	}), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+}
+
+// boundStringify makes JSON.stringify jethook's encoder (stringifyJSON), which
+// stops past MaxDepth levels or max bytes with a RangeError; goja's
+// own recurses without bound and cannot be interrupted. With a replacer or
+// an indent, the value is checked by the encoder first, then goja's
+// stringify writes it.
+func boundStringify(rt *goja.Runtime, max int64) {
+	json := rt.Get("JSON").ToObject(rt)
+	stringify, ok := goja.AssertFunction(json.Get("stringify"))
+	if !ok {
+		return
+	}
+	_ = json.DefineDataProperty("stringify", rt.ToValue(func(call goja.FunctionCall) goja.Value {
+		b, skip, err := stringifyJSON(rt, call.Argument(0), max)
+		if err != nil {
+			var e *Error
+			switch {
+			case errors.As(err, &e) && e.Kind == KindTooBig:
+				panic(rangeError(rt, "Invalid string length"))
+			case errors.As(err, &e):
+				panic(rangeError(rt, "JSON.stringify: "+e.Msg))
+			}
+			panic(err)
+		}
+		if !goja.IsUndefined(call.Argument(1)) || !goja.IsUndefined(call.Argument(2)) {
+			v, err := stringify(call.This, call.Arguments...)
+			if err != nil {
+				panic(err)
+			}
+			return v
+		}
+		if skip {
+			return goja.Undefined()
+		}
+		return rt.ToValue(string(b))
+	}), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+}
+
+// rangeError is a JavaScript RangeError with msg, to panic with.
+func rangeError(rt *goja.Runtime, msg string) *goja.Object {
+	o, err := rt.New(rt.Get("RangeError"), rt.ToValue(msg))
+	if err != nil {
+		panic(err)
+	}
+	return o
 }

@@ -15,17 +15,35 @@ import (
 // called; functions and symbols are left out of objects and are null in
 // arrays; NaN and the infinities are null.
 func encodeJSON(rt *goja.Runtime, v goja.Value, max int64) ([]byte, error) {
-	e := &encoder{rt: rt, max: max}
+	e := &encoder{rt: rt, max: max, what: "the body returned", raw: true}
 	if _, err := e.value(v, 0, ""); err != nil {
 		return nil, err
 	}
 	return e.buf, nil
 }
 
+// stringifyJSON writes v as JSON.stringify does, what encodeJSON writes
+// but with what comes from the body written anew, not as it came; skip
+// is true when v has no JSON form (undefined, a function, a symbol), for
+// which JSON.stringify returns undefined.
+func stringifyJSON(rt *goja.Runtime, v goja.Value, max int64) (b []byte, skip bool, err error) {
+	e := &encoder{rt: rt, max: max, what: "the value"}
+	if skip, err = e.value(v, 0, ""); err != nil {
+		return nil, false, err
+	}
+	return e.buf, skip, nil
+}
+
 type encoder struct {
-	rt  *goja.Runtime
-	buf []byte
-	max int64
+	rt   *goja.Runtime
+	buf  []byte
+	max  int64
+	what string // names the value in errors
+	raw  bool   // what the script did not change of the body goes out as it came
+}
+
+func (e *encoder) tooDeep() error {
+	return invalid("%s nests deeper than %d levels (or refers to itself)", e.what, MaxDepth)
 }
 
 func (e *encoder) full() error {
@@ -49,9 +67,9 @@ func (e *encoder) value(v goja.Value, depth int, key string) (skip bool, err err
 	if !isObj {
 		return e.primitive(v)
 	}
-	if lo, la := lazyOf(o); lo != nil {
+	if lo, la := lazyOf(o); lo != nil && e.raw {
 		return false, e.lazyObject(lo, depth)
-	} else if la != nil {
+	} else if la != nil && e.raw {
 		return false, e.lazyArray(la, depth)
 	}
 	if fn, ok := goja.AssertFunction(o.Get("toJSON")); ok {
@@ -71,7 +89,7 @@ func (e *encoder) value(v goja.Value, depth int, key string) (skip bool, err err
 		return e.primitive(e.rt.ToValue(o.Export()))
 	}
 	if depth >= MaxDepth {
-		return false, invalid("the body returned nests deeper than %d levels (or refers to itself)", MaxDepth)
+		return false, e.tooDeep()
 	}
 	if o.ClassName() == "Array" {
 		n := o.Get("length").ToInteger()
@@ -152,6 +170,15 @@ func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	for i := 0; i < len(s); {
+		// A run of bytes that need no escape goes in at once.
+		j := i
+		for j < len(s) && s[j] >= 0x20 && s[j] < utf8.RuneSelf && s[j] != '"' && s[j] != '\\' {
+			j++
+		}
+		b = append(b, s[i:j]...)
+		if i = j; i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {
@@ -191,7 +218,7 @@ func (e *encoder) lazyObject(o *lazyObject, depth int) error {
 		return e.full()
 	}
 	if depth >= MaxDepth {
-		return invalid("the body returned nests deeper than %d levels (or refers to itself)", MaxDepth)
+		return e.tooDeep()
 	}
 	o.index()
 	e.buf = append(e.buf, '{')
@@ -231,7 +258,7 @@ func (e *encoder) lazyArray(a *lazyArray, depth int) error {
 		return e.full()
 	}
 	if depth >= MaxDepth {
-		return invalid("the body returned nests deeper than %d levels (or refers to itself)", MaxDepth)
+		return e.tooDeep()
 	}
 	e.buf = append(e.buf, '[')
 	for i, v := range a.vals {

@@ -42,14 +42,21 @@ func TestAHostileScriptIsStoppedWithItsReason(t *testing.T) {
 		{"an array grown element by element", "const a = []; for (;;) a.push({i: a.length});", []string{KindMemory}},
 		{"a typed array of 1 GiB", "const b = new Uint8Array(1 << 30);", []string{KindThrew}},
 		{"an unbounded recursion", "const f = (n) => f(n + 1) + 1; f(0);", []string{KindStack}},
+		// Built-ins that would work in one uninterruptible step.
+		{"JSON.stringify of an object nested 1,000 deep", "let o = {}; for (let i = 0; i < 1000; i++) o = {o}; JSON.stringify(o);", []string{KindThrew}},
+		{"JSON.stringify of a 1 GiB result", "const s = 'x'.repeat(1 << 20); const a = []; for (let i = 0; i < 1024; i++) a.push(s); JSON.stringify(a);", []string{KindThrew, KindMemory}},
+		{"Array.from a billion-long array-like", "Array.from({length: 1e9});", []string{KindThrew}},
+		{"Array.from a billion-long array-like with a map", "Array.from({length: 1e9}, (_, i) => i);", []string{KindThrew}},
+		// goja panics in Go: makeslice: cap out of range.
+		{"an argument list 2^53 long", "Math.max.apply(null, {length: 2 ** 53 - 1});", []string{KindEngine}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var before runtime.MemStats
 			runtime.ReadMemStats(&before)
 			l := Limits{Timeout: 200 * time.Millisecond, Memory: 64 << 20}
-			if c.kinds[0] == KindMemory {
-				l.Timeout = time.Minute
+			if c.kinds[0] != KindTimeout {
+				l.Timeout = time.Minute // what stops it is not the time
 			}
 			e, took := hostile(t, c.body, l)
 			if !slices.Contains(c.kinds, e.Kind) {
@@ -62,6 +69,34 @@ func TestAHostileScriptIsStoppedWithItsReason(t *testing.T) {
 			runtime.ReadMemStats(&after)
 			t.Logf("%v in %v; heap in use %d MiB", e, took.Round(time.Millisecond), after.HeapInuse>>20)
 		})
+	}
+}
+
+func TestJSONStringifyWritesWhatGojasWouldWithinItsBounds(t *testing.T) {
+	t.Parallel()
+	s, err := Compile("stringify.js", `addHandler('transform', (request, context) => {
+  const v = {a: 1, b: [1, 'two', null, undefined, () => 1], c: {d: new Date(0), e: NaN}, f: undefined, g: 'é"\n', h: request.body};
+  request.body = {
+    plain: JSON.stringify(v),
+    indented: JSON.stringify({a: [1]}, null, 2),
+    replaced: JSON.stringify({a: 1, b: 2}, ['a']),
+    nothing: typeof JSON.stringify(undefined),
+    fn: typeof JSON.stringify(() => 1),
+    number: JSON.stringify(1.5),
+  };
+  return request;
+});`, nil, Limits{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{"x": [1, 2]}`)}, Context{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"plain":"{\"a\":1,\"b\":[1,\"two\",null,null,null],\"c\":{\"d\":\"1970-01-01T00:00:00.000Z\",\"e\":null},\"g\":\"é\\\"\\n\",\"h\":{\"x\":[1,2]}}",` +
+		`"indented":"{\n  \"a\": [\n    1\n  ]\n}","replaced":"{\"a\":1}","nothing":"undefined","fn":"undefined","number":"1.5"}`
+	if string(out.Body) != want {
+		t.Errorf("got\n %s\nwant\n %s", out.Body, want)
 	}
 }
 

@@ -32,9 +32,6 @@ type machine struct {
 	bodyUsed bool       // read or set: the body must be encoded from bodyVal
 	decoded  goja.Value // the body as decodeBody made it, nil if it did not
 	failMsg  string     // $transform.fail's message
-	getBody  goja.Value
-	setBody  goja.Value
-	getQuery goja.Value
 }
 
 // errFail interrupts a run that called $transform.fail.
@@ -50,7 +47,10 @@ func (s *Script) newMachine() (*machine, error) {
 	harden(rt, s.limits)
 	m.install()
 	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory)
-	_, err := rt.RunProgram(s.prg)
+	err := engineSafe(func() error {
+		_, err := rt.RunProgram(s.prg)
+		return err
+	})
 	tripped := w.end()
 	if err == nil && tripped != "" {
 		err = &Error{Kind: tripped, Msg: "while running the script's top-level code"}
@@ -113,20 +113,6 @@ func (m *machine) install() {
 	process := rt.NewObject()
 	_ = process.Set("env", env)
 	_ = rt.Set("process", process)
-
-	m.getBody = rt.ToValue(func(goja.FunctionCall) goja.Value {
-		if !m.bodyUsed {
-			m.bodyUsed = true
-			m.bodyVal = m.decodeBody()
-		}
-		return m.bodyVal
-	})
-	m.setBody = rt.ToValue(func(call goja.FunctionCall) goja.Value {
-		m.bodyUsed = true
-		m.bodyVal = call.Argument(0)
-		return goja.Undefined()
-	})
-	m.getQuery = rt.ToValue(func(goja.FunctionCall) goja.Value { return m.parsedQuery() })
 }
 
 // display is how console shows a value: strings as they are, the rest as
@@ -147,7 +133,9 @@ func display(rt *goja.Runtime, v goja.Value) string {
 // (lazy.go) when it is JSON that nests no deeper than MaxDepth, else a
 // string.
 func (m *machine) decodeBody() goja.Value {
-	if gjson.ValidBytes(m.body) && !payload.TooDeep(m.body) {
+	// Depth first: it reads the body once without recursion, where
+	// gjson's validation recurses as deep as the body nests.
+	if !payload.TooDeep(m.body) && gjson.ValidBytes(m.body) {
 		raw := strings.TrimSpace(string(m.body))
 		r := gjson.Result{Type: gjson.JSON, Raw: raw}
 		if raw[0] != '{' && raw[0] != '[' {
@@ -191,28 +179,17 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	m.bodyVal, m.bodyUsed, m.decoded, m.failMsg = nil, false, nil, ""
 	defer func() { m.console, m.body, m.bodyVal, m.decoded = nil, nil, nil, nil }()
 
-	r := rt.NewObject()
-	_ = r.Set("headers", rt.NewDynamicObject(&headerObject{rt: rt, src: req.Header}))
-	_ = r.Set("method", req.Method)
-	_ = r.Set("path", req.Path)
-	_ = r.Set("query", req.Query)
-	_ = r.DefineAccessorProperty("parsed_query", m.getQuery, nil, goja.FLAG_TRUE, goja.FLAG_TRUE)
-	_ = r.DefineAccessorProperty("body", m.getBody, m.setBody, goja.FLAG_TRUE, goja.FLAG_TRUE)
+	r := rt.NewDynamicObject(&requestObject{m: m, req: req})
 	ctx := m.context(c)
 
 	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory)
-	defer func() {
-		// A panic inside the engine is its bug, not the script's: the
-		// machine goes, the event fails with it, and jethook goes on.
-		if p := recover(); p != nil {
-			w.end()
-			out, keep, err = nil, false, &Error{Kind: KindThrew, Msg: clip(fmt.Sprintf("the JavaScript engine failed: %v", p))}
+	err = engineSafe(func() error {
+		res, err := m.handler(goja.Undefined(), r, ctx)
+		if err == nil {
+			out, err = m.output(req, r, res)
 		}
-	}()
-	res, err := m.handler(goja.Undefined(), r, ctx)
-	if err == nil {
-		out, err = m.output(req, r, res)
-	}
+		return err
+	})
 	if tripped := w.end(); tripped != "" {
 		rt.ClearInterrupt()
 		return nil, false, &Error{Kind: tripped, Msg: limitText(tripped, m.s.limits)}
@@ -228,6 +205,18 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 		return nil, false, &Error{Kind: KindThrew, Msg: clip(err.Error())}
 	}
 	return out, true, nil
+}
+
+// engineSafe runs f, turning a Go panic inside the engine into a
+// KindEngine error: it is goja's bug, not the script's, and the machine
+// goes, the event fails with it, and jethook goes on.
+func engineSafe(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Kind: KindEngine, Msg: clip(fmt.Sprintf("the JavaScript engine failed: %v", p))}
+		}
+	}()
+	return f()
 }
 
 // context builds the handler's second argument, each field made when the

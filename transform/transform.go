@@ -9,6 +9,8 @@ package transform
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -109,10 +111,18 @@ const (
 	KindStack   = "stack"     // calls nested deeper than MaxCallDepth
 	KindInvalid = "invalid"   // the handler returned something that is not a request
 	KindTooBig  = "too large" // the returned body is larger than Limits.MaxBody
+	// KindEngine is a run the JavaScript engine itself failed in (a Go
+	// panic inside goja that the script ran into): the machine is thrown
+	// away and jethook goes on.
+	KindEngine = "engine"
+	// KindCrashed is a webhook that jethook died on, several times, while
+	// a run was in progress: it is not run again. Run never returns it;
+	// the forwarder, which counts the deaths, does.
+	KindCrashed = "crashed"
 )
 
 // Kinds lists every Error.Kind.
-var Kinds = []string{KindThrew, KindFailed, KindTimeout, KindMemory, KindStack, KindInvalid, KindTooBig}
+var Kinds = []string{KindThrew, KindFailed, KindTimeout, KindMemory, KindStack, KindInvalid, KindTooBig, KindEngine, KindCrashed}
 
 // Error is a run that produced no request. Its text starts with
 // "transform_error: ", then the kind and a message; Msg may quote what the
@@ -137,6 +147,7 @@ func (e *Error) Error() string {
 // Script is a compiled transformation. It is safe for concurrent use.
 type Script struct {
 	name   string
+	digest string
 	prg    *goja.Program
 	limits Limits
 	env    map[string]string
@@ -163,7 +174,8 @@ func Compile(name, src string, env map[string]string, l Limits) (*Script, error)
 		return nil, compileError(name, err)
 	}
 	l = l.withDefaults()
-	s := &Script{name: name, prg: prg, limits: l, env: env, pool: make(chan *machine, l.Pool)}
+	sum := sha256.Sum256([]byte(src))
+	s := &Script{name: name, digest: "sha256:" + hex.EncodeToString(sum[:8]), prg: prg, limits: l, env: env, pool: make(chan *machine, l.Pool)}
 	m, err := s.newMachine()
 	if err != nil {
 		return nil, err
@@ -174,6 +186,10 @@ func Compile(name, src string, env map[string]string, l Limits) (*Script, error)
 
 // Name is the name the script was compiled under.
 func (s *Script) Name() string { return s.name }
+
+// Digest identifies the script's source: "sha256:" and the first 16 hex
+// digits of its SHA-256. An edited script has another.
+func (s *Script) Digest() string { return s.digest }
 
 // SyntaxError is a script that does not compile, with where.
 type SyntaxError struct {
