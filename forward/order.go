@@ -38,6 +38,11 @@ func newOrder(d policy.Destination) (*destOrder, error) {
 		inflight: map[store.OrderKey]uint64{}, logged: map[string]bool{}}, nil
 }
 
+// of evaluates the key on e.
+func (o *destOrder) of(e *store.Envelope) (string, error) {
+	return o.key.Eval(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body})
+}
+
 // take marks key k's head seq as in an attempt here; false when it is
 // already (a second copy of its message: a redelivery or a due record).
 func (o *destOrder) take(k store.OrderKey, seq uint64) bool {
@@ -212,7 +217,7 @@ func (d *destination) claim(m jetstream.Msg) (store.Claim, bool) {
 	if err != nil {
 		return store.Claim{}, false
 	}
-	v, err := d.order.key.Eval(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body})
+	v, err := d.order.of(e)
 	if err != nil {
 		kind := "other"
 		var fe *filter.Error
@@ -279,4 +284,20 @@ func (d *destination) unorder(ctx context.Context) {
 	if n > 0 {
 		d.log.Info("destination no longer ordered: the events waiting behind their key are released", "released", n)
 	}
+}
+
+// KeyOf is the ordering key of e at route's destination: its value, as
+// the destination's `order: key` gives it, and its store.OrderKey. ok is
+// false when the destination is not ordered, or the key fails on e (e is
+// then delivered unordered there).
+func (f *Forwarder) KeyOf(route, destination string, e *store.Envelope) (value string, k store.OrderKey, ok bool) {
+	d, err := f.find(route, destination)
+	if err != nil || d.order == nil {
+		return "", k, false
+	}
+	v, err := d.order.of(e)
+	if err != nil {
+		return "", k, false
+	}
+	return v, store.KeyOf(v), true
 }
