@@ -55,6 +55,14 @@ func (o *destOrder) take(k store.OrderKey, seq uint64) bool {
 	return true
 }
 
+// attempting reports whether key k's head seq is in an attempt here.
+func (o *destOrder) attempting(k store.OrderKey, seq uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s, ok := o.inflight[k]
+	return ok && s == seq
+}
+
 func (o *destOrder) done(k store.OrderKey, seq uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -300,4 +308,67 @@ func (f *Forwarder) KeyOf(route, destination string, e *store.Envelope) (value s
 		return "", k, false
 	}
 	return v, store.KeyOf(v), true
+}
+
+// lostBatch is how many heads held for longer than max_blocked one sweep
+// checks against the stream (sweepLost).
+const lostBatch = 100
+
+// sweepLost starts, for an ordered destination, the sweep that releases
+// keys whose head's message is gone, and returns a func that stops it and
+// waits for it to end.
+func (d *destination) sweepLost(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		every := min(max(d.order.maxBlocked/2, time.Second), time.Minute)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		var from store.OrderKey
+		for {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+			from = d.releaseLost(ctx, from)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// releaseLost checks up to lostBatch heads that have held their key for
+// longer than max_blocked, from key from on, and returns where the next
+// check goes on. A head whose message is gone from the stream (deleted by
+// hand, or purged by a limit) will never be attempted, settled or
+// dead-lettered, and would hold its key for good: its key is passed on to
+// the next event, as if it were settled, and the release is logged. A head
+// in an attempt here is left to its attempt.
+func (d *destination) releaseLost(ctx context.Context, from store.OrderKey) store.OrderKey {
+	now := d.f.Now()
+	heads, next, err := d.f.Store.OldHeads(d.route.Name, d.dest.Name, from, now.Add(-d.order.maxBlocked), lostBatch)
+	if err != nil {
+		d.log.Warn("ordering keys cannot be read to look for lost heads", "err", err)
+		return from
+	}
+	for _, h := range heads {
+		if d.order.attempting(h.Key, h.Seq) {
+			continue
+		}
+		gone, err := d.f.Store.Gone(ctx, h.Seq)
+		if err != nil || !gone {
+			continue
+		}
+		if err := d.f.Store.SettleHead(ctx, d.route.Name, d.dest.Name, h.Key, h.Seq, now); err != nil {
+			d.log.Warn("a key's head is gone from the stream, but the key cannot be passed on yet", "event_id", h.ID, "seq", h.Seq, "err", err)
+			continue
+		}
+		d.log.Warn("a key's head is gone from the stream (deleted or purged), so it cannot be delivered or dead-lettered; the next event of its key goes",
+			"event_id", h.ID, "seq", h.Seq, "head_since", h.Since, "reason", "head_gone")
+	}
+	return next
 }

@@ -482,6 +482,56 @@ func (s *Store) OldestBlocked(route, dest string, n int) ([]BlockedKey, error) {
 	return out, nil
 }
 
+// OldHead is a key's head that has held its key for a while.
+type OldHead struct {
+	Key   OrderKey
+	Seq   uint64
+	ID    string
+	Since time.Time // when it became head
+}
+
+// OldHeads lists up to n of route's destination's heads that became head
+// before before, in the order of their keys from from on. next is the key
+// to go on from; it is zero when the list reached the last key.
+func (s *Store) OldHeads(route, dest string, from OrderKey, before time.Time, n int) (heads []OldHead, next OrderKey, err error) {
+	if s.idx == nil {
+		return nil, next, nil
+	}
+	p := orderPrefix('o', route, dest)
+	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: append(slices.Clone(p), from[:]...), UpperBound: append(slices.Clone(p[:len(p)-1]), 1)})
+	if err != nil {
+		return nil, next, fmt.Errorf("order: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		k := OrderKey(it.Key()[len(p):])
+		if len(heads) == n {
+			next = k
+			break
+		}
+		if h, ok := headFrom(it.Value()); ok && h.since < before.UnixNano() {
+			heads = append(heads, OldHead{Key: k, Seq: h.seq, ID: h.id, Since: time.Unix(0, h.since)})
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, OrderKey{}, fmt.Errorf("order: %w", err)
+	}
+	return heads, next, nil
+}
+
+// Gone reports whether the message at seq in WEBHOOKS (a webhook or a
+// replay) is no longer there: deleted, or purged with what came before
+// it. JetStream never delivers such a message again.
+func (s *Store) Gone(ctx context.Context, seq uint64) (bool, error) {
+	_, err := s.main.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: message %d: %w", ErrUnavailable, seq, err)
+	}
+	return false, nil
+}
+
 // orderRefs lowers refs[route] to the sequence of every event queued
 // behind a key's head: their messages are acked, and the purge near the
 // store's limit must keep them.
