@@ -97,7 +97,14 @@ type orderedMsg struct {
 
 func (m *orderedMsg) Ack() error {
 	m.d.order.done(m.key, m.seq)
-	if !m.parked && !m.settle() {
+	if m.parked {
+		// The parked record carries the event on; the key's head entry
+		// must outlive a crash first.
+		if err := m.d.f.Store.SyncOrder(); err != nil {
+			m.d.log.Warn("a parked head's key cannot be kept on disk yet; its message comes back", "seq", m.seq, "err", err)
+			return m.Msg.NakWithDelay(settleRetry)
+		}
+	} else if !m.settle() {
 		return m.Msg.NakWithDelay(settleRetry)
 	}
 	return m.Msg.Ack()

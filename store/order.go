@@ -191,7 +191,8 @@ func (s *Store) readHead(k []byte) (head, bool, error) {
 // head takes the event as head, an event after the head is queued behind
 // it, an event before it was settled already. It commits the batch's
 // changes with fsync before it returns, so the caller may then attempt
-// (Go) or ack (Queued, Settled). A due record (a parked head's retry, or a
+// (Go) or ack (Queued, Settled); it syncs them only when an event was
+// queued. A due record (a parked head's retry, or a
 // queued event released) is Go only if it is its key's head.
 func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verdict, error) {
 	var idx []int
@@ -245,10 +246,30 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 	if b.Empty() {
 		return out, nil
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	// A queued event's message is acked next: its entry must be on disk
+	// first. A batch of new heads only is not synced: if a crash loses it,
+	// no later write was synced either (the log is one file, synced in
+	// order), so no event of those keys was queued or passed on since, and
+	// the heads' messages, not settled, come back before anything newer
+	// (awaitInherited) and take their keys again.
+	opts := pebble.NoSync
+	if slices.Contains(out, Queued) {
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}
 	return out, nil
+}
+
+// SyncOrder puts on disk the ordering changes written so far without
+// sync (Admit's new heads): a head's message may be acked after its
+// parking only once its head entry is there.
+func (s *Store) SyncOrder() error {
+	if err := s.idx.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	return nil
 }
 
 // Failing notes that route's destination's head seq of key k failed an
