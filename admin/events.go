@@ -24,11 +24,13 @@ type Event struct {
 
 // EventDestination is one destination's view of an event. State is
 // delivered, pending (not attempted yet), attempting (in flight or waiting
-// for its next attempt), dead_lettered, filtered (the destination's filter
-// did not match: never attempted), or unknown (no consumer).
+// for its next attempt), waiting (behind an earlier event of its ordering
+// key: see Order), dead_lettered, filtered (the destination's filter did
+// not match: never attempted), or unknown (no consumer).
 type EventDestination struct {
 	Destination string      `json:"destination"`
 	State       string      `json:"state"`
+	Order       *EventOrder `json:"order,omitempty"`
 	DeadLetter  *DeadLetter `json:"dead_letter,omitempty"`
 	Replay      *Replay     `json:"replay,omitempty"`
 	// Attempts come from the attempt log, oldest first.
@@ -37,6 +39,53 @@ type EventDestination struct {
 	// Transform names the destination's transform script, empty when it
 	// has none: POST /v1/events/{id}/preview shows the request it makes.
 	Transform string `json:"transform,omitempty"`
+}
+
+// StateWaiting is the state of an event queued behind an earlier event of
+// its ordering key (docs/ordering.md): its message is settled in its
+// consumer, and it goes once the events before it are settled.
+const StateWaiting = "waiting"
+
+// EventOrder is where an event stands in its ordering key's queue, at a
+// destination with `order:`: it holds its key (Head), or waits behind the
+// event that does. Key comes from the event's payload.
+type EventOrder struct {
+	Key     string `json:"key"`
+	KeyHash string `json:"key_hash"`
+	Head    bool   `json:"head"`
+	// Since is when the event became its key's head, or was queued.
+	Since  *time.Time `json:"since,omitempty"`
+	Ahead  int        `json:"ahead"`  // events queued before it, behind the head
+	Behind int        `json:"behind"` // events queued after it
+	// The head: the event that holds the key, and when its first attempt
+	// failed (absent while none did).
+	HeadEventID      string     `json:"head_event_id"`
+	HeadSeq          uint64     `json:"head_seq"`
+	HeadSince        *time.Time `json:"head_since,omitempty"`
+	HeadFailingSince *time.Time `json:"head_failing_since,omitempty"`
+}
+
+// order reads where e, stored at seq, stands in its key's queue at dest
+// (following d's latest replay); nil when dest is not ordered, the key
+// fails on e, or e neither holds its key nor waits behind it. A waiting
+// event's state becomes StateWaiting: its consumer sees it settled.
+func (h *Handler) order(e *store.Envelope, seq uint64, dest string, d *store.Delivery) (*EventOrder, error) {
+	value, k, ok := h.Forwarder.KeyOf(e.Route, dest, e)
+	if !ok {
+		return nil, nil
+	}
+	if d.Replay.Exists && d.Replay.Seq > seq {
+		seq = d.Replay.Seq
+	}
+	p, ok, err := h.Store.PlaceOf(e.Route, dest, k, seq)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if p.Waiting {
+		d.State = StateWaiting
+	}
+	return &EventOrder{Key: value, KeyHash: k.String(), Head: p.Head, Since: at(p.Since), Ahead: p.Ahead, Behind: p.Behind,
+		HeadEventID: p.HeadID, HeadSeq: p.HeadSeq, HeadSince: at(p.HeadSince), HeadFailingSince: at(p.HeadFailing)}, nil
 }
 
 // Attempt is one HTTP attempt from the attempt log.
@@ -106,6 +155,9 @@ func (h *Handler) Event(ctx context.Context, id, route string) (Event, error) {
 			ed.Error = "attempt log: " + aerr.Error()
 		}
 		d, err := h.Store.Delivery(ctx, e, seq, f.Destination)
+		if err == nil {
+			ed.Order, err = h.order(e, seq, f.Destination, &d)
+		}
 		if err != nil {
 			ed.State, ed.Error = store.StateUnknown, err.Error()
 		} else {

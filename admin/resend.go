@@ -64,7 +64,8 @@ func (h *Handler) resend(w http.ResponseWriter, r *http.Request) {
 // at 1; where it was dead-lettered, it replays the dead letter; where it
 // waits in backoff, it brings the parked retry forward to now, its
 // attempts going on. Where the event is on its way (pending, in flight,
-// or a copy already queued), it does nothing. Each destination's outcome
+// waiting behind its ordering key, or a copy already queued), it does
+// nothing. Each destination's outcome
 // is logged as an operator's act.
 func (h *Handler) Resend(ctx context.Context, id string, req ResendRequest) (ResendResult, error) {
 	h.setup()
@@ -87,6 +88,9 @@ func (h *Handler) Resend(ctx context.Context, id string, req ResendRequest) (Res
 	out := ResendResult{EventID: e.EventID, Route: e.Route, Destinations: []ResendOutcome{}}
 	for _, dest := range dests {
 		d, err := h.Store.Delivery(ctx, e, seq, dest)
+		if err == nil {
+			_, err = h.order(e, seq, dest, &d)
+		}
 		if err != nil {
 			return out, err
 		}
@@ -111,7 +115,7 @@ func (h *Handler) Resend(ctx context.Context, id string, req ResendRequest) (Res
 			if err = h.Store.RetryNow(ctx, e.Route, dest, e.EventID); errors.Is(err, store.ErrNotParked) {
 				o.Action, err = ResendWaiting, nil
 			}
-		case store.StatePending:
+		case store.StatePending, StateWaiting:
 			o.Action = ResendWaiting
 		default:
 			o.Action = ResendSkipped

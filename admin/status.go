@@ -61,9 +61,26 @@ type DestinationStatus struct {
 	BlockedKeys       int        `json:"blocked_keys,omitempty"`
 	OldestBlockedAt   *time.Time `json:"oldest_blocked_at,omitempty"`
 	WaitingBehindKeys int        `json:"waiting_behind_keys,omitempty"`
+	// OldestBlockedKeys are up to 10 of the blocked keys, the longest
+	// failing first.
+	OldestBlockedKeys []BlockedKey `json:"oldest_blocked_keys,omitempty"`
 	// Error is set when the store could not say more about this destination.
 	Error string `json:"error,omitempty"`
 }
+
+// BlockedKey is an ordering key whose head event keeps failing. Key comes
+// from the head's payload; it is empty when the head cannot be read.
+type BlockedKey struct {
+	Key          string     `json:"key,omitempty"`
+	KeyHash      string     `json:"key_hash"`
+	HeadEventID  string     `json:"head_event_id"`
+	HeadSeq      uint64     `json:"head_seq"`
+	FailingSince *time.Time `json:"failing_since"`
+	Waiting      int        `json:"waiting"` // events queued behind the head
+}
+
+// blockedShown is how many blocked keys a destination's status lists.
+const blockedShown = 10
 
 // Status is the answer of GET /v1/status.
 type Status struct {
@@ -129,6 +146,11 @@ func (h *Handler) backlog(ctx context.Context, s *DestinationStatus, backlogs []
 			s.BlockedKeys, s.OldestBlockedAt, s.WaitingBehindKeys = b.Blocked.Keys, at(b.Blocked.Oldest), b.Blocked.Waiting
 		}
 	}
+	if s.BlockedKeys > 0 {
+		if err := h.blockedKeys(ctx, s); err != nil {
+			return err
+		}
+	}
 	n, err := h.Store.DeadLetterCount(ctx, store.DeadLetterFilter{Route: s.Route, Destination: s.Destination})
 	if err != nil {
 		return err
@@ -141,6 +163,23 @@ func (h *Handler) backlog(ctx context.Context, s *DestinationStatus, backlogs []
 	if !oldest.IsZero() {
 		s.OldestPendingAt = at(oldest)
 		s.OldestPendingAgeSeconds = max(0, now.Sub(oldest).Seconds())
+	}
+	return nil
+}
+
+// blockedKeys lists the oldest of s's blocked keys, each with its value
+// read from its head event.
+func (h *Handler) blockedKeys(ctx context.Context, s *DestinationStatus) error {
+	bs, err := h.Store.OldestBlocked(s.Route, s.Destination, blockedShown)
+	if err != nil {
+		return err
+	}
+	for _, b := range bs {
+		k := BlockedKey{KeyHash: b.Key.String(), HeadEventID: b.HeadID, HeadSeq: b.HeadSeq, FailingSince: at(b.Failing), Waiting: b.Waiting}
+		if e, _, err := h.Store.Event(ctx, b.HeadID, s.Route); err == nil {
+			k.Key, _, _ = h.Forwarder.KeyOf(s.Route, s.Destination, e)
+		}
+		s.OldestBlockedKeys = append(s.OldestBlockedKeys, k)
 	}
 	return nil
 }

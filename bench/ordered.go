@@ -8,9 +8,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jethook/jethook/policy"
@@ -33,6 +36,14 @@ type OrderedOptions struct {
 	Healthy, Rate int
 	Duration      time.Duration
 	MaxBlocked    time.Duration
+	// MemoryKeys distinct keys, MemoryBlocked of them behind a head that
+	// always fails, are posted in the memory case (defaults 1,000,000 and
+	// 100,000): one event per key, and one more waiting behind each
+	// failing head.
+	MemoryKeys, MemoryBlocked int
+	// Cases to run, of interleaved, throughput, blocked and memory
+	// (default the first three).
+	Cases []string
 	// Concurrency is the destination's concurrency (default 64).
 	Concurrency int
 	// Clients post concurrently (default 64).
@@ -57,6 +68,11 @@ func (o *OrderedOptions) applyDefaults() {
 	}
 	if o.MaxBlocked <= 0 {
 		o.MaxBlocked = 5 * time.Second
+	}
+	o.MemoryKeys = cmpOr(o.MemoryKeys, 1_000_000)
+	o.MemoryBlocked = cmpOr(o.MemoryBlocked, 100_000)
+	if len(o.Cases) == 0 {
+		o.Cases = []string{"interleaved", "throughput", "blocked"}
 	}
 	o.Concurrency = cmpOr(o.Concurrency, 64)
 	o.Clients = cmpOr(o.Clients, 64)
@@ -85,14 +101,29 @@ type OrderedResult struct {
 	// The throughput case: events a second drained from a backlog of
 	// Keys × ThroughputPerKey, unordered and ordered.
 	Unordered, Ordered float64
-	// The blocked case.
-	HealthyEvents             int
-	HealthyP50, HealthyP99    time.Duration // from the post's answer to the first delivery
-	BlockedEvents             int
-	BlockedInOrder            bool          // the blocked key's later events arrived in order
-	BlockedHeld               time.Duration // from the blocked head's first attempt to its next event's delivery
-	BlockedDeadLetterReason   string
-	BlockedDeliveredAfterHead int
+	// The blocked case, run on an unordered destination first (the
+	// baseline) and then on an ordered one.
+	HealthyEvents              int
+	HealthyP50, HealthyP99     time.Duration // from the post's answer to the first delivery
+	UnorderedP50, UnorderedP99 time.Duration // the same, unordered
+	BlockedEvents              int
+	BlockedInOrder             bool          // the blocked key's later events arrived in order
+	BlockedHeld                time.Duration // from the blocked head's first attempt to its next event's delivery
+	BlockedDeadLetterReason    string
+	BlockedDeliveredAfterHead  int
+	// The memory case: this process's RSS and Go heap once MemoryKeys
+	// keys were delivered or blocked, the index's size on disk, and how
+	// long a status read of the blocked keys took.
+	Memory *OrderedMemory
+}
+
+// OrderedMemory is what the memory case measured.
+type OrderedMemory struct {
+	Keys, Blocked, Waiting int
+	Posted                 time.Duration // to post every event
+	RSS, PeakRSS, Heap     uint64
+	IndexBytes             uint64
+	StatusRead             time.Duration
 }
 
 // orderBody is a bench event of an ordered destination.
@@ -175,22 +206,33 @@ routes:
 `, hookPath, concurrency, order)
 }
 
-// Ordered runs the three cases of ordered delivery per key.
+// Ordered runs the cases of ordered delivery per key that o.Cases names.
 func Ordered(ctx context.Context, o OrderedOptions) (OrderedResult, error) {
 	o.applyDefaults()
 	r := OrderedResult{Options: o}
-	if err := orderedInterleaved(ctx, o, &r); err != nil {
-		return r, fmt.Errorf("interleaved: %w", err)
+	if slices.Contains(o.Cases, "interleaved") {
+		if err := orderedInterleaved(ctx, o, &r); err != nil {
+			return r, fmt.Errorf("interleaved: %w", err)
+		}
 	}
-	var err error
-	if r.Unordered, err = orderedDrain(ctx, o, ""); err != nil {
-		return r, fmt.Errorf("throughput, unordered: %w", err)
+	if slices.Contains(o.Cases, "throughput") {
+		var err error
+		if r.Unordered, err = orderedDrain(ctx, o, ""); err != nil {
+			return r, fmt.Errorf("throughput, unordered: %w", err)
+		}
+		if r.Ordered, err = orderedDrain(ctx, o, ", order: {key: 'body.key'}"); err != nil {
+			return r, fmt.Errorf("throughput, ordered: %w", err)
+		}
 	}
-	if r.Ordered, err = orderedDrain(ctx, o, ", order: {key: 'body.key'}"); err != nil {
-		return r, fmt.Errorf("throughput, ordered: %w", err)
+	if slices.Contains(o.Cases, "blocked") {
+		if err := orderedBlocked(ctx, o, &r); err != nil {
+			return r, fmt.Errorf("blocked: %w", err)
+		}
 	}
-	if err := orderedBlocked(ctx, o, &r); err != nil {
-		return r, fmt.Errorf("blocked: %w", err)
+	if slices.Contains(o.Cases, "memory") {
+		if err := orderedMemory(ctx, o, &r); err != nil {
+			return r, fmt.Errorf("memory: %w", err)
+		}
 	}
 	return r, nil
 }
@@ -324,14 +366,55 @@ func orderedDrain(ctx context.Context, o OrderedOptions, order string) (float64,
 }
 
 func orderedBlocked(ctx context.Context, o OrderedOptions, r *OrderedResult) error {
-	const blocked = "blocked"
-	fmt.Fprintf(o.Progress, "ordered: %d healthy keys at %d/s for %s beside one blocked key (max_blocked %s)\n", o.Healthy, o.Rate, o.Duration, o.MaxBlocked)
-	n := int(o.Duration.Seconds() * float64(o.Rate))
-	r.BlockedEvents = int(o.Duration.Seconds()) // one a second
-	be := newOrderedBackend(0, blocked, n+r.BlockedEvents-1)
-	st, srv, err := startOrdered(ctx, o, orderedConfig(fmt.Sprintf(", order: {key: 'body.key', max_blocked: %s}", o.MaxBlocked), o.Concurrency), be, true)
+	base, err := blockedCase(ctx, o, "")
+	if err != nil {
+		return fmt.Errorf("unordered: %w", err)
+	}
+	r.UnorderedP50, r.UnorderedP99 = base.p50, base.p99
+	c, err := blockedCase(ctx, o, fmt.Sprintf(", order: {key: 'body.key', max_blocked: %s}", o.MaxBlocked))
 	if err != nil {
 		return err
+	}
+	r.HealthyEvents, r.HealthyP50, r.HealthyP99 = c.healthy, c.p50, c.p99
+	r.BlockedEvents, r.BlockedDeadLetterReason = c.blockedEvents, c.reason
+	be := c.be
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	r.BlockedInOrder = be.inversions == 0
+	for s := 2; s <= r.BlockedEvents; s++ {
+		if _, ok := be.at[fmt.Sprintf("%s#%d", blockedKey, s)]; ok {
+			r.BlockedDeliveredAfterHead++
+		}
+	}
+	r.BlockedHeld = be.at[blockedKey+"#2"].Sub(be.firstTry[blockedKey+"#1"])
+	return nil
+}
+
+// blockedKey is the key whose head always fails in the blocked case.
+const blockedKey = "blocked"
+
+// blockedRun is one run of the blocked case.
+type blockedRun struct {
+	be            *orderedBackend
+	healthy       int           // healthy events delivered
+	p50, p99      time.Duration // of their delivery delays
+	blockedEvents int
+	reason        string // of the first dead letter
+}
+
+// blockedCase posts o.Rate events a second of o.Healthy keys for
+// o.Duration, and one a second of blockedKey, whose first event always
+// fails, to a destination with order (empty: unordered), and waits for
+// every other event to be delivered.
+func blockedCase(ctx context.Context, o OrderedOptions, order string) (blockedRun, error) {
+	fmt.Fprintf(o.Progress, "ordered: %d healthy keys at %d/s for %s beside one blocked key%s\n", o.Healthy, o.Rate, o.Duration, order)
+	n := int(o.Duration.Seconds() * float64(o.Rate))
+	out := blockedRun{blockedEvents: int(o.Duration.Seconds())} // one a second
+	be := newOrderedBackend(0, blockedKey, n+out.blockedEvents-1)
+	out.be = be
+	st, srv, err := startOrdered(ctx, o, orderedConfig(order, o.Concurrency), be, true)
+	if err != nil {
+		return out, err
 	}
 	defer srv.close()
 	defer st.close()
@@ -359,31 +442,31 @@ func orderedBlocked(ctx context.Context, o OrderedOptions, r *OrderedResult) err
 		if i%o.Rate == 0 {
 			// The blocked key's events go one a second, each after the
 			// one before was stored.
-			send(blocked, i/o.Rate+1)
+			send(blockedKey, i/o.Rate+1)
 		}
 		k, seq := i%o.Healthy, i/o.Healthy+1
 		wg.Go(func() { send(fmt.Sprintf("h%d", k), seq) })
 		if !sleep(ctx, time.Until(began.Add(time.Duration(i+1)*interval))) {
-			return ctx.Err()
+			return out, ctx.Err()
 		}
 	}
 	wg.Wait()
 	if postErr != nil {
-		return postErr
+		return out, postErr
 	}
 	select {
 	case <-be.done:
 	case <-ctx.Done():
-		return ctx.Err()
+		return out, ctx.Err()
 	case <-time.After(2*o.MaxBlocked + time.Minute):
-		return fmt.Errorf("%d of %d delivered", be.first, n+r.BlockedEvents-1)
+		return out, fmt.Errorf("%d of %d delivered", be.first, n+out.blockedEvents-1)
 	}
 	dls, err := st.app.Store.DeadLetters(ctx, "dlq.>", 10)
 	if err != nil {
-		return err
+		return out, err
 	}
 	if len(dls) > 0 {
-		r.BlockedDeadLetterReason = dls[0].Reason
+		out.reason = dls[0].Reason
 	}
 	be.mu.Lock()
 	defer be.mu.Unlock()
@@ -394,19 +477,12 @@ func orderedBlocked(ctx context.Context, o OrderedOptions, r *OrderedResult) err
 		}
 	}
 	slices.Sort(delays)
-	r.HealthyEvents = len(delays)
+	out.healthy = len(delays)
 	if len(delays) > 0 {
-		r.HealthyP50 = delays[len(delays)/2]
-		r.HealthyP99 = delays[len(delays)*99/100]
+		out.p50 = delays[len(delays)/2]
+		out.p99 = delays[len(delays)*99/100]
 	}
-	r.BlockedInOrder = be.inversions == 0
-	for s := 2; s <= r.BlockedEvents; s++ {
-		if _, ok := be.at[fmt.Sprintf("%s#%d", blocked, s)]; ok {
-			r.BlockedDeliveredAfterHead++
-		}
-	}
-	r.BlockedHeld = be.at[blocked+"#2"].Sub(be.firstTry[blocked+"#1"])
-	return nil
+	return out, nil
 }
 
 // Report prints the ordered scenario against the targets of ordered
@@ -414,21 +490,142 @@ func orderedBlocked(ctx context.Context, o OrderedOptions, r *OrderedResult) err
 func (r OrderedResult) Report(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "\nOrdered delivery per key: destination concurrency %d, %d posting clients\n", o.Concurrency, o.Clients)
-	fmt.Fprintf(w, "interleaved: %d keys × %d events, %.0f %% of attempts failing at random\n", o.Keys, o.PerKey, o.Fail*100)
-	fmt.Fprintf(w, "  delivered %d of %d in %s (%d attempts), %d inversions (target 0), %d delivered twice, %d dead-lettered\n",
-		r.Delivered, r.Events, r.Drain.Round(time.Millisecond), r.Attempts, r.Inversions, r.Duplicates, r.DeadLettered)
-	fmt.Fprintf(w, "  memory: peak RSS %s, Go heap in use after the drain %s (events queued behind their key's head wait on disk)\n",
-		mib(r.PeakRSS), mib(r.HeapAfter))
-	ratio := 0.0
-	if r.Unordered > 0 {
-		ratio = r.Ordered / r.Unordered
+	if slices.Contains(o.Cases, "interleaved") {
+		fmt.Fprintf(w, "interleaved: %d keys × %d events, %.0f %% of attempts failing at random\n", o.Keys, o.PerKey, o.Fail*100)
+		fmt.Fprintf(w, "  delivered %d of %d in %s (%d attempts), %d inversions (target 0), %d delivered twice, %d dead-lettered\n",
+			r.Delivered, r.Events, r.Drain.Round(time.Millisecond), r.Attempts, r.Inversions, r.Duplicates, r.DeadLettered)
+		fmt.Fprintf(w, "  memory: peak RSS %s, Go heap in use after the drain %s (events queued behind their key's head wait on disk)\n",
+			mib(r.PeakRSS), mib(r.HeapAfter))
 	}
-	fmt.Fprintf(w, "throughput: a backlog of %d keys × %d events drained at %.0f/s unordered, %.0f/s ordered: %.2f× (target ≥ 0.8×)\n",
-		o.Keys, o.ThroughputPerKey, r.Unordered, r.Ordered, ratio)
-	fmt.Fprintf(w, "blocked key: %d healthy keys at %d/s for %s, one key whose head always fails (max_blocked %s)\n",
-		o.Healthy, o.Rate, o.Duration, o.MaxBlocked)
-	fmt.Fprintf(w, "  healthy keys: %d events, delivery delay p50 %s, p99 %s (target p99 ≤ 100ms)\n",
-		r.HealthyEvents, millis(r.HealthyP50), millis(r.HealthyP99))
-	fmt.Fprintf(w, "  blocked key: head dead-lettered (%s); its next event delivered %s after the head's first attempt; %d of %d later events delivered, in order: %v\n",
-		r.BlockedDeadLetterReason, r.BlockedHeld.Round(time.Millisecond), r.BlockedDeliveredAfterHead, r.BlockedEvents-1, r.BlockedInOrder)
+	if slices.Contains(o.Cases, "throughput") {
+		ratio := 0.0
+		if r.Unordered > 0 {
+			ratio = r.Ordered / r.Unordered
+		}
+		fmt.Fprintf(w, "throughput: a backlog of %d keys × %d events drained at %.0f/s unordered, %.0f/s ordered: %.2f× (target ≥ 0.8×)\n",
+			o.Keys, o.ThroughputPerKey, r.Unordered, r.Ordered, ratio)
+	}
+	if slices.Contains(o.Cases, "blocked") {
+		fmt.Fprintf(w, "blocked key: %d healthy keys at %d/s for %s, one key whose head always fails (max_blocked %s)\n",
+			o.Healthy, o.Rate, o.Duration, o.MaxBlocked)
+		fmt.Fprintf(w, "  healthy keys: %d events, delivery delay p50 %s, p99 %s (target p99 ≤ 100ms); unordered, same traffic, same run: p50 %s, p99 %s\n",
+			r.HealthyEvents, millis(r.HealthyP50), millis(r.HealthyP99), millis(r.UnorderedP50), millis(r.UnorderedP99))
+		fmt.Fprintf(w, "  blocked key: head dead-lettered (%s); its next event delivered %s after the head's first attempt; %d of %d later events delivered, in order: %v\n",
+			r.BlockedDeadLetterReason, r.BlockedHeld.Round(time.Millisecond), r.BlockedDeliveredAfterHead, r.BlockedEvents-1, r.BlockedInOrder)
+	}
+	if m := r.Memory; m != nil {
+		fmt.Fprintf(w, "memory: %d distinct keys, one event each, %d of them behind a head that always fails with one more event waiting (posted in %s)\n",
+			m.Keys, o.MemoryBlocked, m.Posted.Round(time.Second))
+		fmt.Fprintf(w, "  %d keys blocked, %d events waiting behind their key: RSS %s (peak %s), Go heap in use %s, index on disk %s; a status read of the blocked keys took %s\n",
+			m.Blocked, m.Waiting, mib(m.RSS), mib(m.PeakRSS), mib(m.Heap), mib(m.IndexBytes), m.StatusRead.Round(time.Millisecond))
+	}
+}
+
+// orderedMemory posts one event for each of o.MemoryKeys keys, the first
+// o.MemoryBlocked of which fail for good, then one more event for each of
+// those, which waits behind it; once every other event is delivered and
+// every failing head holds its key, it reads this process's memory.
+func orderedMemory(ctx context.Context, o OrderedOptions, r *OrderedResult) error {
+	fmt.Fprintf(o.Progress, "ordered: %d distinct keys, %d of them blocked behind a failing head\n", o.MemoryKeys, o.MemoryBlocked)
+	var delivered atomic.Int64
+	be := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var ev orderBody
+		if err := json.NewDecoder(req.Body).Decode(&ev); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if strings.HasPrefix(ev.Key, "b") {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		delivered.Add(1)
+	})
+	// A failing head's next attempt is an hour away: it parks, as a retry
+	// that far away does, and holds its key meanwhile.
+	yaml := fmt.Sprintf(`
+defaults:
+  retry: {backoff: fixed, delay: 1h, jitter: none, max_attempts: 1000, max_age: 24h}
+routes:
+  - name: bench
+    path: %s
+    destinations:
+      - {name: backend, url: "${BACKEND}", concurrency: %d, breaker: {failures: 0}, slow_start: 0s, order: {key: 'body.key', max_blocked: 2h}}
+`, hookPath, o.Concurrency)
+	st, srv, err := startOrdered(ctx, o, yaml, be, true)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	defer st.close()
+	client := &http.Client{Transport: transport(o.Clients), Timeout: 30 * time.Second}
+	pad := string(bytes.Repeat([]byte("x"), 512))
+	url := st.ingress.URL + hookPath
+	post := func(n, seq int, key func(i int) string) error {
+		var wg sync.WaitGroup
+		errs := make(chan error, o.Clients)
+		for c := range o.Clients {
+			wg.Go(func() {
+				for i := c; i < n; i += o.Clients {
+					b, _ := json.Marshal(orderBody{Key: key(i), Seq: seq, Pad: pad})
+					if err := postOne(ctx, client, url, b); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}
+	key := func(i int) string {
+		if i < o.MemoryBlocked {
+			return fmt.Sprintf("b%d", i)
+		}
+		return fmt.Sprintf("k%d", i)
+	}
+	began := time.Now()
+	if err := post(o.MemoryKeys, 1, key); err != nil {
+		return err
+	}
+	if err := post(o.MemoryBlocked, 2, key); err != nil {
+		return err
+	}
+	m := &OrderedMemory{Keys: o.MemoryKeys, Posted: time.Since(began)}
+	healthy := int64(o.MemoryKeys - o.MemoryBlocked)
+	deadline := time.Now().Add(30 * time.Minute)
+	for {
+		b, err := st.app.Store.Blocked("bench", "backend")
+		if err != nil {
+			return err
+		}
+		m.Blocked, m.Waiting = b.Keys, b.Waiting
+		if delivered.Load() >= healthy && b.Keys == o.MemoryBlocked && b.Waiting == o.MemoryBlocked {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after 30 minutes: %d of %d delivered, %d keys blocked, %d events waiting", delivered.Load(), healthy, b.Keys, b.Waiting)
+		}
+		if !sleep(ctx, time.Second) {
+			return ctx.Err()
+		}
+	}
+	t := time.Now()
+	if _, err := st.app.Store.Backlogs(ctx); err != nil {
+		return err
+	}
+	if _, err := st.app.Store.OldestBlocked("bench", "backend", 10); err != nil {
+		return err
+	}
+	m.StatusRead = time.Since(t)
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	m.Heap = ms.HeapInuse
+	m.RSS, m.PeakRSS = procMemory("self")
+	if n, err := dirSize(filepath.Join(st.dir, "index")); err == nil {
+		m.IndexBytes = uint64(n)
+	}
+	r.Memory = m
+	return nil
 }

@@ -61,6 +61,9 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&oo.Healthy, "healthy", 1000, "ordered: healthy keys beside the blocked one")
 	fs.DurationVar(&oo.Duration, "blocked-for", 20*time.Second, "ordered: how long the blocked case posts, at 200 events a second")
 	fs.DurationVar(&oo.MaxBlocked, "max-blocked", 5*time.Second, "ordered: the destination's max_blocked in the blocked case")
+	orderedCases := fs.String("ordered-cases", "interleaved,throughput,blocked", "ordered: cases to run, comma-separated: interleaved, throughput, blocked, memory")
+	fs.IntVar(&oo.MemoryKeys, "memory-keys", 1_000_000, "ordered: distinct keys of the memory case, one event each")
+	fs.IntVar(&oo.MemoryBlocked, "memory-blocked", 100_000, "ordered: keys of the memory case behind a head that always fails, with one more event waiting")
 	serveBare := fs.String("serve-bare", "", "only serve the bare baseline handler on this loopback address until interrupted, for an outside load generator (bench/wrk.sh)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (baselines included) to this file, for go tool pprof")
 	if err := parse(fs, args); err != nil {
@@ -172,6 +175,12 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		r.Report(out)
 	}
 	if want["ordered"] {
+		for c := range strings.SplitSeq(*orderedCases, ",") {
+			if !slices.Contains([]string{"interleaved", "throughput", "blocked", "memory"}, c) {
+				return fmt.Errorf("%w: -ordered-cases %q: want interleaved, throughput, blocked or memory, comma-separated", errUsage, c)
+			}
+			oo.Cases = append(oo.Cases, c)
+		}
 		oo.Concurrency, oo.Clients, oo.Dir, oo.Progress = *destConc, *clients, *dir, out
 		r, err := bench.Ordered(ctx, oo)
 		if err != nil {

@@ -77,6 +77,22 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// startChromium starts browser headless and returns its tab, which ends
+// with the test or with cancel.
+func startChromium(t *testing.T, browser string) (tab context.Context, cancel context.CancelFunc) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-background-networking", true))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	tab, cancel = chromedp.NewContext(allocCtx)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(tab, chromedp.EmulateViewport(1280, 900)); err != nil { // starts the browser
+		t.Fatalf("start chromium: %v", err)
+	}
+	return tab, cancel
+}
+
 // The dashboard as jethook serves it, in a real headless Chromium: log in,
 // see the overview, open a dead letter whose body and headers hold markup
 // and check none of it ran, replay it and see it delivered, and replay
@@ -189,15 +205,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		t.Fatalf("leased %d webhooks from laptop, want 1", len(got))
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-background-networking", true))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	tab, cancelTab := chromedp.NewContext(allocCtx)
-	t.Cleanup(cancelTab)
-	if err := chromedp.Do(tab, chromedp.EmulateViewport(1280, 900)); err != nil { // starts the browser
-		t.Fatalf("start chromium: %v", err)
-	}
+	tab, cancelTab := startChromium(t, browser)
 	console := chromedp.Console(tab)
 	ctx, cancel := context.WithTimeout(tab, 45*time.Second)
 	t.Cleanup(cancel)
@@ -411,5 +419,94 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
 			t.Errorf("browser console: %s", m.Text)
 		}
+	}
+}
+
+// evilKey is an ordering key, from a payload, that would run script in a
+// page rendered as HTML and colour a terminal.
+const evilKey = "<img src=x onerror=\"window.__pwned='key'\">\x1b[31m"
+
+// A key whose head keeps failing, seen by an operator: the overview lists
+// it, the page of the event waiting behind it names the head, and `jethook
+// events show` and `jethook status` say the same; the key, which comes
+// from the payload, is text in the page and escaped on the terminal.
+func TestABlockedOrderingKeyIsShownInTheDashboardAndTheCLI(t *testing.T) {
+	t.Parallel()
+	browser := chromium(t)
+	r := newOpsRig(t)
+	ordered := strings.Replace(opsConfig, `{name: app, url: "BACKEND/app", slow_start: 0s}`,
+		`{name: app, url: "BACKEND/app", slow_start: 0s, order: {key: 'body.key'}}`, 1)
+	r.write(strings.Replace(ordered, "max_attempts: 3", "max_attempts: 1000", 1))
+	if err := r.client.call(context.Background(), http.MethodPost, "/v1/reload", nil, nil, nil); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	first, _ := json.Marshal(map[string]string{"key": evilKey, "n": "1"})
+	second, _ := json.Marshal(map[string]string{"key": evilKey, "n": "2"})
+	_, head := r.post("/hooks/shop", string(first), map[string]string{"app": "503"})
+	_, waiting := r.post("/hooks/shop", string(second), nil)
+	var st string
+	eventually(t, "one key blocked with one event waiting", func() bool {
+		st, _ = r.run(status)
+		return strings.Contains(st, "1 keys blocked by a failing event") && strings.Contains(st, "1 events waiting behind their key")
+	})
+	quoted := fmt.Sprintf("%q", evilKey)
+	if !strings.Contains(st, "key "+quoted) || !strings.Contains(st, "event "+head+" failing since") {
+		t.Errorf("status does not list the blocked key %s with its head %s:\n%s", quoted, head, st)
+	}
+	show, err := r.run(events, "show", waiting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"destination app: waiting", "order: waits behind key " + quoted, "(0 ahead of it); the head is event " + head, "destination audit: delivered"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("events show lacks %q:\n%s", want, show)
+		}
+	}
+	if strings.Contains(st+show, "\x1b") {
+		t.Error("the key's escape character reached the terminal")
+	}
+
+	tab, _ := startChromium(t, browser)
+	ctx, cancel := context.WithTimeout(tab, 45*time.Second)
+	t.Cleanup(cancel)
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	do("log in",
+		chromedp.Navigate(r.admin.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), adminToken),
+		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.blocked`)))
+	if got := text(`document.querySelector("table.overview").innerText`); !strings.Contains(got, "1 ordering key blocked") {
+		t.Errorf("the overview's states do not say a key is blocked: %s", got)
+	}
+	row := text(`document.querySelector("table.blocked tbody tr").innerText`)
+	if !strings.Contains(row, "<img src=x onerror=") || !strings.Contains(row, head) {
+		t.Errorf("the blocked key's row does not show the key and its head %s: %q", head, row)
+	}
+	do("open the waiting event",
+		chromedp.Navigate(r.admin.URL+"/events/"+url.PathEscape(waiting)+"?route=shop"),
+		chromedp.WaitVisible(chromedp.CSS(`p.order`)))
+	got := text(`document.querySelector("p.order").innerText`)
+	if !strings.HasPrefix(got, "Waits behind its ordering key <img src=x onerror=") || !strings.Contains(got, "The key's head is event "+head) {
+		t.Errorf("the event page does not say what the event waits behind: %q", got)
+	}
+	if href := text(`document.querySelector("p.order a").getAttribute("href")`); !strings.HasPrefix(href, "/events/"+url.PathEscape(head)) {
+		t.Errorf("the head's link is %q", href)
+	}
+	if got := text(`typeof window.__pwned + " " + document.querySelectorAll("main img, main [onerror]").length`); got != "undefined 0" {
+		t.Fatalf("markup from the key is in the page: %s", got)
 	}
 }

@@ -95,6 +95,9 @@ func eventsShow(ctx context.Context, c *adminClient, args []string, out io.Write
 		if d.Error != "" {
 			fmt.Fprintf(out, "  warning: %s\n", d.Error)
 		}
+		if o := d.Order; o != nil {
+			fmt.Fprintln(out, "  "+orderText(o, time.Now()))
+		}
 		if d.Transform != "" {
 			fmt.Fprintf(out, "  transform: %s (jethook transform test %s %s %s prints the request it makes)\n", d.Transform, ev.Route, d.Destination, ev.EventID)
 		}
@@ -136,6 +139,28 @@ func sentText(s *store.Sent) string {
 		return t + " changed nothing"
 	}
 	return t + " changed " + strings.Join(changed, "; ")
+}
+
+// orderText says where an event stands in its ordering key's queue.
+func orderText(o *admin.EventOrder, now time.Time) string {
+	failing := ""
+	if o.HeadFailingSince != nil {
+		failing = ", failing for " + age(now.Sub(*o.HeadFailingSince))
+	}
+	if o.Head {
+		return fmt.Sprintf("order: holds key %s since %s%s; %d events wait behind it", keyText(o.Key, o.KeyHash), stamp(o.Since), failing, o.Behind)
+	}
+	return fmt.Sprintf("order: waits behind key %s since %s (%d ahead of it); the head is event %s (seq %d)%s",
+		keyText(o.Key, o.KeyHash), stamp(o.Since), o.Ahead, o.HeadEventID, o.HeadSeq, failing)
+}
+
+// keyText shows an ordering key, which comes from a payload, quoted with
+// its control characters escaped, clipped, and its hash.
+func keyText(key, hash string) string {
+	if key == "" {
+		return "#" + hash
+	}
+	return fmt.Sprintf("%q (#%s)", clip(key, 60), hash)
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -70,6 +70,10 @@ func status(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 			}
 			fmt.Fprintf(out, "ordering: %s/%s: %d keys blocked by a failing event%s; %d events waiting behind their key\n",
 				d.Route, d.Destination, d.BlockedKeys, oldest, d.WaitingBehindKeys)
+			for _, k := range d.OldestBlockedKeys {
+				fmt.Fprintf(out, "  key %s: event %s failing since %s, %d waiting behind it\n",
+					keyText(k.Key, k.KeyHash), k.HeadEventID, stamp(k.FailingSince), k.Waiting)
+			}
 		}
 		if d.Error != "" {
 			fmt.Fprintf(out, "warning: %s/%s: %s\n", d.Route, d.Destination, d.Error)

@@ -16,6 +16,12 @@ type destinationRow struct {
 	Chart   chart
 }
 
+// blockedRow is one blocked ordering key on the overview.
+type blockedRow struct {
+	Route, Destination string
+	admin.BlockedKey
+}
+
 // state is one badge: what a destination is doing, and how worried to be.
 type state struct {
 	Text  string
@@ -43,6 +49,13 @@ func states(s admin.DestinationStatus) []state {
 	}
 	if s.RetryAfterUntil != nil {
 		out = append(out, state{"Retry-After pause until " + s.RetryAfterUntil.UTC().Format("15:04:05Z"), "warn"})
+	}
+	if s.BlockedKeys > 0 {
+		text := fmt.Sprintf("%d ordering keys blocked", s.BlockedKeys)
+		if s.BlockedKeys == 1 {
+			text = "1 ordering key blocked"
+		}
+		out = append(out, state{text, "warn"})
 	}
 	if s.SlowStart {
 		out = append(out, state{"slow start: ramping up", "info"})
@@ -75,7 +88,11 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	now := h.Now()
 	rows := make([]destinationRow, 0, len(st.Destinations))
 	var totals struct{ Backlog, InBackoff, DeadLetters uint64 }
+	var blocked []blockedRow
 	for _, s := range st.Destinations {
+		for _, k := range s.OldestBlockedKeys {
+			blocked = append(blocked, blockedRow{s.Route, s.Destination, k})
+		}
 		row := destinationRow{DestinationStatus: s, States: states(s),
 			Backlog: s.Pending + uint64(s.InFlight) + uint64(s.Leased) + uint64(s.InBackoff),
 			Chart:   newChart(h.Metrics.LastHour(s.Route, s.Destination, now))}
@@ -85,7 +102,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, row)
 	}
 	h.render(w, r, http.StatusOK, "overview", "Overview", map[string]any{
-		"Rows": rows, "Totals": totals, "RefreshMillis": refresh.Milliseconds(), "Refresh": refresh})
+		"Rows": rows, "Totals": totals, "Blocked": blocked, "RefreshMillis": refresh.Milliseconds(), "Refresh": refresh})
 }
 
 // hold pauses or resumes a destination, then goes back to the overview.

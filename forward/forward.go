@@ -218,6 +218,7 @@ type destination struct {
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 	if d.order != nil {
+		defer d.sweepLost(fetchCtx)()
 		d.awaitInherited(fetchCtx)
 	} else {
 		d.unorder(fetchCtx)

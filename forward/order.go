@@ -38,6 +38,11 @@ func newOrder(d policy.Destination) (*destOrder, error) {
 		inflight: map[store.OrderKey]uint64{}, logged: map[string]bool{}}, nil
 }
 
+// of evaluates the key on e.
+func (o *destOrder) of(e *store.Envelope) (string, error) {
+	return o.key.Eval(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body})
+}
+
 // take marks key k's head seq as in an attempt here; false when it is
 // already (a second copy of its message: a redelivery or a due record).
 func (o *destOrder) take(k store.OrderKey, seq uint64) bool {
@@ -48,6 +53,14 @@ func (o *destOrder) take(k store.OrderKey, seq uint64) bool {
 	}
 	o.inflight[k] = seq
 	return true
+}
+
+// attempting reports whether key k's head seq is in an attempt here.
+func (o *destOrder) attempting(k store.OrderKey, seq uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s, ok := o.inflight[k]
+	return ok && s == seq
 }
 
 func (o *destOrder) done(k store.OrderKey, seq uint64) {
@@ -84,7 +97,14 @@ type orderedMsg struct {
 
 func (m *orderedMsg) Ack() error {
 	m.d.order.done(m.key, m.seq)
-	if !m.parked && !m.settle() {
+	if m.parked {
+		// The parked record carries the event on; the key's head entry
+		// must outlive a crash first.
+		if err := m.d.f.Store.SyncOrder(); err != nil {
+			m.d.log.Warn("a parked head's key cannot be kept on disk yet; its message comes back", "seq", m.seq, "err", err)
+			return m.Msg.NakWithDelay(settleRetry)
+		}
+	} else if !m.settle() {
 		return m.Msg.NakWithDelay(settleRetry)
 	}
 	return m.Msg.Ack()
@@ -212,7 +232,7 @@ func (d *destination) claim(m jetstream.Msg) (store.Claim, bool) {
 	if err != nil {
 		return store.Claim{}, false
 	}
-	v, err := d.order.key.Eval(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body})
+	v, err := d.order.of(e)
 	if err != nil {
 		kind := "other"
 		var fe *filter.Error
@@ -279,4 +299,83 @@ func (d *destination) unorder(ctx context.Context) {
 	if n > 0 {
 		d.log.Info("destination no longer ordered: the events waiting behind their key are released", "released", n)
 	}
+}
+
+// KeyOf is the ordering key of e at route's destination: its value, as
+// the destination's `order: key` gives it, and its store.OrderKey. ok is
+// false when the destination is not ordered, or the key fails on e (e is
+// then delivered unordered there).
+func (f *Forwarder) KeyOf(route, destination string, e *store.Envelope) (value string, k store.OrderKey, ok bool) {
+	d, err := f.find(route, destination)
+	if err != nil || d.order == nil {
+		return "", k, false
+	}
+	v, err := d.order.of(e)
+	if err != nil {
+		return "", k, false
+	}
+	return v, store.KeyOf(v), true
+}
+
+// lostBatch is how many heads held for longer than max_blocked one sweep
+// checks against the stream (sweepLost).
+const lostBatch = 100
+
+// sweepLost starts, for an ordered destination, the sweep that releases
+// keys whose head's message is gone, and returns a func that stops it and
+// waits for it to end.
+func (d *destination) sweepLost(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		every := min(max(d.order.maxBlocked/2, time.Second), time.Minute)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		var from store.OrderKey
+		for {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+			from = d.releaseLost(ctx, from)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// releaseLost checks up to lostBatch heads that have held their key for
+// longer than max_blocked, from key from on, and returns where the next
+// check goes on. A head whose message is gone from the stream (deleted by
+// hand, or purged by a limit) will never be attempted, settled or
+// dead-lettered, and would hold its key for good: its key is passed on to
+// the next event, as if it were settled, and the release is logged. A head
+// in an attempt here is left to its attempt.
+func (d *destination) releaseLost(ctx context.Context, from store.OrderKey) store.OrderKey {
+	now := d.f.Now()
+	heads, next, err := d.f.Store.OldHeads(d.route.Name, d.dest.Name, from, now.Add(-d.order.maxBlocked), lostBatch)
+	if err != nil {
+		d.log.Warn("ordering keys cannot be read to look for lost heads", "err", err)
+		return from
+	}
+	for _, h := range heads {
+		if d.order.attempting(h.Key, h.Seq) {
+			continue
+		}
+		gone, err := d.f.Store.Gone(ctx, h.Seq)
+		if err != nil || !gone {
+			continue
+		}
+		if err := d.f.Store.SettleHead(ctx, d.route.Name, d.dest.Name, h.Key, h.Seq, now); err != nil {
+			d.log.Warn("a key's head is gone from the stream, but the key cannot be passed on yet", "event_id", h.ID, "seq", h.Seq, "err", err)
+			continue
+		}
+		d.log.Warn("a key's head is gone from the stream (deleted or purged), so it cannot be delivered or dead-lettered; the next event of its key goes",
+			"event_id", h.ID, "seq", h.Seq, "head_since", h.Since, "reason", "head_gone")
+	}
+	return next
 }

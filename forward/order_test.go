@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -196,6 +199,61 @@ func TestAFailingHeadHoldsOnlyItsKeyUntilMaxBlocked(t *testing.T) {
 	if held := c.at["bad#2"].Sub(c.tried["bad#1"]); held < 10*time.Second {
 		t.Errorf("bad#2 delivered %v after bad#1 first failed, before max_blocked", held)
 	}
+}
+
+// A head whose message is deleted from the stream while it waits for its
+// next attempt never comes back; after max_blocked its key goes on.
+func TestAKeyWhoseHeadWasDeletedFromTheStreamGoesOnAfterMaxBlocked(t *testing.T) {
+	t.Parallel()
+	c, b := newOrderChecker(t, func(key string, seq int) int {
+		if seq == 1 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 3s}`), "max_attempts: 30", "max_attempts: 1000")
+	addr := storetest.FreeAddr(t)
+	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr})
+	_, answer := r.post("/hooks/shop", nil, []byte(`{"key":"lost","seq":1}`))
+	r.post("/hooks/shop", nil, []byte(`{"key":"lost","seq":2}`))
+	var ack struct{ ID string }
+	if err := json.Unmarshal([]byte(answer), &ack); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, seq, err := r.store.Event(ctx, ack.ID, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "lost#1 failing, lost#2 waiting behind it", func() bool {
+		bs, err := r.store.Blocked("shop", "app")
+		return err == nil && bs.Keys == 1 && bs.Waiting == 1
+	})
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, store.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Eventually(t, 30*time.Second, "lost#2 delivered", func() bool { return c.deliveries() == 1 })
+	c.check(t)
+	if dls := r.deadLetters(); len(dls) > 0 {
+		t.Errorf("%d dead letters, want none (lost#1 is gone, and lost#2 was delivered): %s", len(dls), dls[0].Reason)
+	}
+	eventually(t, "no key blocked or waiting", func() bool {
+		bs, err := r.store.Blocked("shop", "app")
+		return err == nil && bs == store.Blocked{}
+	})
 }
 
 func TestAPermanentFailureOfTheHeadLetsTheNextEventGo(t *testing.T) {

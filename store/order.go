@@ -22,13 +22,14 @@ import (
 // head, the one event that may be attempted, and the events queued behind
 // it:
 //
-//	'o' route 0x00 dest 0x00 key(16); value: seq(8) since(8) failing(8)
-//	'q' route 0x00 dest 0x00 key(16) seq(8); value: attempts(8) first(8) event id
+//	'o' route 0x00 dest 0x00 key(16); value: seq(8) since(8) failing(8) event id
+//	'q' route 0x00 dest 0x00 key(16) seq(8); value: attempts(8) first(8) queued(8) event id
 //
 // key is the first 16 bytes of the SHA-256 of the key's value, seq the
 // webhook's sequence in WEBHOOKS (a replay's own), since when the event
-// became head and failing when its first attempt failed (0 while none
-// did). A queued event's message is acked: the queue entry carries it on,
+// became head, failing when its first attempt failed (0 while none did)
+// and queued when the event was queued behind the head. Times are Unix
+// nanoseconds. A queued event's message is acked: the queue entry carries it on,
 // as a parked record does. When the head is settled (delivered,
 // dead-lettered, filtered), the first queued event becomes head and comes
 // back as a due record; when none is queued the key's entries are gone. So
@@ -116,17 +117,57 @@ func queueKey(route, dest string, k OrderKey, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(orderPrefix('q', route, dest), k[:]...), seq)
 }
 
+// queueOf bounds an iterator to the events queued behind key k's head,
+// oldest first.
+func queueOf(route, dest string, k OrderKey) *pebble.IterOptions {
+	lower := append(orderPrefix('q', route, dest), k[:]...)
+	return &pebble.IterOptions{LowerBound: lower, UpperBound: binary.BigEndian.AppendUint64(slices.Clone(lower), ^uint64(0))}
+}
+
 // head is a key's head entry.
 type head struct {
 	seq     uint64
 	since   int64 // Unix ns
 	failing int64 // Unix ns, 0 while no attempt failed
+	id      string
 }
 
 func (h head) value() []byte {
 	v := binary.BigEndian.AppendUint64(nil, h.seq)
 	v = binary.BigEndian.AppendUint64(v, uint64(h.since))
-	return binary.BigEndian.AppendUint64(v, uint64(h.failing))
+	v = binary.BigEndian.AppendUint64(v, uint64(h.failing))
+	return append(v, h.id...)
+}
+
+func headFrom(v []byte) (head, bool) {
+	if len(v) < 24 {
+		return head{}, false
+	}
+	return head{binary.BigEndian.Uint64(v), int64(binary.BigEndian.Uint64(v[8:])),
+		int64(binary.BigEndian.Uint64(v[16:])), string(v[24:])}, true
+}
+
+// queued is the entry of an event queued behind its key's head.
+type queued struct {
+	attempts int
+	first    int64 // Unix ns: when the webhook was stored
+	at       int64 // Unix ns: when it was queued
+	id       string
+}
+
+func (q queued) value() []byte {
+	v := binary.BigEndian.AppendUint64(nil, uint64(q.attempts))
+	v = binary.BigEndian.AppendUint64(v, uint64(q.first))
+	v = binary.BigEndian.AppendUint64(v, uint64(q.at))
+	return append(v, q.id...)
+}
+
+func queuedFrom(v []byte) (queued, bool) {
+	if len(v) < 24 {
+		return queued{}, false
+	}
+	return queued{int(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:])),
+		int64(binary.BigEndian.Uint64(v[16:])), string(v[24:])}, true
 }
 
 func (s *Store) readHead(k []byte) (head, bool, error) {
@@ -138,10 +179,11 @@ func (s *Store) readHead(k []byte) (head, bool, error) {
 		return head{}, false, fmt.Errorf("order: %w", err)
 	}
 	defer closer.Close()
-	if len(v) != 24 {
+	h, ok := headFrom(v)
+	if !ok {
 		return head{}, false, fmt.Errorf("order: head entry of %d bytes", len(v))
 	}
-	return head{binary.BigEndian.Uint64(v), int64(binary.BigEndian.Uint64(v[8:])), int64(binary.BigEndian.Uint64(v[16:]))}, true, nil
+	return h, true, nil
 }
 
 // Admit decides, for each claim of route's destination in the order they
@@ -149,7 +191,8 @@ func (s *Store) readHead(k []byte) (head, bool, error) {
 // head takes the event as head, an event after the head is queued behind
 // it, an event before it was settled already. It commits the batch's
 // changes with fsync before it returns, so the caller may then attempt
-// (Go) or ack (Queued, Settled). A due record (a parked head's retry, or a
+// (Go) or ack (Queued, Settled); it syncs them only when an event was
+// queued. A due record (a parked head's retry, or a
 // queued event released) is Go only if it is its key's head.
 func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verdict, error) {
 	var idx []int
@@ -187,14 +230,13 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 			// still queued (its release did not finish, and comes again).
 			out[i] = Settled
 		case !ok:
-			h = head{seq: c.Seq, since: now.UnixNano()}
+			h = head{seq: c.Seq, since: now.UnixNano(), id: c.EventID}
 			decided[c.Key] = h
 			_ = b.Set(hk, h.value(), nil)
 			out[i] = Go
 		case c.Seq > h.seq:
-			v := binary.BigEndian.AppendUint64(nil, uint64(c.Attempts))
-			v = binary.BigEndian.AppendUint64(v, uint64(c.FirstSeen.UnixNano()))
-			_ = b.Set(queueKey(route, dest, c.Key, c.Seq), append(v, c.EventID...), nil)
+			q := queued{attempts: c.Attempts, first: c.FirstSeen.UnixNano(), at: now.UnixNano(), id: c.EventID}
+			_ = b.Set(queueKey(route, dest, c.Key, c.Seq), q.value(), nil)
 			decided[c.Key] = h
 			out[i] = Queued
 		default:
@@ -204,10 +246,30 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 	if b.Empty() {
 		return out, nil
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	// A queued event's message is acked next: its entry must be on disk
+	// first. A batch of new heads only is not synced: if a crash loses it,
+	// no later write was synced either (the log is one file, synced in
+	// order), so no event of those keys was queued or passed on since, and
+	// the heads' messages, not settled, come back before anything newer
+	// (awaitInherited) and take their keys again.
+	opts := pebble.NoSync
+	if slices.Contains(out, Queued) {
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}
 	return out, nil
+}
+
+// SyncOrder puts on disk the ordering changes written so far without
+// sync (Admit's new heads): a head's message may be acked after its
+// parking only once its head entry is there.
+func (s *Store) SyncOrder() error {
+	if err := s.idx.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	return nil
 }
 
 // Failing notes that route's destination's head seq of key k failed an
@@ -247,8 +309,7 @@ func (s *Store) SettleHead(ctx context.Context, route, dest string, k OrderKey, 
 	if err != nil || !ok || h.seq != seq {
 		return err
 	}
-	lower := append(orderPrefix('q', route, dest), k[:]...)
-	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: binary.BigEndian.AppendUint64(slices.Clone(lower), ^uint64(0))})
+	it, err := s.idx.db.NewIter(queueOf(route, dest, k))
 	if err != nil {
 		return fmt.Errorf("order: %w", err)
 	}
@@ -262,7 +323,8 @@ func (s *Store) SettleHead(ctx context.Context, route, dest string, k OrderKey, 
 	}
 	b := s.idx.db.NewBatch()
 	defer b.Close()
-	if next == nil || len(val) < 16 {
+	q, readable := queuedFrom(val)
+	if next == nil || !readable {
 		_ = b.Delete(hk, nil)
 		if next != nil {
 			_ = b.Delete(next, nil) // unreadable: dropped rather than blocking the key
@@ -270,20 +332,20 @@ func (s *Store) SettleHead(ctx context.Context, route, dest string, k OrderKey, 
 	} else {
 		p := Parked{
 			Seq:       binary.BigEndian.Uint64(next[len(next)-8:]),
-			Attempts:  int(binary.BigEndian.Uint64(val)),
-			FirstSeen: time.Unix(0, int64(binary.BigEndian.Uint64(val[8:]))),
+			Attempts:  q.attempts,
+			FirstSeen: time.Unix(0, q.first),
 			Due:       now,
 			Key:       k,
 			Ordered:   true,
 		}
-		m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(string(val[16:]))}
+		m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(q.id)}
 		pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 		_, err := s.js.PublishMsg(pctx, m, jetstream.WithExpectStream(StreamName))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("%w: release: %w", ErrUnavailable, err)
 		}
-		_ = b.Set(hk, head{seq: p.Seq, since: now.UnixNano()}.value(), nil)
+		_ = b.Set(hk, head{seq: p.Seq, since: now.UnixNano(), id: q.id}.value(), nil)
 		_ = b.Delete(next, nil)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
@@ -310,13 +372,10 @@ func (s *Store) Blocked(route, dest string) (Blocked, error) {
 		return out, err
 	}
 	for it.First(); it.Valid(); it.Next() {
-		v := it.Value()
-		if len(v) != 24 {
-			continue
-		}
-		if f := int64(binary.BigEndian.Uint64(v[16:])); f != 0 {
+		h, ok := headFrom(it.Value())
+		if ok && h.failing != 0 {
 			out.Keys++
-			if t := time.Unix(0, f); out.Oldest.IsZero() || t.Before(out.Oldest) {
+			if t := time.Unix(0, h.failing); out.Oldest.IsZero() || t.Before(out.Oldest) {
 				out.Oldest = t
 			}
 		}
@@ -333,6 +392,165 @@ func (s *Store) Blocked(route, dest string) (Blocked, error) {
 		out.Waiting++
 	}
 	return out, it.Close()
+}
+
+// Place is where an event of an ordered destination stands in its key's
+// queue.
+type Place struct {
+	Head    bool      // the event is its key's head: the one attempted
+	Waiting bool      // the event is queued behind the head
+	Since   time.Time // when it became head, or was queued
+	Ahead   int       // events queued before it (not counting the head)
+	Behind  int       // events queued after it
+	// The key's head: its event id and sequence, when it became head and
+	// when its first attempt failed (zero while none did).
+	HeadID      string
+	HeadSeq     uint64
+	HeadSince   time.Time
+	HeadFailing time.Time
+}
+
+// PlaceOf says where the event at seq (a replay's own sequence) stands in
+// key k's queue at route's destination; ok is false when it is neither
+// the head nor queued (not yet fetched, or settled). It reads the key's
+// entries: as many as events wait behind its head.
+func (s *Store) PlaceOf(route, dest string, k OrderKey, seq uint64) (p Place, ok bool, err error) {
+	if s.idx == nil {
+		return p, false, nil
+	}
+	h, ok, err := s.readHead(headKey(route, dest, k))
+	if err != nil || !ok {
+		return p, false, err
+	}
+	p = Place{Head: h.seq == seq, HeadID: h.id, HeadSeq: h.seq, HeadSince: time.Unix(0, h.since)}
+	if h.failing != 0 {
+		p.HeadFailing = time.Unix(0, h.failing)
+	}
+	if p.Head {
+		p.Since = p.HeadSince
+	}
+	it, err := s.idx.db.NewIter(queueOf(route, dest, k))
+	if err != nil {
+		return p, false, fmt.Errorf("order: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		key := it.Key()
+		switch at := binary.BigEndian.Uint64(key[len(key)-8:]); {
+		case at < seq:
+			p.Ahead++
+		case at > seq:
+			p.Behind++
+		default:
+			q, _ := queuedFrom(it.Value())
+			p.Waiting, p.Since = true, time.Unix(0, q.at)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return p, false, fmt.Errorf("order: %w", err)
+	}
+	return p, p.Head || p.Waiting, nil
+}
+
+// BlockedKey is a key whose head keeps failing.
+type BlockedKey struct {
+	Key     OrderKey
+	HeadID  string    // the head's event id
+	HeadSeq uint64    // the head's sequence (a replay's own)
+	Failing time.Time // when the head's first attempt failed
+	Waiting int       // events queued behind the head
+}
+
+// OldestBlocked lists up to n of route's destination's blocked keys, the
+// longest failing first. It reads every head entry of the destination, as
+// Blocked does, and the queues of the n it keeps.
+func (s *Store) OldestBlocked(route, dest string, n int) ([]BlockedKey, error) {
+	if s.idx == nil || n <= 0 {
+		return nil, nil
+	}
+	var out []BlockedKey
+	p := orderPrefix('o', route, dest)
+	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: append(slices.Clone(p[:len(p)-1]), 1)})
+	if err != nil {
+		return nil, fmt.Errorf("order: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		h, ok := headFrom(it.Value())
+		if !ok || h.failing == 0 || len(out) == n && h.failing >= out[n-1].Failing.UnixNano() {
+			continue
+		}
+		b := BlockedKey{Key: OrderKey(it.Key()[len(p):]), HeadID: h.id, HeadSeq: h.seq, Failing: time.Unix(0, h.failing)}
+		i, _ := slices.BinarySearchFunc(out, b, func(a, b BlockedKey) int { return a.Failing.Compare(b.Failing) })
+		out = slices.Insert(out, i, b)
+		if len(out) > n {
+			out = out[:n]
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("order: %w", err)
+	}
+	for i := range out {
+		it, err := s.idx.db.NewIter(queueOf(route, dest, out[i].Key))
+		if err != nil {
+			return nil, fmt.Errorf("order: %w", err)
+		}
+		for it.First(); it.Valid(); it.Next() {
+			out[i].Waiting++
+		}
+		if err := it.Close(); err != nil {
+			return nil, fmt.Errorf("order: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// OldHead is a key's head that has held its key for a while.
+type OldHead struct {
+	Key   OrderKey
+	Seq   uint64
+	ID    string
+	Since time.Time // when it became head
+}
+
+// OldHeads lists up to n of route's destination's heads that became head
+// before before, in the order of their keys from from on. next is the key
+// to go on from; it is zero when the list reached the last key.
+func (s *Store) OldHeads(route, dest string, from OrderKey, before time.Time, n int) (heads []OldHead, next OrderKey, err error) {
+	if s.idx == nil {
+		return nil, next, nil
+	}
+	p := orderPrefix('o', route, dest)
+	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: append(slices.Clone(p), from[:]...), UpperBound: append(slices.Clone(p[:len(p)-1]), 1)})
+	if err != nil {
+		return nil, next, fmt.Errorf("order: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		k := OrderKey(it.Key()[len(p):])
+		if len(heads) == n {
+			next = k
+			break
+		}
+		if h, ok := headFrom(it.Value()); ok && h.since < before.UnixNano() {
+			heads = append(heads, OldHead{Key: k, Seq: h.seq, ID: h.id, Since: time.Unix(0, h.since)})
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, OrderKey{}, fmt.Errorf("order: %w", err)
+	}
+	return heads, next, nil
+}
+
+// Gone reports whether the message at seq in WEBHOOKS (a webhook or a
+// replay) is no longer there: deleted, or purged with what came before
+// it. JetStream never delivers such a message again.
+func (s *Store) Gone(ctx context.Context, seq uint64) (bool, error) {
+	_, err := s.main.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: message %d: %w", ErrUnavailable, seq, err)
+	}
+	return false, nil
 }
 
 // orderRefs lowers refs[route] to the sequence of every event queued
@@ -387,13 +605,13 @@ func (s *Store) Unorder(ctx context.Context, route, dest string) (int, error) {
 	n := 0
 	now := time.Now()
 	for it.First(); it.Valid(); it.Next() {
-		k, v := it.Key(), it.Value()
-		if len(v) < 16 || len(k) < 8 {
+		k := it.Key()
+		q, ok := queuedFrom(it.Value())
+		if !ok || len(k) < 8 {
 			continue
 		}
-		p := Parked{Seq: binary.BigEndian.Uint64(k[len(k)-8:]), Attempts: int(binary.BigEndian.Uint64(v)),
-			FirstSeen: time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))), Due: now}
-		m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(string(v[16:]))}
+		p := Parked{Seq: binary.BigEndian.Uint64(k[len(k)-8:]), Attempts: q.attempts, FirstSeen: time.Unix(0, q.first), Due: now}
+		m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(q.id)}
 		pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 		_, err := s.js.PublishMsg(pctx, m, jetstream.WithExpectStream(StreamName))
 		cancel()
