@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jethook/jethook/store/storetest"
 )
 
 // deadLetters makes n dead letters at audit (422) and returns their ids.
@@ -113,7 +115,7 @@ func TestDLQReplayToAPullDestinationReachesItsListener(t *testing.T) {
 		t.Fatalf("reload: %v", err)
 	}
 	l := newLocal(t, nil)
-	var terminal syncBuffer
+	var terminal storetest.LogBuffer
 	listen(t, r.ingress.URL, l.URL+"/webhooks", &terminal)
 
 	out, err := r.run(dlq, "replay", "-route", "shop", "-destination", "audit", "-to", "laptop")

@@ -114,24 +114,6 @@ func (l *local) delivered() int {
 	return len(l.ok)
 }
 
-// syncBuffer is a terminal the test reads while Listen writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // listen runs Listen from the jethook at from until the test ends or stop
 // is called.
 func listen(t *testing.T, from, to string, out io.Writer) (stop func()) {
@@ -184,7 +166,7 @@ func TestListenDeliversEachWebhookAsSentAndAcksOnlyA2xx(t *testing.T) {
 		}
 		return http.StatusNoContent
 	})
-	var out syncBuffer
+	var out storetest.LogBuffer
 	listen(t, r.public.URL, l.URL+"/webhooks?from=listen", &out)
 
 	binary := []byte("\x00\xff\r\n{\"é\":1}\n")
@@ -320,7 +302,7 @@ func TestAListenerKilledMidBatchOrCutOffLosesNothing(t *testing.T) {
 		}
 	}
 	send(40)
-	var out1 syncBuffer
+	var out1 storetest.LogBuffer
 	stop := listen(t, r.public.URL, l.URL, &out1)
 	<-killed
 	stop()
@@ -330,7 +312,7 @@ func TestAListenerKilledMidBatchOrCutOffLosesNothing(t *testing.T) {
 
 	// A second listener, through a connection the test cuts.
 	c := newCutter(t, r.public.Listener.Addr().String())
-	var out2 syncBuffer
+	var out2 storetest.LogBuffer
 	listen(t, "http://"+c.ln.Addr().String(), l.URL, &out2)
 	storetest.Eventually(t, 15*time.Second, "the first 40 delivered", func() bool { return l.delivered() == 40 })
 	c.cut()

@@ -1,7 +1,6 @@
 package forward_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
 )
 
 // parseWith parses yaml with the variables in env.
@@ -133,24 +132,6 @@ func TestADestinationOnALinkLocalAddressIsRefusedAtEveryAttemptAsAPermanentFailu
 	eventually(t, "a second dead letter", func() bool { return len(r.deadLetters()) == 2 })
 }
 
-// lockedBuffer collects log lines written from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // adminGet reads path from the rig's admin listener (API or dashboard).
 func (r *rig) adminGet(path, token string) string {
 	r.t.Helper()
@@ -201,7 +182,7 @@ routes:
 	for k, v := range secrets {
 		env[k] = v
 	}
-	logs := &lockedBuffer{}
+	logs := &storetest.LogBuffer{}
 	const adminToken = "admin-token-for-the-leak-test-0123456789"
 	r := newRig(t, parseWith(t, yaml, env), store.Options{}, func(o *app.Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

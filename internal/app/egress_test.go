@@ -1,36 +1,17 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Alert notices go where the policies file says, so they are held to the
 // egress rules like deliveries: an alert URL on the metadata address is
@@ -42,7 +23,7 @@ func TestAnAlertURLOnAMetadataAddressIsRefused(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 	cfg := parse(t, oneRoute+"alerts: {url: \"http://169.254.169.254/latest/meta-data/\", batch: 100ms}\n", backend.URL)
-	logs := &syncBuffer{}
+	logs := &storetest.LogBuffer{}
 	a, err := New(context.Background(), cfg, Options{
 		Store:     storetest.Open(t, store.Options{}),
 		Logger:    slog.New(slog.NewJSONHandler(logs, nil)),
