@@ -358,32 +358,32 @@ func (s *Store) connect() error {
 		s.dialer = newDialer(nats.DefaultTimeout)
 		nopts = append(nopts, nats.SetCustomDialer(s.dialer))
 	}
-	nc, err := nats.Connect(url, nopts...)
+	nc, js, err := connectJetStream(url, nopts, s.opts.PublishTimeout)
 	if err != nil {
-		return fmt.Errorf("connect to nats %s: %w", redact(url), err)
+		return err
 	}
-	s.nc = nc
-	// A publish the stream never answers (a store write error) gives up
-	// its slot after PublishTimeout; without it the slots fill for good.
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096),
-		jetstream.WithPublishAsyncTimeout(s.opts.PublishTimeout))
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	s.js, s.ingress = js, js
+	s.nc, s.js, s.ingress = nc, js, js
 	if s.srv == nil {
 		return nil
 	}
-	inc, err := nats.Connect(url, append(nopts, nats.Name("jethook-ingress"))...)
+	s.ingressNC, s.ingress, err = connectJetStream(url, append(nopts, nats.Name("jethook-ingress")), s.opts.PublishTimeout)
+	return err
+}
+
+// connectJetStream opens one NATS connection and its JetStream context. A
+// publish the stream never answers (a store write error) gives up its slot
+// after publishTimeout; without it the slots fill for good.
+func connectJetStream(url string, opts []nats.Option, publishTimeout time.Duration) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return fmt.Errorf("connect to nats %s: %w", redact(url), err)
+		return nil, nil, fmt.Errorf("connect to nats %s: %w", redact(url), err)
 	}
-	s.ingressNC = inc
-	if s.ingress, err = jetstream.New(inc, jetstream.WithPublishAsyncMaxPending(4096),
-		jetstream.WithPublishAsyncTimeout(s.opts.PublishTimeout)); err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(publishTimeout))
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
-	return nil
+	return nc, js, nil
 }
 
 func (s *Store) ensureStreams(ctx context.Context) error {
