@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/filter"
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/store"
 )
 

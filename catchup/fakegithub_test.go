@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // fakeGitHub serves the documented shape of GitHub's hook deliveries API

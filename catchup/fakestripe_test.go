@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // fakeStripe serves the documented shape of Stripe's Events API

@@ -13,7 +13,7 @@ import (
 	stripeapi "github.com/stripe/stripe-go/v82"
 
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/telemetry"
 )

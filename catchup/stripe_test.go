@@ -11,7 +11,7 @@ import (
 
 	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/store/storetest"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jethook/jethook/egress"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 func runCheck(ctx context.Context, args []string, out io.Writer) error {

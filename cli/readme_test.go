@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // docsText is the README and every page under docs/, one after another.

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // eventHeaders are the headers naming the event that senders send besides

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/store"
 )
 

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // Config is a loaded, validated policies.yaml with defaults applied.

@@ -26,7 +26,7 @@ import (
 
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/telemetry"
 )

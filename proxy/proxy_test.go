@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/proxy"
-	"github.com/jethook/jethook/proxy/provider"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // listPresets sign with a header of several elements, parsed by the same

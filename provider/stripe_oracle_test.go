@@ -7,7 +7,7 @@ import (
 
 	"github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // Stripe's own Go library is the oracle: it signs and we verify; we sign and

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 func TestGitHub(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 func TestHMAC(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 func TestNone(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	svix "github.com/svix/svix-webhooks/go"
 	twilioclient "github.com/twilio/twilio-go/client"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // The senders' official Go SDKs are oracles in both directions: they

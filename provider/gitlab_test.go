@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // gitlabRequest is what GitLab sends with a secret token and, when sign,

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 func TestShopify(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 func get(query string, h http.Header) *provider.Request {

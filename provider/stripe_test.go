@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 const stripeSecret = "whsec_test_0123456789abcdef"

@@ -8,7 +8,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // The Standard Webhooks reference Go library is the oracle: it signs and we

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 const slackSecret = "8f742231b10e8888abcd99yyyzzz85a5"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/proxy/provider"
+	"github.com/jethook/jethook/provider"
 )
 
 // presetCase is one preset with what the checks every preset passes need.
