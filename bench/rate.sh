@@ -20,6 +20,8 @@
 # before its last, keeps it in DIR, and prints where that CPU went per
 # webhook (bench/breakdown.py), counting rate × seconds profiled webhooks:
 # the breakdown is of ingress and delivery only while delivery keeps up.
+# PAUSED=1 pauses the destination before each run, so that the ack latency
+# is the ingress's alone, with nothing delivered beside it.
 # KEEP=PREFIX keeps each run's vegeta results and jethook log under PREFIX.
 # WORKERS bounds vegeta's concurrent requests (2000).
 #
@@ -88,7 +90,9 @@ PY
 
 seconds=$(awk -v d="$DURATION" 'BEGIN{sub(/s$/, "", d); print d + 0}')
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-echo "vegeta at a constant rate for $DURATION, $BODY-byte JSON bodies unique per request, delivery running, loopback; $(nproc) CPUs"
+delivery="delivery running"
+[ "${PAUSED:-}" = 1 ] && delivery="the destination paused"
+echo "vegeta at a constant rate for $DURATION, $BODY-byte JSON bodies unique per request, $delivery, loopback; $(nproc) CPUs"
 printf '%-40s %6s %9s %9s %9s %7s %11s %7s\n' BINARY RATE P50 P99 MAX 2XX "CPU/WEBHOOK" LOAD
 run=0
 for _ in $(seq "$REPEAT"); do
@@ -102,6 +106,9 @@ for _ in $(seq "$REPEAT"); do
 			jpid=$!
 			pids+=($jpid)
 			wait_http "http://$ADMIN_ADDR/readyz"
+			if [ "${PAUSED:-}" = 1 ]; then
+				curl -sf -X POST -H "Authorization: Bearer $token" -o /dev/null "http://$ADMIN_ADDR/v1/destinations/rate/sink/pause"
+			fi
 			n=$(awk -v r="$rate" -v s="$seconds" 'BEGIN{printf "%d", r * s + r}')
 			targets "$n" "$run" >"$tmp/targets"
 			load=$(cut -d' ' -f1 /proc/loadavg)
