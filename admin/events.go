@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"time"
@@ -139,21 +140,15 @@ func (h *Handler) Event(ctx context.Context, id, route string) (Event, error) {
 		CaughtUp:     e.CaughtUp,
 		Destinations: []EventDestination{},
 	}
-	attempts, aerr := h.Store.Attempts(ctx, e.EventID)
+	// Each destination's state first, its attempts after: a state read
+	// from the attempt log (filtered, waiting to retry) then always has
+	// the attempt that made it among the rows, however an attempt ends
+	// between the two reads.
 	for _, f := range h.Forwarder.Status() {
 		if f.Route != e.Route {
 			continue
 		}
 		ed := EventDestination{Destination: f.Destination, Attempts: []Attempt{}, Transform: f.Transform}
-		for _, a := range attempts {
-			if a.Route == e.Route && a.Destination == f.Destination {
-				ed.Attempts = append(ed.Attempts, Attempt{At: at(a.Time), Attempt: a.Attempt, Outcome: a.Outcome,
-					Status: a.Status, Error: a.Error, LatencySeconds: a.Latency.Seconds(), NextSeconds: a.Next.Seconds(), Sent: a.Sent})
-			}
-		}
-		if aerr != nil {
-			ed.Error = "attempt log: " + aerr.Error()
-		}
 		d, err := h.Store.Delivery(ctx, e, seq, f.Destination)
 		if err == nil {
 			ed.Order, err = h.order(e, seq, f.Destination, &d)
@@ -171,6 +166,19 @@ func (h *Handler) Event(ctx context.Context, id, route string) (Event, error) {
 			}
 		}
 		out.Destinations = append(out.Destinations, ed)
+	}
+	attempts, aerr := h.Store.Attempts(ctx, e.EventID)
+	for i := range out.Destinations {
+		ed := &out.Destinations[i]
+		for _, a := range attempts {
+			if a.Route == e.Route && a.Destination == ed.Destination {
+				ed.Attempts = append(ed.Attempts, Attempt{At: at(a.Time), Attempt: a.Attempt, Outcome: a.Outcome,
+					Status: a.Status, Error: a.Error, LatencySeconds: a.Latency.Seconds(), NextSeconds: a.Next.Seconds(), Sent: a.Sent})
+			}
+		}
+		if aerr != nil {
+			ed.Error = cmp.Or(ed.Error, "attempt log: "+aerr.Error())
+		}
 	}
 	return out, nil
 }
