@@ -20,6 +20,10 @@
 # before its last, keeps it in DIR, and prints where that CPU went per
 # webhook (bench/breakdown.py), counting rate × seconds profiled webhooks:
 # the breakdown is of ingress and delivery only while delivery keeps up.
+# TRACE=DIR takes a runtime trace of jethook (/debug/pprof/trace) for 3 s
+# from the second second of each run into DIR, and prints, from its
+# scheduler-latency profile, where goroutines waited to run: the time each
+# was runnable but had no CPU, by what it was about to do.
 # PAUSED=1 pauses the destination before each run, so that the ack latency
 # is the ingress's alone, with nothing delivered beside it.
 # KEEP=PREFIX keeps each run's vegeta results and jethook log under PREFIX.
@@ -121,6 +125,14 @@ for _ in $(seq "$REPEAT"); do
 					"http://$ADMIN_ADDR/debug/pprof/profile?seconds=$((seconds - 2))") &
 				ppid=$!
 			fi
+			trc=
+			if [ -n "${TRACE:-}" ] && [ "$seconds" -gt 4 ]; then
+				mkdir -p "$TRACE"
+				trc=$TRACE/run-$run-$rate.trace
+				(sleep 1 && curl -s -H "Authorization: Bearer $token" -o "$trc" \
+					"http://$ADMIN_ADDR/debug/pprof/trace?seconds=3") &
+				tpid=$!
+			fi
 			"$vegeta" attack -format=json -targets="$tmp/targets" -rate="$rate/s" -duration="$DURATION" \
 				-timeout=10s -max-workers=${WORKERS:-2000} >"$tmp/results.bin"
 			c1=$(cpu_ticks "$jpid")
@@ -142,6 +154,12 @@ PY
 			if [ -n "$prof" ]; then
 				wait "$ppid"
 				python3 "$here/breakdown.py" "$prof" "$((rate * (seconds - 2)))"
+			fi
+			if [ -n "$trc" ]; then
+				wait "$tpid"
+				go tool trace -pprof=sched "$trc" >"$trc.sched.pprof"
+				echo "waiting to run, by what the goroutine was about to do (3 s of trace):"
+				go tool pprof -top -nodecount=25 "$trc.sched.pprof" 2>/dev/null | sed -n '/flat%/,$p'
 			fi
 			kill "$jpid"
 			wait "$jpid" 2>/dev/null || true
