@@ -175,7 +175,7 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	out, err := h.DeadLetters(r.Context(), selection(q), limit)
+	out, err := h.Service.DeadLetters(r.Context(), selection(q), limit)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -185,9 +185,9 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 
 // DeadLetters returns one page of up to limit dead letters matching sel's
 // filters, from sel.Cursor on, oldest first (by WEBHOOKS_DLQ sequence).
-func (h *Handler) DeadLetters(ctx context.Context, sel Selection, limit int) (DeadLetterPage, error) {
-	h.setup()
-	f, err := sel.filter(h.Now())
+func (svc *Service) DeadLetters(ctx context.Context, sel Selection, limit int) (DeadLetterPage, error) {
+	svc.setup()
+	f, err := sel.filter(svc.Now())
 	if err != nil {
 		return DeadLetterPage{}, &RequestError{Reason: err.Error()}
 	}
@@ -195,7 +195,7 @@ func (h *Handler) DeadLetters(ctx context.Context, sel Selection, limit int) (De
 	if err != nil {
 		return DeadLetterPage{}, &RequestError{Reason: err.Error()}
 	}
-	p, err := h.Store.QueryDeadLetters(ctx, f, cursor, limit)
+	p, err := svc.Store.QueryDeadLetters(ctx, f, cursor, limit)
 	if err != nil {
 		return DeadLetterPage{}, err
 	}
@@ -210,7 +210,7 @@ func (h *Handler) DeadLetters(ctx context.Context, sel Selection, limit int) (De
 }
 
 func (h *Handler) countDeadLetters(w http.ResponseWriter, r *http.Request) {
-	n, err := h.DeadLetterCount(r.Context(), selection(r.URL.Query()))
+	n, err := h.Service.DeadLetterCount(r.Context(), selection(r.URL.Query()))
 	if err != nil {
 		storeError(w, err)
 		return
@@ -219,13 +219,13 @@ func (h *Handler) countDeadLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 // DeadLetterCount counts the dead letters sel's filters select.
-func (h *Handler) DeadLetterCount(ctx context.Context, sel Selection) (uint64, error) {
-	h.setup()
-	f, err := sel.filter(h.Now())
+func (svc *Service) DeadLetterCount(ctx context.Context, sel Selection) (uint64, error) {
+	svc.setup()
+	f, err := sel.filter(svc.Now())
 	if err != nil {
 		return 0, &RequestError{Reason: err.Error()}
 	}
-	return h.Store.DeadLetterCount(ctx, f)
+	return svc.Store.DeadLetterCount(ctx, f)
 }
 
 func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
@@ -234,7 +234,7 @@ func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "a dead letter is named by its sequence number")
 		return
 	}
-	out, err := h.DeadLetter(r.Context(), seq)
+	out, err := h.Service.DeadLetter(r.Context(), seq)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -244,9 +244,9 @@ func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
 
 // DeadLetter returns the dead letter at WEBHOOKS_DLQ sequence seq with the
 // original request, and its replay if any.
-func (h *Handler) DeadLetter(ctx context.Context, seq uint64) (DeadLetterDetail, error) {
-	h.setup()
-	d, err := h.Store.DeadLetter(ctx, seq)
+func (svc *Service) DeadLetter(ctx context.Context, seq uint64) (DeadLetterDetail, error) {
+	svc.setup()
+	d, err := svc.Store.DeadLetter(ctx, seq)
 	if err != nil {
 		return DeadLetterDetail{}, err
 	}
@@ -256,7 +256,7 @@ func (h *Handler) DeadLetter(ctx context.Context, seq uint64) (DeadLetterDetail,
 	if !utf8.Valid(e.Body) {
 		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(e.Body), "base64"
 	}
-	if rp, err := h.Store.LastReplay(ctx, e.Route, d.Destination, e.EventID); err == nil && rp.Exists && rp.Of == seq {
+	if rp, err := svc.Store.LastReplay(ctx, e.Route, d.Destination, e.EventID); err == nil && rp.Exists && rp.Of == seq {
 		out.Replay = &Replay{Seq: rp.Seq, DeadLetter: rp.Of, At: at(rp.At)}
 	}
 	return out, nil
@@ -289,9 +289,9 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "bad_request", "give seqs or filters, not both")
 			return
 		}
-		out, err = h.ReplaySeqs(r.Context(), sel.Seqs, sel.To)
+		out, err = h.Service.ReplaySeqs(r.Context(), sel.Seqs, sel.To)
 	} else {
-		out, err = h.ReplayMatching(r.Context(), sel)
+		out, err = h.Service.ReplayMatching(r.Context(), sel)
 	}
 	if err != nil {
 		storeError(w, err)
@@ -303,15 +303,15 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 // ReplaySeqs republishes the dead letters at the given WEBHOOKS_DLQ
 // sequences (at most 1000) to their destination only, or, when to is not
 // empty, to that destination of their route instead.
-func (h *Handler) ReplaySeqs(ctx context.Context, seqs []uint64, to string) (ReplayResult, error) {
-	h.setup()
+func (svc *Service) ReplaySeqs(ctx context.Context, seqs []uint64, to string) (ReplayResult, error) {
+	svc.setup()
 	var out ReplayResult
 	if len(seqs) > maxLimit {
 		return out, badRequest("at most %d seqs at once", maxLimit)
 	}
 	var dls []store.DeadLetter
 	for _, seq := range seqs {
-		d, err := h.Store.DeadLetter(ctx, seq)
+		d, err := svc.Store.DeadLetter(ctx, seq)
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				out.NotFound++
@@ -319,17 +319,17 @@ func (h *Handler) ReplaySeqs(ctx context.Context, seqs []uint64, to string) (Rep
 			}
 			return out, err
 		}
-		if to != "" && !h.hasDestination(d.Envelope.Route, to) {
+		if to != "" && !svc.hasDestination(d.Envelope.Route, to) {
 			return out, badRequest("dead letter %d is of route %q, which has no destination %q to replay to", seq, d.Envelope.Route, to)
 		}
 		dls = append(dls, d)
 	}
-	return h.republish(ctx, dls, to, out)
+	return svc.republish(ctx, dls, to, out)
 }
 
 // hasDestination reports whether route has a running destination dest.
-func (h *Handler) hasDestination(route, dest string) bool {
-	for _, f := range h.Forwarder.Status() {
+func (svc *Service) hasDestination(route, dest string) bool {
+	for _, f := range svc.Forwarder.Status() {
 		if f.Route == route && f.Destination == dest {
 			return true
 		}
@@ -343,10 +343,10 @@ func (h *Handler) hasDestination(route, dest string) bool {
 // that existed when the first page was asked for. With sel.To they go to
 // that destination of sel.Route instead of their own: one destination's
 // dead letters (sel.Destination), so that no event goes there twice.
-func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResult, error) {
-	h.setup()
+func (svc *Service) ReplayMatching(ctx context.Context, sel Selection) (ReplayResult, error) {
+	svc.setup()
 	var out ReplayResult
-	f, err := sel.filter(h.Now())
+	f, err := sel.filter(svc.Now())
 	if err != nil {
 		return out, &RequestError{Reason: err.Error()}
 	}
@@ -354,7 +354,7 @@ func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResu
 		if sel.Route == "" || sel.Destination == "" {
 			return out, badRequest("to %q replays one destination's dead letters: give route and destination too", sel.To)
 		}
-		if !h.hasDestination(sel.Route, sel.To) {
+		if !svc.hasDestination(sel.Route, sel.To) {
 			return out, badRequest("route %q has no destination %q to replay to", sel.Route, sel.To)
 		}
 	}
@@ -370,7 +370,7 @@ func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResu
 		return out, &RequestError{Reason: err.Error()}
 	}
 	if sel.Cursor == "" {
-		if f.MaxSeq, err = h.Store.LastDeadLetterSeq(ctx); err != nil {
+		if f.MaxSeq, err = svc.Store.LastDeadLetterSeq(ctx); err != nil {
 			return out, err
 		}
 		if f.MaxSeq == 0 {
@@ -384,33 +384,33 @@ func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResu
 	if limit < 1 || limit > maxLimit {
 		return out, badRequest("limit %d: want 1 to %d", limit, maxLimit)
 	}
-	p, err := h.Store.QueryDeadLetters(ctx, f, cursor, limit)
+	p, err := svc.Store.QueryDeadLetters(ctx, f, cursor, limit)
 	if err != nil {
 		return out, err
 	}
 	if p.Next > 0 {
 		out.NextCursor = fmt.Sprintf("%d-%d", p.Next, f.MaxSeq)
 	}
-	return h.republish(ctx, p.DeadLetters, sel.To, out)
+	return svc.republish(ctx, p.DeadLetters, sel.To, out)
 }
 
 // republish replays dls, to their own destination or to, and adds the
 // counts to out.
-func (h *Handler) republish(ctx context.Context, dls []store.DeadLetter, to string, out ReplayResult) (ReplayResult, error) {
+func (svc *Service) republish(ctx context.Context, dls []store.DeadLetter, to string, out ReplayResult) (ReplayResult, error) {
 	var (
 		res store.ReplayCounts
 		err error
 	)
 	if to == "" {
-		res, err = h.Store.Replay(ctx, dls)
+		res, err = svc.Store.Replay(ctx, dls)
 	} else {
-		res, err = h.Store.ReplayTo(ctx, dls, to)
+		res, err = svc.Store.ReplayTo(ctx, dls, to)
 	}
 	out.Queued, out.SkippedDuplicates = res.Queued, res.Duplicates
 	if err != nil {
 		return out, err
 	}
-	log := h.Logger
+	log := svc.Logger
 	if to != "" {
 		log = log.With("to", to)
 	}
@@ -425,7 +425,7 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	n, err := h.Purge(r.Context(), sel)
+	n, err := h.Service.Purge(r.Context(), sel)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -436,8 +436,8 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 // Purge deletes the selected dead letters: by seqs, by filter (all that
 // match, no paging), or every one with All; a selection that names
 // nothing is refused. It returns how many it deleted.
-func (h *Handler) Purge(ctx context.Context, sel Selection) (int, error) {
-	h.setup()
+func (svc *Service) Purge(ctx context.Context, sel Selection) (int, error) {
+	svc.setup()
 	var (
 		n   int
 		err error
@@ -450,19 +450,19 @@ func (h *Handler) Purge(ctx context.Context, sel Selection) (int, error) {
 		if sel.filtered() || sel.All {
 			return 0, badRequest("give seqs or filters, not both")
 		}
-		n, err = h.Store.DeleteDeadLetters(ctx, sel.Seqs)
+		n, err = svc.Store.DeleteDeadLetters(ctx, sel.Seqs)
 	case sel.filtered() || sel.All:
-		f, ferr := sel.filter(h.Now())
+		f, ferr := sel.filter(svc.Now())
 		if ferr != nil {
 			return 0, &RequestError{Reason: ferr.Error()}
 		}
-		n, err = h.Store.PurgeDeadLetters(ctx, f)
+		n, err = svc.Store.PurgeDeadLetters(ctx, f)
 	default:
 		return 0, badRequest(`name dead letters by seqs or filters, or send {"all": true} to purge every one`)
 	}
 	if err != nil {
 		return n, err
 	}
-	h.Logger.Info("dead letters purged", "purged", n)
+	svc.Logger.Info("dead letters purged", "purged", n)
 	return n, nil
 }

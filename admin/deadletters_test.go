@@ -162,7 +162,7 @@ func TestPurgeRemovesDeadLettersByIDOrFilter(t *testing.T) {
 func TestAFilterNamingNoPossibleRouteIsABadRequest(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t, store.Options{})
-	srv := httptest.NewServer(&admin.Handler{Store: st, Token: token})
+	srv := httptest.NewServer(&admin.Handler{Service: &admin.Service{Store: st}, Token: token})
 	t.Cleanup(srv.Close)
 	for _, q := range []url.Values{
 		{"route": {"a\nb"}},

@@ -109,7 +109,7 @@ type rig struct {
 	admin      *httptest.Server
 	app, audit *backend
 	log        *logBuffer     // what jethook logs
-	api        *admin.Handler // the admin API's Go methods
+	api        *admin.Service // what the admin API serves
 }
 
 // logBuffer is a log safe for concurrent writes.
@@ -161,7 +161,7 @@ func newRigOf(t *testing.T, config string) *rig {
 	t.Cleanup(func() { a.Close(time.Second) })
 	r.ingress = httptest.NewServer(a.Ingress)
 	t.Cleanup(r.ingress.Close)
-	r.api = a.Admin
+	r.api = a.Service
 	r.admin = httptest.NewServer(a.Admin)
 	t.Cleanup(r.admin.Close)
 	return r

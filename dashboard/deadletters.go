@@ -40,13 +40,13 @@ func filterQuery(sel admin.Selection) url.Values {
 func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	sel := selection(q)
-	p, err := h.api.DeadLetters(r.Context(), sel, deadLettersPerPage)
+	p, err := h.Service.DeadLetters(r.Context(), sel, deadLettersPerPage)
 	if err != nil {
 		h.failure(w, r, err)
 		return
 	}
 	sel.Cursor = ""
-	count, err := h.api.DeadLetterCount(r.Context(), sel)
+	count, err := h.Service.DeadLetterCount(r.Context(), sel)
 	if err != nil {
 		h.failure(w, r, err)
 		return
@@ -54,7 +54,7 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 	// Which of them were replayed, and when: one index lookup each.
 	replayed := map[uint64]*time.Time{}
 	for _, d := range p.DeadLetters {
-		if rp, err := h.Store.LastReplay(r.Context(), d.Route, d.Destination, d.EventID); err == nil && rp.Exists && rp.Of == d.Seq {
+		if rp, err := h.Service.Store.LastReplay(r.Context(), d.Route, d.Destination, d.EventID); err == nil && rp.Exists && rp.Of == d.Seq {
 			replayed[d.Seq] = &rp.At
 		}
 	}
@@ -76,7 +76,7 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "A dead letter is named by its sequence number.")
 		return
 	}
-	d, err := h.api.DeadLetter(r.Context(), seq)
+	d, err := h.Service.DeadLetter(r.Context(), seq)
 	if err != nil {
 		h.failure(w, r, err)
 		return
@@ -87,7 +87,7 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 	}
 	data := map[string]any{"DL": d, "Headers": headers(d.Headers), "Body": newBody(raw), "PullTo": h.pullDestinations(d.Route)}
 	// The attempt timeline comes from the attempt log, through the event.
-	if ev, err := h.api.Event(r.Context(), d.EventID, d.Route); err == nil {
+	if ev, err := h.Service.Event(r.Context(), d.EventID, d.Route); err == nil {
 		data["Attempts"] = attemptsOf(ev, d.Destination)
 	}
 	data["Done"] = done(r.URL.Query())
@@ -98,7 +98,7 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 // of the route can be replayed for a developer to run it (docs/pull.md).
 func (h *Handler) pullDestinations(route string) []string {
 	var out []string
-	for _, s := range h.Forwarder.Status() {
+	for _, s := range h.Service.Forwarder.Status() {
 		if s.Route == route && s.Pull {
 			out = append(out, s.Destination)
 		}
@@ -170,11 +170,11 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	var res admin.ReplayResult
 	switch {
 	case len(picked) > 0:
-		res, err = h.api.ReplaySeqs(r.Context(), picked, r.PostFormValue("to"))
+		res, err = h.Service.ReplaySeqs(r.Context(), picked, r.PostFormValue("to"))
 	case r.PostFormValue("matching") == "1":
 		sel := selection(r.PostForm)
 		sel.Limit, sel.To = replayPage, r.PostFormValue("to")
-		res, err = h.api.ReplayMatching(r.Context(), sel)
+		res, err = h.Service.ReplayMatching(r.Context(), sel)
 	default:
 		err = &admin.RequestError{Reason: "Pick dead letters to replay, or replay all that match the filter."}
 	}
@@ -220,7 +220,7 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 	if r.PostFormValue("confirm") != "1" {
 		n := uint64(len(picked))
 		if len(picked) == 0 {
-			if n, err = h.api.DeadLetterCount(r.Context(), sel); err != nil {
+			if n, err = h.Service.DeadLetterCount(r.Context(), sel); err != nil {
 				h.failure(w, r, err)
 				return
 			}
@@ -236,7 +236,7 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 			"Count": n, "Seqs": picked, "Filter": sel, "Described": strings.Join(described, ", "), "Query": filters.Encode()})
 		return
 	}
-	n, err := h.api.Purge(r.Context(), sel)
+	n, err := h.Service.Purge(r.Context(), sel)
 	if err != nil {
 		h.failure(w, r, err)
 		return
