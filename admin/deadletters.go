@@ -15,7 +15,7 @@ import (
 	"github.com/jethook/jethook/store"
 )
 
-// Page sizes of dead-letter lists and filter replays.
+// Page sizes of dead-letter lists and replays by query.
 const (
 	defaultLimit = 100
 	maxLimit     = 1000
@@ -86,8 +86,11 @@ func summary(d store.DeadLetter) DeadLetter {
 	}
 }
 
-// Selection picks dead letters in a replay or purge body: Seqs, or the
-// same filters GET /v1/deadletters takes.
+// Selection picks dead letters: by Seqs, or by a query of what they are
+// (Route, Destination, Status, Reason, Since, Until). It is the body of a
+// replay or purge, and its query travels as a query string (GET
+// /v1/deadletters, the dashboard's links, the CLI's requests):
+// ParseSelection reads one and Values writes one.
 type Selection struct {
 	Seqs        []uint64 `json:"seqs,omitempty"`
 	Route       string   `json:"route,omitempty"`
@@ -96,38 +99,60 @@ type Selection struct {
 	Reason      string   `json:"reason,omitempty"`
 	Since       string   `json:"since,omitempty"`
 	Until       string   `json:"until,omitempty"`
-	// Limit and Cursor page a replay by filter.
+	// Limit and Cursor page a list, or a replay by query.
 	Limit  int    `json:"limit,omitempty"`
 	Cursor string `json:"cursor,omitempty"`
-	// All must be true to purge every dead letter with no filter.
+	// All must be true to purge every dead letter with no query.
 	All bool `json:"all,omitempty"`
 	// To, in a replay, names another destination of the dead letters'
 	// route to replay them to instead of their own, such as a
-	// developer's pull destination. By filter, it needs Route and
+	// developer's pull destination. By query, it needs Route and
 	// Destination.
 	To string `json:"to,omitempty"`
 }
 
-func (s Selection) filter(now time.Time) (store.DeadLetterFilter, error) {
-	f := store.DeadLetterFilter{Route: s.Route, Destination: s.Destination, Status: s.Status, Reason: s.Reason}
-	var err error
-	if f.Since, err = parseTime("since", s.Since, now); err != nil {
-		return f, err
-	}
-	if f.Until, err = parseTime("until", s.Until, now); err != nil {
-		return f, err
-	}
-	return f, f.Validate()
-}
+// selectionKeys are the query string's keys of a Selection's query, in
+// the order people read them.
+var selectionKeys = []string{"route", "destination", "status", "reason", "since", "until"}
 
-func (s Selection) filtered() bool {
-	return s.Route != "" || s.Destination != "" || s.Status != "" || s.Reason != "" || s.Since != "" || s.Until != ""
-}
-
-// selection reads the filters of a query string.
-func selection(q url.Values) Selection {
+// ParseSelection reads a Selection's query and cursor from a query string
+// or form; the values are checked where they are used.
+func ParseSelection(q url.Values) Selection {
 	return Selection{Route: q.Get("route"), Destination: q.Get("destination"), Status: q.Get("status"),
 		Reason: q.Get("reason"), Since: q.Get("since"), Until: q.Get("until"), Cursor: q.Get("cursor")}
+}
+
+// Values is the query string ParseSelection reads back: s's query, and
+// its cursor when it has one. Empty fields are left out.
+func (s Selection) Values() url.Values {
+	q := url.Values{}
+	for i, v := range []string{s.Route, s.Destination, s.Status, s.Reason, s.Since, s.Until} {
+		if v != "" {
+			q.Set(selectionKeys[i], v)
+		}
+	}
+	if s.Cursor != "" {
+		q.Set("cursor", s.Cursor)
+	}
+	return q
+}
+
+// query is s's query for the store, times read against now.
+func (s Selection) query(now time.Time) (store.DeadLetterQuery, error) {
+	q := store.DeadLetterQuery{Route: s.Route, Destination: s.Destination, Status: s.Status, Reason: s.Reason}
+	var err error
+	if q.Since, err = parseTime("since", s.Since, now); err != nil {
+		return q, err
+	}
+	if q.Until, err = parseTime("until", s.Until, now); err != nil {
+		return q, err
+	}
+	return q, q.Validate()
+}
+
+// HasQuery reports whether s selects by a query.
+func (s Selection) HasQuery() bool {
+	return s.Route != "" || s.Destination != "" || s.Status != "" || s.Reason != "" || s.Since != "" || s.Until != ""
 }
 
 // parseTime reads an RFC 3339 time or a duration meaning that long ago.
@@ -175,7 +200,7 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	out, err := h.Service.DeadLetters(r.Context(), selection(q), limit)
+	out, err := h.Service.DeadLetters(r.Context(), ParseSelection(q), limit)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -184,10 +209,10 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 // DeadLetters returns one page of up to limit dead letters matching sel's
-// filters, from sel.Cursor on, oldest first (by WEBHOOKS_DLQ sequence).
+// query, from sel.Cursor on, oldest first (by WEBHOOKS_DLQ sequence).
 func (svc *Service) DeadLetters(ctx context.Context, sel Selection, limit int) (DeadLetterPage, error) {
 	svc.setup()
-	f, err := sel.filter(svc.Now())
+	q, err := sel.query(svc.Now())
 	if err != nil {
 		return DeadLetterPage{}, &RequestError{Reason: err.Error()}
 	}
@@ -195,7 +220,7 @@ func (svc *Service) DeadLetters(ctx context.Context, sel Selection, limit int) (
 	if err != nil {
 		return DeadLetterPage{}, &RequestError{Reason: err.Error()}
 	}
-	p, err := svc.Store.QueryDeadLetters(ctx, f, cursor, limit)
+	p, err := svc.Store.QueryDeadLetters(ctx, q, cursor, limit)
 	if err != nil {
 		return DeadLetterPage{}, err
 	}
@@ -210,7 +235,7 @@ func (svc *Service) DeadLetters(ctx context.Context, sel Selection, limit int) (
 }
 
 func (h *Handler) countDeadLetters(w http.ResponseWriter, r *http.Request) {
-	n, err := h.Service.DeadLetterCount(r.Context(), selection(r.URL.Query()))
+	n, err := h.Service.DeadLetterCount(r.Context(), ParseSelection(r.URL.Query()))
 	if err != nil {
 		storeError(w, err)
 		return
@@ -218,14 +243,14 @@ func (h *Handler) countDeadLetters(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]uint64{"count": n})
 }
 
-// DeadLetterCount counts the dead letters sel's filters select.
+// DeadLetterCount counts the dead letters sel's query selects.
 func (svc *Service) DeadLetterCount(ctx context.Context, sel Selection) (uint64, error) {
 	svc.setup()
-	f, err := sel.filter(svc.Now())
+	q, err := sel.query(svc.Now())
 	if err != nil {
 		return 0, &RequestError{Reason: err.Error()}
 	}
-	return svc.Store.DeadLetterCount(ctx, f)
+	return svc.Store.DeadLetterCount(ctx, q)
 }
 
 func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
@@ -268,12 +293,12 @@ type ReplayResult struct {
 	SkippedDuplicates int `json:"skipped_duplicates"`
 	// NotFound counts requested sequences that are no longer dead letters.
 	NotFound int `json:"not_found,omitempty"`
-	// NextCursor, in a replay by filter, is the cursor of the next page.
+	// NextCursor, in a replay by query, is the cursor of the next page.
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // replay republishes the selected dead letters to their destination only:
-// by seqs, or one page by filter.
+// by seqs, or one page by query.
 func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	var sel Selection
 	if err := readJSON(w, r, &sel); err != nil {
@@ -285,8 +310,8 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 		err error
 	)
 	if len(sel.Seqs) > 0 {
-		if sel.filtered() || sel.Cursor != "" {
-			writeError(w, http.StatusBadRequest, "bad_request", "give seqs or filters, not both")
+		if sel.HasQuery() || sel.Cursor != "" {
+			writeError(w, http.StatusBadRequest, "bad_request", "give seqs or a query, not both")
 			return
 		}
 		out, err = h.Service.ReplaySeqs(r.Context(), sel.Seqs, sel.To)
@@ -338,7 +363,7 @@ func (svc *Service) hasDestination(route, dest string) bool {
 }
 
 // ReplayMatching republishes one page (sel.Limit, default 100, at most
-// 1000) of the dead letters sel's filters select, from sel.Cursor on, and
+// 1000) of the dead letters sel's query selects, from sel.Cursor on, and
 // returns the cursor of the next page. The pages cover the dead letters
 // that existed when the first page was asked for. With sel.To they go to
 // that destination of sel.Route instead of their own: one destination's
@@ -346,7 +371,7 @@ func (svc *Service) hasDestination(route, dest string) bool {
 func (svc *Service) ReplayMatching(ctx context.Context, sel Selection) (ReplayResult, error) {
 	svc.setup()
 	var out ReplayResult
-	f, err := sel.filter(svc.Now())
+	q, err := sel.query(svc.Now())
 	if err != nil {
 		return out, &RequestError{Reason: err.Error()}
 	}
@@ -364,16 +389,16 @@ func (svc *Service) ReplayMatching(ctx context.Context, sel Selection) (ReplayRe
 	next, last, _ := strings.Cut(sel.Cursor, "-")
 	cursor, err := parseCursor(next)
 	if err == nil && sel.Cursor != "" {
-		f.MaxSeq, err = parseCursor(last)
+		q.MaxSeq, err = parseCursor(last)
 	}
 	if err != nil {
 		return out, &RequestError{Reason: err.Error()}
 	}
 	if sel.Cursor == "" {
-		if f.MaxSeq, err = svc.Store.LastDeadLetterSeq(ctx); err != nil {
+		if q.MaxSeq, err = svc.Store.LastDeadLetterSeq(ctx); err != nil {
 			return out, err
 		}
-		if f.MaxSeq == 0 {
+		if q.MaxSeq == 0 {
 			return out, nil
 		}
 	}
@@ -384,12 +409,12 @@ func (svc *Service) ReplayMatching(ctx context.Context, sel Selection) (ReplayRe
 	if limit < 1 || limit > maxLimit {
 		return out, badRequest("limit %d: want 1 to %d", limit, maxLimit)
 	}
-	p, err := svc.Store.QueryDeadLetters(ctx, f, cursor, limit)
+	p, err := svc.Store.QueryDeadLetters(ctx, q, cursor, limit)
 	if err != nil {
 		return out, err
 	}
 	if p.Next > 0 {
-		out.NextCursor = fmt.Sprintf("%d-%d", p.Next, f.MaxSeq)
+		out.NextCursor = fmt.Sprintf("%d-%d", p.Next, q.MaxSeq)
 	}
 	return svc.republish(ctx, p.DeadLetters, sel.To, out)
 }
@@ -433,7 +458,7 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 }
 
-// Purge deletes the selected dead letters: by seqs, by filter (all that
+// Purge deletes the selected dead letters: by seqs, by query (all that
 // match, no paging), or every one with All; a selection that names
 // nothing is refused. It returns how many it deleted.
 func (svc *Service) Purge(ctx context.Context, sel Selection) (int, error) {
@@ -447,18 +472,18 @@ func (svc *Service) Purge(ctx context.Context, sel Selection) (int, error) {
 	}
 	switch {
 	case len(sel.Seqs) > 0:
-		if sel.filtered() || sel.All {
-			return 0, badRequest("give seqs or filters, not both")
+		if sel.HasQuery() || sel.All {
+			return 0, badRequest("give seqs or a query, not both")
 		}
 		n, err = svc.Store.DeleteDeadLetters(ctx, sel.Seqs)
-	case sel.filtered() || sel.All:
-		f, ferr := sel.filter(svc.Now())
-		if ferr != nil {
-			return 0, &RequestError{Reason: ferr.Error()}
+	case sel.HasQuery() || sel.All:
+		q, qerr := sel.query(svc.Now())
+		if qerr != nil {
+			return 0, &RequestError{Reason: qerr.Error()}
 		}
-		n, err = svc.Store.PurgeDeadLetters(ctx, f)
+		n, err = svc.Store.PurgeDeadLetters(ctx, q)
 	default:
-		return 0, badRequest(`name dead letters by seqs or filters, or send {"all": true} to purge every one`)
+		return 0, badRequest(`name dead letters by seqs or a query, or send {"all": true} to purge every one`)
 	}
 	if err != nil {
 		return n, err

@@ -151,7 +151,7 @@ func (svc *Service) backlog(ctx context.Context, s *DestinationStatus, backlogs 
 			return err
 		}
 	}
-	n, err := svc.Store.DeadLetterCount(ctx, store.DeadLetterFilter{Route: s.Route, Destination: s.Destination})
+	n, err := svc.Store.DeadLetterCount(ctx, store.DeadLetterQuery{Route: s.Route, Destination: s.Destination})
 	if err != nil {
 		return err
 	}
