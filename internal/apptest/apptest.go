@@ -81,7 +81,15 @@ func Config(t testing.TB, yaml string, env map[string]string) *policy.Config {
 // acknowledges.
 func (r *Rig) Post(t testing.TB, path, body string, header map[string]string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, r.Public.URL+path, strings.NewReader(body))
+	return Post(t, r.Public.URL+path, body, header)
+}
+
+// Post sends a webhook to url, a jethook's public listener and a route's
+// path, with the given headers, and returns the answer's status and the
+// event id it acknowledges.
+func Post(t testing.TB, url, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
