@@ -2,9 +2,10 @@
 // listener (never the public port) with open probes (/healthz, /readyz),
 // Prometheus /metrics, and under /v1/ the bearer-token API to inspect
 // status, find events, list, replay and purge dead letters, pause and
-// resume destinations, and reload the configuration. The same questions
-// and actions are Go methods of Handler (Status, Event, DeadLetters,
-// ReplaySeqs, ...) for the dashboard it mounts at /.
+// resume destinations, and reload the configuration. The questions and
+// actions themselves are Service's methods (Status, Event, DeadLetters,
+// ReplaySeqs, ...): one Service, built once, serves the API and the
+// dashboard it mounts at /.
 package admin
 
 import (
@@ -13,42 +14,30 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/store"
 )
 
-// Handler serves the admin API. Set the fields, then serve it; the zero
-// value of the optional fields works.
+// Handler serves the admin API: the HTTP face of a Service. Set the
+// fields, then serve it; the zero value of the optional fields works.
 type Handler struct {
-	// Store holds events and dead letters. Required.
-	Store *store.Store
-	// Forwarder runs the destinations. Required.
-	Forwarder *forward.Forwarder
+	// Service answers the API's questions and does its actions. Required.
+	Service *Service
 	// Token is the bearer token /v1/ requires. Empty, /v1/ answers 403.
 	Token string
-	// Reload re-reads and applies the configuration; nil answers 501.
-	Reload func(context.Context) error
 	// Metrics serves /metrics; nil answers 404.
 	Metrics http.Handler
 	// Ready adds the caller's own readiness (configuration loaded) to the
 	// store's in /readyz; nil adds nothing.
 	Ready func(context.Context) error
-	// Logger gets operator actions (replay, purge, pause, reload).
-	Logger *slog.Logger
-	// Now is the clock for ages and relative times; nil is time.Now.
-	Now func() time.Time
 	// Dashboard serves / and every path the API does not; nil answers 404.
 	Dashboard http.Handler
-	// CatchUp reports each route's catch-up in /v1/status; nil reports none.
-	CatchUp *catchup.Runner
 	// Hosts are the names besides IP addresses and localhost that a
 	// request's Host may carry; any other gets 421 (allowedHost), which
 	// keeps web pages out by DNS rebinding.
@@ -58,9 +47,8 @@ type Handler struct {
 	// tokens.
 	Throttle *Throttle
 
-	once     sync.Once
-	mux      *http.ServeMux
-	searches chan struct{} // one token per search running
+	once sync.Once
+	mux  *http.ServeMux
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -72,16 +60,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) routes() {
-	if h.Logger == nil {
-		h.Logger = slog.New(slog.DiscardHandler)
-	}
-	if h.Now == nil {
-		h.Now = time.Now
-	}
+	h.Service.setup()
 	if h.Throttle == nil {
-		h.Throttle = &Throttle{Now: h.Now}
+		h.Throttle = &Throttle{Now: h.Service.Now}
 	}
-	h.searches = make(chan struct{}, maxSearches)
 	m := http.NewServeMux()
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -124,7 +106,7 @@ func (h *Handler) routes() {
 	h.mux = m
 }
 
-// setup fills in the defaults once, for ServeHTTP and the Go methods alike.
+// setup fills in the defaults and the routes once.
 func (h *Handler) setup() { h.once.Do(h.routes) }
 
 // apiMethods are the methods the /v1/ endpoints take.
@@ -170,7 +152,7 @@ func (h *Handler) auth(next http.Handler) http.Handler {
 			writeError(w, http.StatusTooManyRequests, "too_many_wrong_tokens", err.Error())
 			return
 		case err != nil:
-			h.Logger.Warn("admin API: wrong bearer token", "remote", r.RemoteAddr)
+			h.Service.Logger.Warn("admin API: wrong bearer token", "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="jethook admin"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "wrong bearer token")
 			return
@@ -219,7 +201,7 @@ type readyError struct {
 }
 
 func (h *Handler) ready(ctx context.Context) error {
-	if err := h.Store.Ready(ctx); err != nil {
+	if err := h.Service.Store.Ready(ctx); err != nil {
 		return err // "store unavailable: <reason>: <detail>"
 	}
 	if h.Ready != nil {
@@ -238,7 +220,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) hold(w http.ResponseWriter, r *http.Request, on bool) {
 	route, dest := r.PathValue("route"), r.PathValue("destination")
-	if err := h.Hold(route, dest, on); err != nil {
+	if err := h.Service.Hold(route, dest, on); err != nil {
 		if errors.Is(err, forward.ErrUnknownDestination) {
 			writeError(w, http.StatusNotFound, "not_found", err.Error())
 			return
@@ -249,34 +231,17 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, on bool) {
 	writeJSON(w, http.StatusOK, map[string]any{"route": route, "destination": dest, "paused": on})
 }
 
-// Hold pauses (on) or resumes a destination, and logs the operator's act.
-func (h *Handler) Hold(route, destination string, on bool) error {
-	h.setup()
-	act := h.Forwarder.Resume
-	if on {
-		act = h.Forwarder.Pause
-	}
-	if err := act(route, destination); err != nil {
-		return err
-	}
-	h.Logger.Info("destination paused by operator", "route", route, "destination", destination, "paused", on)
-	return nil
-}
-
 func (h *Handler) reload(w http.ResponseWriter, r *http.Request) {
-	if h.Reload == nil {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "reload is not available")
-		return
-	}
-	if err := h.Reload(r.Context()); err != nil {
-		if errors.Is(err, store.ErrUnavailable) {
-			writeError(w, http.StatusServiceUnavailable, "store_unavailable", err.Error())
-			return
-		}
+	switch err := h.Service.Reload(r.Context()); {
+	case err == nil:
+		writeJSON(w, http.StatusOK, map[string]any{"reloaded": true})
+	case errors.Is(err, ErrNoReload):
+		writeError(w, http.StatusNotImplemented, "not_implemented", err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+	default:
 		writeError(w, http.StatusUnprocessableEntity, "invalid_config", err.Error())
-		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"reloaded": true})
 }
 
 // apiError is every error answer: a stable code and a sentence.

@@ -54,7 +54,7 @@ func TestProbesAreOpenAndTheAPINeedsTheBearerToken(t *testing.T) {
 func TestWithoutATokenConfiguredTheAPIIsForbidden(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t, store.Options{})
-	srv := httptest.NewServer(&admin.Handler{Store: st})
+	srv := httptest.NewServer(&admin.Handler{Service: &admin.Service{Store: st}})
 	t.Cleanup(srv.Close)
 	var e struct{ Error, Message string }
 	if code := call(t, srv.URL, "anything", http.MethodGet, "/v1/status", nil, &e); code != http.StatusForbidden {
@@ -74,7 +74,7 @@ func TestWithoutATokenConfiguredTheAPIIsForbidden(t *testing.T) {
 func TestReadyzIsUnavailableUntilTheConfigurationIsLoaded(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t, store.Options{})
-	srv := httptest.NewServer(&admin.Handler{Store: st, Ready: func(context.Context) error {
+	srv := httptest.NewServer(&admin.Handler{Service: &admin.Service{Store: st}, Ready: func(context.Context) error {
 		return errors.New("configuration not loaded")
 	}})
 	t.Cleanup(srv.Close)
@@ -90,7 +90,7 @@ func TestReadyzIsUnavailableUntilTheConfigurationIsLoaded(t *testing.T) {
 func TestAnEndpointAskedWithTheWrongMethodAnswers405WithAllow(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t, store.Options{})
-	srv := httptest.NewServer(&admin.Handler{Store: st, Token: token})
+	srv := httptest.NewServer(&admin.Handler{Service: &admin.Service{Store: st}, Token: token})
 	t.Cleanup(srv.Close)
 	for _, tc := range []struct {
 		method, path string
@@ -127,7 +127,7 @@ func TestReadyzNamesWhyTheStoreRefusesWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(&admin.Handler{Store: st})
+	srv := httptest.NewServer(&admin.Handler{Service: &admin.Service{Store: st}})
 	t.Cleanup(srv.Close)
 	st.Close()
 	var e struct{ Error, Reason, Message string }
@@ -144,7 +144,7 @@ func TestReadyzAnswersWithinItsBoundWhateverTheChecksDo(t *testing.T) {
 	st := storetest.Open(t, store.Options{})
 	stuck := make(chan struct{})
 	t.Cleanup(func() { close(stuck) })
-	srv := httptest.NewServer(&admin.Handler{Store: st, Ready: func(context.Context) error {
+	srv := httptest.NewServer(&admin.Handler{Service: &admin.Service{Store: st}, Ready: func(context.Context) error {
 		<-stuck // ignores its context, as a wedged dependency would
 		return nil
 	}})

@@ -15,7 +15,7 @@ import (
 	"github.com/jethook/jethook/store"
 )
 
-// Page sizes of dead-letter lists and filter replays.
+// Page sizes of dead-letter lists and replays by query.
 const (
 	defaultLimit = 100
 	maxLimit     = 1000
@@ -86,8 +86,11 @@ func summary(d store.DeadLetter) DeadLetter {
 	}
 }
 
-// Selection picks dead letters in a replay or purge body: Seqs, or the
-// same filters GET /v1/deadletters takes.
+// Selection picks dead letters: by Seqs, or by a query of what they are
+// (Route, Destination, Status, Reason, Since, Until). It is the body of a
+// replay or purge, and its query travels as a query string (GET
+// /v1/deadletters, the dashboard's links, the CLI's requests):
+// ParseSelection reads one and Values writes one.
 type Selection struct {
 	Seqs        []uint64 `json:"seqs,omitempty"`
 	Route       string   `json:"route,omitempty"`
@@ -96,38 +99,60 @@ type Selection struct {
 	Reason      string   `json:"reason,omitempty"`
 	Since       string   `json:"since,omitempty"`
 	Until       string   `json:"until,omitempty"`
-	// Limit and Cursor page a replay by filter.
+	// Limit and Cursor page a list, or a replay by query.
 	Limit  int    `json:"limit,omitempty"`
 	Cursor string `json:"cursor,omitempty"`
-	// All must be true to purge every dead letter with no filter.
+	// All must be true to purge every dead letter with no query.
 	All bool `json:"all,omitempty"`
 	// To, in a replay, names another destination of the dead letters'
 	// route to replay them to instead of their own, such as a
-	// developer's pull destination. By filter, it needs Route and
+	// developer's pull destination. By query, it needs Route and
 	// Destination.
 	To string `json:"to,omitempty"`
 }
 
-func (s Selection) filter(now time.Time) (store.DeadLetterFilter, error) {
-	f := store.DeadLetterFilter{Route: s.Route, Destination: s.Destination, Status: s.Status, Reason: s.Reason}
-	var err error
-	if f.Since, err = parseTime("since", s.Since, now); err != nil {
-		return f, err
-	}
-	if f.Until, err = parseTime("until", s.Until, now); err != nil {
-		return f, err
-	}
-	return f, f.Validate()
-}
+// selectionKeys are the query string's keys of a Selection's query, in
+// the order people read them.
+var selectionKeys = []string{"route", "destination", "status", "reason", "since", "until"}
 
-func (s Selection) filtered() bool {
-	return s.Route != "" || s.Destination != "" || s.Status != "" || s.Reason != "" || s.Since != "" || s.Until != ""
-}
-
-// selection reads the filters of a query string.
-func selection(q url.Values) Selection {
+// ParseSelection reads a Selection's query and cursor from a query string
+// or form; the values are checked where they are used.
+func ParseSelection(q url.Values) Selection {
 	return Selection{Route: q.Get("route"), Destination: q.Get("destination"), Status: q.Get("status"),
 		Reason: q.Get("reason"), Since: q.Get("since"), Until: q.Get("until"), Cursor: q.Get("cursor")}
+}
+
+// Values is the query string ParseSelection reads back: s's query, and
+// its cursor when it has one. Empty fields are left out.
+func (s Selection) Values() url.Values {
+	q := url.Values{}
+	for i, v := range []string{s.Route, s.Destination, s.Status, s.Reason, s.Since, s.Until} {
+		if v != "" {
+			q.Set(selectionKeys[i], v)
+		}
+	}
+	if s.Cursor != "" {
+		q.Set("cursor", s.Cursor)
+	}
+	return q
+}
+
+// query is s's query for the store, times read against now.
+func (s Selection) query(now time.Time) (store.DeadLetterQuery, error) {
+	q := store.DeadLetterQuery{Route: s.Route, Destination: s.Destination, Status: s.Status, Reason: s.Reason}
+	var err error
+	if q.Since, err = parseTime("since", s.Since, now); err != nil {
+		return q, err
+	}
+	if q.Until, err = parseTime("until", s.Until, now); err != nil {
+		return q, err
+	}
+	return q, q.Validate()
+}
+
+// HasQuery reports whether s selects by a query.
+func (s Selection) HasQuery() bool {
+	return s.Route != "" || s.Destination != "" || s.Status != "" || s.Reason != "" || s.Since != "" || s.Until != ""
 }
 
 // parseTime reads an RFC 3339 time or a duration meaning that long ago.
@@ -175,7 +200,7 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	out, err := h.DeadLetters(r.Context(), selection(q), limit)
+	out, err := h.Service.DeadLetters(r.Context(), ParseSelection(q), limit)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -184,10 +209,10 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 // DeadLetters returns one page of up to limit dead letters matching sel's
-// filters, from sel.Cursor on, oldest first (by WEBHOOKS_DLQ sequence).
-func (h *Handler) DeadLetters(ctx context.Context, sel Selection, limit int) (DeadLetterPage, error) {
-	h.setup()
-	f, err := sel.filter(h.Now())
+// query, from sel.Cursor on, oldest first (by WEBHOOKS_DLQ sequence).
+func (svc *Service) DeadLetters(ctx context.Context, sel Selection, limit int) (DeadLetterPage, error) {
+	svc.setup()
+	q, err := sel.query(svc.Now())
 	if err != nil {
 		return DeadLetterPage{}, &RequestError{Reason: err.Error()}
 	}
@@ -195,7 +220,7 @@ func (h *Handler) DeadLetters(ctx context.Context, sel Selection, limit int) (De
 	if err != nil {
 		return DeadLetterPage{}, &RequestError{Reason: err.Error()}
 	}
-	p, err := h.Store.QueryDeadLetters(ctx, f, cursor, limit)
+	p, err := svc.Store.QueryDeadLetters(ctx, q, cursor, limit)
 	if err != nil {
 		return DeadLetterPage{}, err
 	}
@@ -210,7 +235,7 @@ func (h *Handler) DeadLetters(ctx context.Context, sel Selection, limit int) (De
 }
 
 func (h *Handler) countDeadLetters(w http.ResponseWriter, r *http.Request) {
-	n, err := h.DeadLetterCount(r.Context(), selection(r.URL.Query()))
+	n, err := h.Service.DeadLetterCount(r.Context(), ParseSelection(r.URL.Query()))
 	if err != nil {
 		storeError(w, err)
 		return
@@ -218,14 +243,14 @@ func (h *Handler) countDeadLetters(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]uint64{"count": n})
 }
 
-// DeadLetterCount counts the dead letters sel's filters select.
-func (h *Handler) DeadLetterCount(ctx context.Context, sel Selection) (uint64, error) {
-	h.setup()
-	f, err := sel.filter(h.Now())
+// DeadLetterCount counts the dead letters sel's query selects.
+func (svc *Service) DeadLetterCount(ctx context.Context, sel Selection) (uint64, error) {
+	svc.setup()
+	q, err := sel.query(svc.Now())
 	if err != nil {
 		return 0, &RequestError{Reason: err.Error()}
 	}
-	return h.Store.DeadLetterCount(ctx, f)
+	return svc.Store.DeadLetterCount(ctx, q)
 }
 
 func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
@@ -234,7 +259,7 @@ func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "a dead letter is named by its sequence number")
 		return
 	}
-	out, err := h.DeadLetter(r.Context(), seq)
+	out, err := h.Service.DeadLetter(r.Context(), seq)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -244,9 +269,9 @@ func (h *Handler) showDeadLetter(w http.ResponseWriter, r *http.Request) {
 
 // DeadLetter returns the dead letter at WEBHOOKS_DLQ sequence seq with the
 // original request, and its replay if any.
-func (h *Handler) DeadLetter(ctx context.Context, seq uint64) (DeadLetterDetail, error) {
-	h.setup()
-	d, err := h.Store.DeadLetter(ctx, seq)
+func (svc *Service) DeadLetter(ctx context.Context, seq uint64) (DeadLetterDetail, error) {
+	svc.setup()
+	d, err := svc.Store.DeadLetter(ctx, seq)
 	if err != nil {
 		return DeadLetterDetail{}, err
 	}
@@ -256,7 +281,7 @@ func (h *Handler) DeadLetter(ctx context.Context, seq uint64) (DeadLetterDetail,
 	if !utf8.Valid(e.Body) {
 		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(e.Body), "base64"
 	}
-	if rp, err := h.Store.LastReplay(ctx, e.Route, d.Destination, e.EventID); err == nil && rp.Exists && rp.Of == seq {
+	if rp, err := svc.Store.LastReplay(ctx, e.Route, d.Destination, e.EventID); err == nil && rp.Exists && rp.Of == seq {
 		out.Replay = &Replay{Seq: rp.Seq, DeadLetter: rp.Of, At: at(rp.At)}
 	}
 	return out, nil
@@ -268,12 +293,12 @@ type ReplayResult struct {
 	SkippedDuplicates int `json:"skipped_duplicates"`
 	// NotFound counts requested sequences that are no longer dead letters.
 	NotFound int `json:"not_found,omitempty"`
-	// NextCursor, in a replay by filter, is the cursor of the next page.
+	// NextCursor, in a replay by query, is the cursor of the next page.
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // replay republishes the selected dead letters to their destination only:
-// by seqs, or one page by filter.
+// by seqs, or one page by query.
 func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	var sel Selection
 	if err := readJSON(w, r, &sel); err != nil {
@@ -285,13 +310,13 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 		err error
 	)
 	if len(sel.Seqs) > 0 {
-		if sel.filtered() || sel.Cursor != "" {
-			writeError(w, http.StatusBadRequest, "bad_request", "give seqs or filters, not both")
+		if sel.HasQuery() || sel.Cursor != "" {
+			writeError(w, http.StatusBadRequest, "bad_request", "give seqs or a query, not both")
 			return
 		}
-		out, err = h.ReplaySeqs(r.Context(), sel.Seqs, sel.To)
+		out, err = h.Service.ReplaySeqs(r.Context(), sel.Seqs, sel.To)
 	} else {
-		out, err = h.ReplayMatching(r.Context(), sel)
+		out, err = h.Service.ReplayMatching(r.Context(), sel)
 	}
 	if err != nil {
 		storeError(w, err)
@@ -303,15 +328,15 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 // ReplaySeqs republishes the dead letters at the given WEBHOOKS_DLQ
 // sequences (at most 1000) to their destination only, or, when to is not
 // empty, to that destination of their route instead.
-func (h *Handler) ReplaySeqs(ctx context.Context, seqs []uint64, to string) (ReplayResult, error) {
-	h.setup()
+func (svc *Service) ReplaySeqs(ctx context.Context, seqs []uint64, to string) (ReplayResult, error) {
+	svc.setup()
 	var out ReplayResult
 	if len(seqs) > maxLimit {
 		return out, badRequest("at most %d seqs at once", maxLimit)
 	}
 	var dls []store.DeadLetter
 	for _, seq := range seqs {
-		d, err := h.Store.DeadLetter(ctx, seq)
+		d, err := svc.Store.DeadLetter(ctx, seq)
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				out.NotFound++
@@ -319,17 +344,17 @@ func (h *Handler) ReplaySeqs(ctx context.Context, seqs []uint64, to string) (Rep
 			}
 			return out, err
 		}
-		if to != "" && !h.hasDestination(d.Envelope.Route, to) {
+		if to != "" && !svc.hasDestination(d.Envelope.Route, to) {
 			return out, badRequest("dead letter %d is of route %q, which has no destination %q to replay to", seq, d.Envelope.Route, to)
 		}
 		dls = append(dls, d)
 	}
-	return h.republish(ctx, dls, to, out)
+	return svc.republish(ctx, dls, to, out)
 }
 
 // hasDestination reports whether route has a running destination dest.
-func (h *Handler) hasDestination(route, dest string) bool {
-	for _, f := range h.Forwarder.Status() {
+func (svc *Service) hasDestination(route, dest string) bool {
+	for _, f := range svc.Forwarder.Status() {
 		if f.Route == route && f.Destination == dest {
 			return true
 		}
@@ -338,15 +363,15 @@ func (h *Handler) hasDestination(route, dest string) bool {
 }
 
 // ReplayMatching republishes one page (sel.Limit, default 100, at most
-// 1000) of the dead letters sel's filters select, from sel.Cursor on, and
+// 1000) of the dead letters sel's query selects, from sel.Cursor on, and
 // returns the cursor of the next page. The pages cover the dead letters
 // that existed when the first page was asked for. With sel.To they go to
 // that destination of sel.Route instead of their own: one destination's
 // dead letters (sel.Destination), so that no event goes there twice.
-func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResult, error) {
-	h.setup()
+func (svc *Service) ReplayMatching(ctx context.Context, sel Selection) (ReplayResult, error) {
+	svc.setup()
 	var out ReplayResult
-	f, err := sel.filter(h.Now())
+	q, err := sel.query(svc.Now())
 	if err != nil {
 		return out, &RequestError{Reason: err.Error()}
 	}
@@ -354,7 +379,7 @@ func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResu
 		if sel.Route == "" || sel.Destination == "" {
 			return out, badRequest("to %q replays one destination's dead letters: give route and destination too", sel.To)
 		}
-		if !h.hasDestination(sel.Route, sel.To) {
+		if !svc.hasDestination(sel.Route, sel.To) {
 			return out, badRequest("route %q has no destination %q to replay to", sel.Route, sel.To)
 		}
 	}
@@ -364,16 +389,16 @@ func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResu
 	next, last, _ := strings.Cut(sel.Cursor, "-")
 	cursor, err := parseCursor(next)
 	if err == nil && sel.Cursor != "" {
-		f.MaxSeq, err = parseCursor(last)
+		q.MaxSeq, err = parseCursor(last)
 	}
 	if err != nil {
 		return out, &RequestError{Reason: err.Error()}
 	}
 	if sel.Cursor == "" {
-		if f.MaxSeq, err = h.Store.LastDeadLetterSeq(ctx); err != nil {
+		if q.MaxSeq, err = svc.Store.LastDeadLetterSeq(ctx); err != nil {
 			return out, err
 		}
-		if f.MaxSeq == 0 {
+		if q.MaxSeq == 0 {
 			return out, nil
 		}
 	}
@@ -384,33 +409,33 @@ func (h *Handler) ReplayMatching(ctx context.Context, sel Selection) (ReplayResu
 	if limit < 1 || limit > maxLimit {
 		return out, badRequest("limit %d: want 1 to %d", limit, maxLimit)
 	}
-	p, err := h.Store.QueryDeadLetters(ctx, f, cursor, limit)
+	p, err := svc.Store.QueryDeadLetters(ctx, q, cursor, limit)
 	if err != nil {
 		return out, err
 	}
 	if p.Next > 0 {
-		out.NextCursor = fmt.Sprintf("%d-%d", p.Next, f.MaxSeq)
+		out.NextCursor = fmt.Sprintf("%d-%d", p.Next, q.MaxSeq)
 	}
-	return h.republish(ctx, p.DeadLetters, sel.To, out)
+	return svc.republish(ctx, p.DeadLetters, sel.To, out)
 }
 
 // republish replays dls, to their own destination or to, and adds the
 // counts to out.
-func (h *Handler) republish(ctx context.Context, dls []store.DeadLetter, to string, out ReplayResult) (ReplayResult, error) {
+func (svc *Service) republish(ctx context.Context, dls []store.DeadLetter, to string, out ReplayResult) (ReplayResult, error) {
 	var (
 		res store.ReplayCounts
 		err error
 	)
 	if to == "" {
-		res, err = h.Store.Replay(ctx, dls)
+		res, err = svc.Store.Replay(ctx, dls)
 	} else {
-		res, err = h.Store.ReplayTo(ctx, dls, to)
+		res, err = svc.Store.ReplayTo(ctx, dls, to)
 	}
 	out.Queued, out.SkippedDuplicates = res.Queued, res.Duplicates
 	if err != nil {
 		return out, err
 	}
-	log := h.Logger
+	log := svc.Logger
 	if to != "" {
 		log = log.With("to", to)
 	}
@@ -425,7 +450,7 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	n, err := h.Purge(r.Context(), sel)
+	n, err := h.Service.Purge(r.Context(), sel)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -433,11 +458,11 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 }
 
-// Purge deletes the selected dead letters: by seqs, by filter (all that
+// Purge deletes the selected dead letters: by seqs, by query (all that
 // match, no paging), or every one with All; a selection that names
 // nothing is refused. It returns how many it deleted.
-func (h *Handler) Purge(ctx context.Context, sel Selection) (int, error) {
-	h.setup()
+func (svc *Service) Purge(ctx context.Context, sel Selection) (int, error) {
+	svc.setup()
 	var (
 		n   int
 		err error
@@ -447,22 +472,22 @@ func (h *Handler) Purge(ctx context.Context, sel Selection) (int, error) {
 	}
 	switch {
 	case len(sel.Seqs) > 0:
-		if sel.filtered() || sel.All {
-			return 0, badRequest("give seqs or filters, not both")
+		if sel.HasQuery() || sel.All {
+			return 0, badRequest("give seqs or a query, not both")
 		}
-		n, err = h.Store.DeleteDeadLetters(ctx, sel.Seqs)
-	case sel.filtered() || sel.All:
-		f, ferr := sel.filter(h.Now())
-		if ferr != nil {
-			return 0, &RequestError{Reason: ferr.Error()}
+		n, err = svc.Store.DeleteDeadLetters(ctx, sel.Seqs)
+	case sel.HasQuery() || sel.All:
+		q, qerr := sel.query(svc.Now())
+		if qerr != nil {
+			return 0, &RequestError{Reason: qerr.Error()}
 		}
-		n, err = h.Store.PurgeDeadLetters(ctx, f)
+		n, err = svc.Store.PurgeDeadLetters(ctx, q)
 	default:
-		return 0, badRequest(`name dead letters by seqs or filters, or send {"all": true} to purge every one`)
+		return 0, badRequest(`name dead letters by seqs or a query, or send {"all": true} to purge every one`)
 	}
 	if err != nil {
 		return n, err
 	}
-	h.Logger.Info("dead letters purged", "purged", n)
+	svc.Logger.Info("dead letters purged", "purged", n)
 	return n, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"testing"
 	"time"
 
@@ -162,7 +163,7 @@ func TestPurgeRemovesDeadLettersByIDOrFilter(t *testing.T) {
 func TestAFilterNamingNoPossibleRouteIsABadRequest(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t, store.Options{})
-	srv := httptest.NewServer(&admin.Handler{Store: st, Token: token})
+	srv := httptest.NewServer(&admin.Handler{Service: &admin.Service{Store: st}, Token: token})
 	t.Cleanup(srv.Close)
 	for _, q := range []url.Values{
 		{"route": {"a\nb"}},
@@ -193,5 +194,34 @@ func TestAFilterNamingNoPossibleRouteIsABadRequest(t *testing.T) {
 				t.Errorf("%s %s %v: %d %+v, want 400 with a reason", method, path, sel, code, e)
 			}
 		}
+	}
+}
+
+func TestASelectionTravelsAsAQueryStringAndBack(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		sel   admin.Selection
+		query string
+	}{
+		{"nothing selects every dead letter", admin.Selection{}, ""},
+		{"a route and a destination", admin.Selection{Route: "shop", Destination: "app"}, "destination=app&route=shop"},
+		{"every field of the query, and a cursor",
+			admin.Selection{Route: "shop", Destination: "app", Status: "5xx", Reason: "exhausted", Since: "2h", Until: "2026-01-02T15:04:05Z", Cursor: "7"},
+			"cursor=7&destination=app&reason=exhausted&route=shop&since=2h&status=5xx&until=2026-01-02T15%3A04%3A05Z"},
+		{"values that need escaping", admin.Selection{Route: "a&b=c", Since: "1h 2m"}, "route=a%26b%3Dc&since=1h+2m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.sel.Values().Encode(); got != tc.query {
+				t.Errorf("Values = %q, want %q", got, tc.query)
+			}
+			q, err := url.ParseQuery(tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := admin.ParseSelection(q); !reflect.DeepEqual(got, tc.sel) {
+				t.Errorf("ParseSelection(%q) = %+v, want %+v", tc.query, got, tc.sel)
+			}
+		})
 	}
 }

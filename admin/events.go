@@ -70,15 +70,15 @@ type EventOrder struct {
 // (following d's latest replay); nil when dest is not ordered, the key
 // fails on e, or e neither holds its key nor waits behind it. A waiting
 // event's state becomes StateWaiting: its consumer sees it settled.
-func (h *Handler) order(e *store.Envelope, seq uint64, dest string, d *store.Delivery) (*EventOrder, error) {
-	value, k, ok := h.Forwarder.KeyOf(e.Route, dest, e)
+func (svc *Service) order(e *store.Envelope, seq uint64, dest string, d *store.Delivery) (*EventOrder, error) {
+	value, k, ok := svc.Forwarder.KeyOf(e.Route, dest, e)
 	if !ok {
 		return nil, nil
 	}
 	if d.Replay.Exists && d.Replay.Seq > seq {
 		seq = d.Replay.Seq
 	}
-	p, ok, err := h.Store.PlaceOf(e.Route, dest, k, seq)
+	p, ok, err := svc.Store.PlaceOf(e.Route, dest, k, seq)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ type Replay struct {
 }
 
 func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
-	out, err := h.Event(r.Context(), r.PathValue("id"), r.URL.Query().Get("route"))
+	out, err := h.Service.Event(r.Context(), r.PathValue("id"), r.URL.Query().Get("route"))
 	if err != nil {
 		storeError(w, err)
 		return
@@ -123,9 +123,9 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 // Event finds an event by its id (on route, or the latest on any route when
 // route is empty) and tells where it stands at each destination of its
 // route, with every logged attempt.
-func (h *Handler) Event(ctx context.Context, id, route string) (Event, error) {
-	h.setup()
-	e, seq, err := h.Store.Event(ctx, id, route)
+func (svc *Service) Event(ctx context.Context, id, route string) (Event, error) {
+	svc.setup()
+	e, seq, err := svc.Store.Event(ctx, id, route)
 	if err != nil {
 		return Event{}, err
 	}
@@ -144,14 +144,14 @@ func (h *Handler) Event(ctx context.Context, id, route string) (Event, error) {
 	// from the attempt log (filtered, waiting to retry) then always has
 	// the attempt that made it among the rows, however an attempt ends
 	// between the two reads.
-	for _, f := range h.Forwarder.Status() {
+	for _, f := range svc.Forwarder.Status() {
 		if f.Route != e.Route {
 			continue
 		}
 		ed := EventDestination{Destination: f.Destination, Attempts: []Attempt{}, Transform: f.Transform}
-		d, err := h.Store.Delivery(ctx, e, seq, f.Destination)
+		d, err := svc.Store.Delivery(ctx, e, seq, f.Destination)
 		if err == nil {
-			ed.Order, err = h.order(e, seq, f.Destination, &d)
+			ed.Order, err = svc.order(e, seq, f.Destination, &d)
 		}
 		if err != nil {
 			ed.State, ed.Error = store.StateUnknown, err.Error()
@@ -167,7 +167,7 @@ func (h *Handler) Event(ctx context.Context, id, route string) (Event, error) {
 		}
 		out.Destinations = append(out.Destinations, ed)
 	}
-	attempts, aerr := h.Store.Attempts(ctx, e.EventID)
+	attempts, aerr := svc.Store.Attempts(ctx, e.EventID)
 	for i := range out.Destinations {
 		ed := &out.Destinations[i]
 		for _, a := range attempts {

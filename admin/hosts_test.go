@@ -15,7 +15,7 @@ import (
 // sends the page's name as the Host, which the listener refuses.
 func TestTheAdminListenerAnswersOnlyToItsOwnNames(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(&admin.Handler{Store: storetest.Open(t, store.Options{}), Hosts: []string{"jethook.internal"}})
+	srv := httptest.NewServer(&admin.Handler{Service: &admin.Service{Store: storetest.Open(t, store.Options{})}, Hosts: []string{"jethook.internal"}})
 	t.Cleanup(srv.Close)
 	for _, tc := range []struct {
 		name, host string

@@ -50,7 +50,7 @@ func (h *Handler) resend(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	out, err := h.Resend(r.Context(), r.PathValue("id"), req)
+	out, err := h.Service.Resend(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -67,14 +67,14 @@ func (h *Handler) resend(w http.ResponseWriter, r *http.Request) {
 // waiting behind its ordering key, or a copy already queued), it does
 // nothing. Each destination's outcome
 // is logged as an operator's act.
-func (h *Handler) Resend(ctx context.Context, id string, req ResendRequest) (ResendResult, error) {
-	h.setup()
-	e, seq, err := h.Store.Event(ctx, id, req.Route)
+func (svc *Service) Resend(ctx context.Context, id string, req ResendRequest) (ResendResult, error) {
+	svc.setup()
+	e, seq, err := svc.Store.Event(ctx, id, req.Route)
 	if err != nil {
 		return ResendResult{}, err
 	}
 	var dests []string
-	for _, f := range h.Forwarder.Status() {
+	for _, f := range svc.Forwarder.Status() {
 		if f.Route == e.Route {
 			dests = append(dests, f.Destination)
 		}
@@ -87,9 +87,9 @@ func (h *Handler) Resend(ctx context.Context, id string, req ResendRequest) (Res
 	}
 	out := ResendResult{EventID: e.EventID, Route: e.Route, Destinations: []ResendOutcome{}}
 	for _, dest := range dests {
-		d, err := h.Store.Delivery(ctx, e, seq, dest)
+		d, err := svc.Store.Delivery(ctx, e, seq, dest)
 		if err == nil {
-			_, err = h.order(e, seq, dest, &d)
+			_, err = svc.order(e, seq, dest, &d)
 		}
 		if err != nil {
 			return out, err
@@ -97,22 +97,22 @@ func (h *Handler) Resend(ctx context.Context, id string, req ResendRequest) (Res
 		o := ResendOutcome{Destination: dest, State: d.State}
 		switch d.State {
 		case store.StateDelivered:
-			o.Action, err = h.queue(ctx, e, seq, dest, d)
+			o.Action, err = svc.queue(ctx, e, seq, dest, d)
 		case store.StateFiltered:
 			o.Action = ResendSkipped
 			if req.Destination != "" {
-				o.Action, err = h.queue(ctx, e, seq, dest, d)
+				o.Action, err = svc.queue(ctx, e, seq, dest, d)
 			}
 		case store.StateDeadLettered:
 			var res store.ReplayCounts
-			res, err = h.Store.Replay(ctx, []store.DeadLetter{*d.DeadLetter})
+			res, err = svc.Store.Replay(ctx, []store.DeadLetter{*d.DeadLetter})
 			o.Action = ResendReplayed
 			if res.Queued == 0 {
 				o.Action = ResendDuplicate
 			}
 		case store.StateAttempting:
 			o.Action = ResendRetrying
-			if err = h.Store.RetryNow(ctx, e.Route, dest, e.EventID); errors.Is(err, store.ErrNotParked) {
+			if err = svc.Store.RetryNow(ctx, e.Route, dest, e.EventID); errors.Is(err, store.ErrNotParked) {
 				o.Action, err = ResendWaiting, nil
 			}
 		case store.StatePending, StateWaiting:
@@ -123,7 +123,7 @@ func (h *Handler) Resend(ctx context.Context, id string, req ResendRequest) (Res
 		if err != nil {
 			return out, err
 		}
-		h.Logger.Info("event resent by operator", "route", e.Route, "destination", dest, "event_id", e.EventID,
+		svc.Logger.Info("event resent by operator", "route", e.Route, "destination", dest, "event_id", e.EventID,
 			"state", o.State, "action", o.Action)
 		out.Destinations = append(out.Destinations, o)
 	}
@@ -131,8 +131,8 @@ func (h *Handler) Resend(ctx context.Context, id string, req ResendRequest) (Res
 }
 
 // queue queues a copy of the event for dest, once per latest replay.
-func (h *Handler) queue(ctx context.Context, e *store.Envelope, seq uint64, dest string, d store.Delivery) (string, error) {
-	queued, err := h.Store.Resend(ctx, e, seq, dest, d.Replay.Seq)
+func (svc *Service) queue(ctx context.Context, e *store.Envelope, seq uint64, dest string, d store.Delivery) (string, error) {
+	queued, err := svc.Store.Resend(ctx, e, seq, dest, d.Replay.Seq)
 	if !queued {
 		return ResendDuplicate, err
 	}

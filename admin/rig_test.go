@@ -2,10 +2,8 @@ package admin_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -16,7 +14,7 @@ import (
 
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/internal/app"
-	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -99,35 +97,16 @@ func (b *backend) failWith(code int) {
 	b.mu.Unlock()
 }
 
-// rig is jethook assembled as serve assembles it (app.New) on a real
-// embedded store, its ingress and admin API on test servers, and two
-// backends.
+// rig is jethook assembled as serve assembles it (apptest.Start) on a
+// real embedded store, and two backends.
 type rig struct {
 	t          *testing.T
 	store      *store.Store
-	ingress    *httptest.Server
 	admin      *httptest.Server
 	app, audit *backend
-	log        *logBuffer     // what jethook logs
-	api        *admin.Handler // the admin API's Go methods
-}
-
-// logBuffer is a log safe for concurrent writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+	log        *storetest.LogBuffer // what jethook logs
+	api        *admin.Service       // what the admin API serves
+	jethook    *apptest.Rig
 }
 
 func newRig(t *testing.T) *rig {
@@ -139,31 +118,10 @@ func newRig(t *testing.T) *rig {
 // ${APP} and ${AUDIT}.
 func newRigOf(t *testing.T, config string) *rig {
 	t.Helper()
-	r := &rig{t: t, store: storetest.Open(t, store.Options{}), app: newBackend(t, "App"), audit: newBackend(t, "Audit"),
-		log: &logBuffer{}}
-	cfg, err := policy.Parse("test.yaml", []byte(config), func(k string) (string, bool) {
-		switch k {
-		case "APP":
-			return r.app.URL, true
-		case "AUDIT":
-			return r.audit.URL, true
-		}
-		return "", false
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(context.Background(), cfg, app.Options{Store: r.store, AdminToken: token, FetchWait: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(r.log, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	r.ingress = httptest.NewServer(a.Ingress)
-	t.Cleanup(r.ingress.Close)
-	r.api = a.Admin
-	r.admin = httptest.NewServer(a.Admin)
-	t.Cleanup(r.admin.Close)
+	r := &rig{t: t, app: newBackend(t, "App"), audit: newBackend(t, "Audit")}
+	cfg := apptest.Config(t, config, map[string]string{"APP": r.app.URL, "AUDIT": r.audit.URL})
+	r.jethook = apptest.Start(t, cfg, app.Options{AdminToken: token})
+	r.store, r.admin, r.log, r.api = r.jethook.App.Store, r.jethook.Admin, r.jethook.Log, r.jethook.App.Service
 	return r
 }
 
@@ -171,20 +129,15 @@ func newRigOf(t *testing.T, config string) *rig {
 // ("App": "422") and returns its event id.
 func (r *rig) post(body string, statuses map[string]string) string {
 	r.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, r.ingress.URL+"/hooks/shop", strings.NewReader(body))
+	header := map[string]string{}
 	for name, code := range statuses {
-		req.Header.Set("X-Status-"+name, code)
+		header["X-Status-"+name] = code
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		r.t.Fatal(err)
+	code, id := r.jethook.Post(r.t, "/hooks/shop", body, header)
+	if code != http.StatusOK || id == "" {
+		r.t.Fatalf("ingress answered %d", code)
 	}
-	defer resp.Body.Close()
-	var ack struct{ ID string }
-	if err := json.NewDecoder(resp.Body).Decode(&ack); err != nil || resp.StatusCode != 200 {
-		r.t.Fatalf("ingress answered %d (%v)", resp.StatusCode, err)
-	}
-	return ack.ID
+	return id
 }
 
 // call sends an admin request with the token and decodes the answer into

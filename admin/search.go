@@ -168,9 +168,9 @@ type compiled struct {
 	typ   string
 }
 
-func (h *Handler) compile(s Search) (compiled, error) {
+func (svc *Service) compile(s Search) (compiled, error) {
 	var c compiled
-	now := h.Now()
+	now := svc.Now()
 	since, err := parseTime("since", s.Since, now)
 	if err != nil {
 		return c, &RequestError{Reason: err.Error()}
@@ -187,11 +187,11 @@ func (h *Handler) compile(s Search) (compiled, error) {
 		return c, &RequestError{Reason: err.Error()}
 	}
 	c.dests = map[string][]string{}
-	for _, f := range h.Forwarder.Status() {
+	for _, f := range svc.Forwarder.Status() {
 		c.dests[f.Route] = append(c.dests[f.Route], f.Destination)
 	}
 	switch {
-	case s.Route != "" && store.DeadLetterFilter{Route: s.Route}.Validate() != nil:
+	case s.Route != "" && store.DeadLetterQuery{Route: s.Route}.Validate() != nil:
 		return c, badRequest("%q is not a route name: names hold only letters, digits, \"_\" and \"-\"", s.Route)
 	case s.Destination != "" && s.Route == "":
 		return c, badRequest("a destination filter needs a route")
@@ -246,19 +246,19 @@ func typeMatches(want, got string) bool {
 // (or oldest) first, and reports progress as it reads; found returning
 // false ends the page early. Stopping ctx stops the search. At most
 // maxSearches run at once: one more gets ErrTooManySearches.
-func (h *Handler) Search(ctx context.Context, s Search, found func(EventSummary) bool, progress func(SearchProgress)) (SearchEnd, error) {
-	h.setup()
-	c, err := h.compile(s)
+func (svc *Service) Search(ctx context.Context, s Search, found func(EventSummary) bool, progress func(SearchProgress)) (SearchEnd, error) {
+	svc.setup()
+	c, err := svc.compile(s)
 	if err != nil {
 		return SearchEnd{}, err
 	}
 	select {
-	case h.searches <- struct{}{}:
-		defer func() { <-h.searches }()
+	case svc.searches <- struct{}{}:
+		defer func() { <-svc.searches }()
 	default:
 		return SearchEnd{}, ErrTooManySearches
 	}
-	deliveries := h.Store.Deliveries()
+	deliveries := svc.Store.Deliveries()
 	states := func(e *store.Envelope, seq uint64, keep func(store.Delivery) bool) ([]DestinationState, bool) {
 		out := make([]DestinationState, 0, len(c.dests[e.Route]))
 		kept := keep == nil
@@ -298,7 +298,7 @@ func (h *Handler) Search(ctx context.Context, s Search, found func(EventSummary)
 	if progress != nil {
 		report = func(p store.ScanProgress) { progress(searchProgress(p)) }
 	}
-	end, err := h.Store.Search(ctx, c.scan, hit, report)
+	end, err := svc.Store.Search(ctx, c.scan, hit, report)
 	out := SearchEnd{SearchProgress: searchProgress(end.ScanProgress), Stopped: end.Stopped}
 	if end.Next > 0 {
 		out.NextCursor = strconv.FormatUint(end.Next, 10)
@@ -335,7 +335,7 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 	}
 	if !strings.Contains(r.Header.Get("Accept"), ndjson) {
 		page := SearchPage{Events: []EventSummary{}}
-		end, err := h.Search(r.Context(), s, func(e EventSummary) bool {
+		end, err := h.Service.Search(r.Context(), s, func(e EventSummary) bool {
 			page.Events = append(page.Events, e)
 			return true
 		}, nil)
@@ -364,7 +364,7 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush() == nil
 	}
-	end, err := h.Search(r.Context(), s, func(e EventSummary) bool {
+	end, err := h.Service.Search(r.Context(), s, func(e EventSummary) bool {
 		return write(searchLine{Event: &e})
 	}, func(p SearchProgress) {
 		if time.Since(last) >= progressEvery {

@@ -90,7 +90,7 @@ type Status struct {
 }
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
-	out, err := h.Status(r.Context())
+	out, err := h.Service.Status(r.Context())
 	if err != nil {
 		storeError(w, err)
 		return
@@ -100,15 +100,15 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 
 // Status reports every route × destination: what the forwarder knows of it
 // now and what the store holds for it.
-func (h *Handler) Status(ctx context.Context) (Status, error) {
-	h.setup()
-	now := h.Now()
-	out := Status{Destinations: []DestinationStatus{}, CatchUp: h.CatchUp.Status()}
-	backlogs, err := h.Store.Backlogs(ctx)
+func (svc *Service) Status(ctx context.Context) (Status, error) {
+	svc.setup()
+	now := svc.Now()
+	out := Status{Destinations: []DestinationStatus{}, CatchUp: svc.CatchUp.Status()}
+	backlogs, err := svc.Store.Backlogs(ctx)
 	if err != nil {
 		return out, err
 	}
-	for _, f := range h.Forwarder.Status() {
+	for _, f := range svc.Forwarder.Status() {
 		s := DestinationStatus{
 			Route:            f.Route,
 			Destination:      f.Destination,
@@ -129,7 +129,7 @@ func (h *Handler) Status(ctx context.Context) (Status, error) {
 			LastStatus:       f.LastStatus,
 			LastError:        f.LastError,
 		}
-		if err := h.backlog(ctx, &s, backlogs, now); err != nil {
+		if err := svc.backlog(ctx, &s, backlogs, now); err != nil {
 			s.Error = err.Error()
 		}
 		out.Destinations = append(out.Destinations, s)
@@ -138,7 +138,7 @@ func (h *Handler) Status(ctx context.Context) (Status, error) {
 }
 
 // backlog fills in what the store knows of s's destination.
-func (h *Handler) backlog(ctx context.Context, s *DestinationStatus, backlogs []store.Backlog, now time.Time) error {
+func (svc *Service) backlog(ctx context.Context, s *DestinationStatus, backlogs []store.Backlog, now time.Time) error {
 	for _, b := range backlogs {
 		if b.Route == s.Route && b.Destination == s.Destination {
 			s.Pending, s.AckPending = b.Pending, int(b.AckPending)
@@ -147,16 +147,16 @@ func (h *Handler) backlog(ctx context.Context, s *DestinationStatus, backlogs []
 		}
 	}
 	if s.BlockedKeys > 0 {
-		if err := h.blockedKeys(ctx, s); err != nil {
+		if err := svc.blockedKeys(ctx, s); err != nil {
 			return err
 		}
 	}
-	n, err := h.Store.DeadLetterCount(ctx, store.DeadLetterFilter{Route: s.Route, Destination: s.Destination})
+	n, err := svc.Store.DeadLetterCount(ctx, store.DeadLetterQuery{Route: s.Route, Destination: s.Destination})
 	if err != nil {
 		return err
 	}
 	s.DeadLetters = n
-	oldest, err := h.Store.OldestUnsettled(ctx, s.Route, s.Destination)
+	oldest, err := svc.Store.OldestUnsettled(ctx, s.Route, s.Destination)
 	if err != nil {
 		return err
 	}
@@ -169,15 +169,15 @@ func (h *Handler) backlog(ctx context.Context, s *DestinationStatus, backlogs []
 
 // blockedKeys lists the oldest of s's blocked keys, each with its value
 // read from its head event.
-func (h *Handler) blockedKeys(ctx context.Context, s *DestinationStatus) error {
-	bs, err := h.Store.OldestBlocked(s.Route, s.Destination, blockedShown)
+func (svc *Service) blockedKeys(ctx context.Context, s *DestinationStatus) error {
+	bs, err := svc.Store.OldestBlocked(s.Route, s.Destination, blockedShown)
 	if err != nil {
 		return err
 	}
 	for _, b := range bs {
 		k := BlockedKey{KeyHash: b.Key.String(), HeadEventID: b.HeadID, HeadSeq: b.HeadSeq, FailingSince: at(b.Failing), Waiting: b.Waiting}
-		if e, _, err := h.Store.Event(ctx, b.HeadID, s.Route); err == nil {
-			k.Key, _, _ = h.Forwarder.KeyOf(s.Route, s.Destination, e)
+		if e, _, err := svc.Store.Event(ctx, b.HeadID, s.Route); err == nil {
+			k.Key, _, _ = svc.Forwarder.KeyOf(s.Route, s.Destination, e)
 		}
 		s.OldestBlockedKeys = append(s.OldestBlockedKeys, k)
 	}

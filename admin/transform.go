@@ -34,7 +34,7 @@ func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	p, err := h.Preview(r.Context(), r.PathValue("id"), req)
+	p, err := h.Service.Preview(r.Context(), r.PathValue("id"), req)
 	if errors.Is(err, forward.ErrUnknownDestination) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 		return
@@ -49,12 +49,12 @@ func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
 // Preview makes the request a destination would get for a stored event on
 // its first attempt, its transform (or req.Script) applied. Nothing is
 // sent or stored.
-func (h *Handler) Preview(ctx context.Context, id string, req PreviewRequest) (forward.Preview, error) {
-	h.setup()
+func (svc *Service) Preview(ctx context.Context, id string, req PreviewRequest) (forward.Preview, error) {
+	svc.setup()
 	if req.Destination == "" {
 		return forward.Preview{}, badRequest("destination: name the destination whose request to show")
 	}
-	e, _, err := h.Store.Event(ctx, id, req.Route)
+	e, _, err := svc.Store.Event(ctx, id, req.Route)
 	if err != nil {
 		return forward.Preview{}, err
 	}
@@ -72,7 +72,7 @@ func (h *Handler) Preview(ctx context.Context, id string, req PreviewRequest) (f
 			t.Timeout = d
 		}
 	}
-	p, err := h.Forwarder.Preview(e.Route, req.Destination, e, t)
+	p, err := svc.Forwarder.Preview(e.Route, req.Destination, e, t)
 	if err != nil && t != nil && !errors.Is(err, forward.ErrUnknownDestination) {
 		return p, badRequest("%v", err)
 	}

@@ -128,7 +128,7 @@ func searchBeside(ctx context.Context, st *stack, s admin.Search, url string, o 
 	var wg sync.WaitGroup
 	wg.Go(func() { out.Ingest = runFrom(loadCtx, url, o.Load, 0, 0, o.BodySize, first) })
 	start := time.Now()
-	end, err := st.app.Admin.Search(ctx, s, func(admin.EventSummary) bool {
+	end, err := st.app.Service.Search(ctx, s, func(admin.EventSummary) bool {
 		if out.Found == 0 {
 			out.First = time.Since(start)
 		}

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
 
@@ -37,9 +37,9 @@ routes:
       - {name: audit, url: "BACKEND/audit", slow_start: 0s}
 `
 
-// opsRig is jethook assembled as Serve assembles it (app.New), with its
-// public listener (the ingress and pull destinations) and admin API on
-// test servers, reloading from a policies file, and a backend that
+// opsRig is jethook assembled as Serve assembles it (apptest.Start),
+// with its public listener (the ingress and pull destinations) and admin
+// API on test servers, reloading from a policies file, and a backend that
 // answers each path with the status in the X-Status-<path> header.
 type opsRig struct {
 	t       *testing.T
@@ -48,6 +48,7 @@ type opsRig struct {
 	ingress *httptest.Server
 	admin   *httptest.Server
 	client  *adminClient
+	jethook *apptest.Rig
 	mu      sync.Mutex
 	hits    map[string]int // per path and event id: "/app sha256:…"
 }
@@ -74,21 +75,12 @@ func newOpsRig(t *testing.T) *opsRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(context.Background(), cfg, app.Options{
-		Store:      storetest.Open(t, store.Options{}),
+	r.jethook = apptest.Start(t, cfg, app.Options{
 		Load:       func() (*policy.Config, error) { return loadConfig(s) },
 		AdminToken: adminToken,
 		PublicHost: "hooks.example.com",
-		FetchWait:  100 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	r.ingress = httptest.NewServer(a.Public)
-	t.Cleanup(r.ingress.Close)
-	r.admin = httptest.NewServer(a.Admin)
-	t.Cleanup(r.admin.Close)
+	r.ingress, r.admin = r.jethook.Public, r.jethook.Admin
 	r.client = adminFromEnv(func(k string) string {
 		return map[string]string{"JETHOOK_ADMIN_URL": r.admin.URL, "JETHOOK_ADMIN_TOKEN": adminToken}[k]
 	})
@@ -107,18 +99,11 @@ func (r *opsRig) write(yaml string) {
 // returns the ingress status and the event id.
 func (r *opsRig) post(path, body string, statuses map[string]string) (int, string) {
 	r.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, r.ingress.URL+path, strings.NewReader(body))
+	header := map[string]string{}
 	for k, v := range statuses {
-		req.Header.Set("X-Status-"+k, v)
+		header["X-Status-"+k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var ack struct{ ID string }
-	_ = json.NewDecoder(resp.Body).Decode(&ack)
-	return resp.StatusCode, ack.ID
+	return r.jethook.Post(r.t, path, body, header)
 }
 
 // pull leases up to max webhooks of route shop's pull destination dest,

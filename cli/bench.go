@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,51 +20,76 @@ import (
 	"github.com/jethook/jethook/bench"
 )
 
+// benchShared is the flags the scenarios share.
+type benchShared struct {
+	duration                       time.Duration
+	count, clients, destConc, size int
+	dir                            string
+}
+
+func (c *benchShared) flags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.duration, "duration", 5*time.Second, "length of each ingest case")
+	fs.IntVar(&c.count, "count", 20_000, "webhooks sent end to end")
+	fs.IntVar(&c.clients, "clients", 64, "client concurrency of the end-to-end runs (through jethook and direct) and of the retention posts")
+	fs.IntVar(&c.destConc, "dest-concurrency", 64, "jethook's concurrency toward the backend (end to end and retention)")
+	fs.IntVar(&c.size, "body", 1024, "JSON body size in bytes")
+	fs.StringVar(&c.dir, "dir", "", "where the stores' temporary data go (default the system temporary directory)")
+}
+
+func (c *benchShared) check() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"count", c.count}, {"clients", c.clients}, {"dest-concurrency", c.destConc}, {"body", c.size}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%w: -%s must be positive", errUsage, f.name)
+		}
+	}
+	if c.duration <= 0 {
+		return fmt.Errorf("%w: -duration must be positive", errUsage)
+	}
+	return nil
+}
+
+// options are the in-process scenarios' bench.Options.
+func (c *benchShared) options() bench.Options {
+	return bench.Options{Duration: c.duration, BodySize: c.size, Events: c.count, Clients: c.clients,
+		DestConcurrency: c.destConc, Dir: c.dir}
+}
+
+// benchScenario is one scenario of jethook bench: it registers its own
+// flags (each help text names the scenario), checks them before anything
+// runs, and runs.
+type benchScenario interface {
+	flags(fs *flag.FlagSet)
+	check() error
+	run(ctx context.Context, out io.Writer, c benchShared) error
+}
+
+// benchScenarios are the scenarios in the order a run takes them.
+func benchScenarios() []struct {
+	name string
+	benchScenario
+} {
+	return []struct {
+		name string
+		benchScenario
+	}{
+		{"ingest", &ingestBench{}}, {"e2e", benchFunc(benchEndToEnd)}, {"transform", benchFunc(benchTransform)},
+		{"recovery", &recoveryBench{}}, {"protection", &protectionBench{}}, {"backlog", &backlogBench{}},
+		{"ordered", &orderedBench{}}, {"retention", &retentionBench{}}, {"search", &searchBench{}},
+	}
+}
+
 func runBench(ctx context.Context, args []string, out io.Writer) error {
 	fs := flags("bench", out)
-	duration := fs.Duration("duration", 5*time.Second, "length of each ingest case")
-	levels := fs.String("concurrency", "16,64", "client concurrencies of the ingest cases, comma-separated")
-	count := fs.Int("count", 20_000, "webhooks sent end to end")
-	clients := fs.Int("clients", 64, "client concurrency of the end-to-end runs (through jethook and direct) and of the retention posts")
-	destConc := fs.Int("dest-concurrency", 64, "jethook's concurrency toward the backend (end to end and retention)")
-	size := fs.Int("body", 1024, "JSON body size in bytes")
-	dir := fs.String("dir", "", "where the stores' temporary data go (default the system temporary directory)")
+	var shared benchShared
+	shared.flags(fs)
 	scenario := fs.String("scenario", "ingest,e2e", "scenarios to run, comma-separated: ingest, e2e, transform, recovery, protection, backlog, retention, search, ordered")
-	var ro bench.RecoveryOptions
-	fs.IntVar(&ro.Arrival, "arrival", 100, "recovery: webhooks per second posted throughout")
-	fs.DurationVar(&ro.Outage, "outage", 20*time.Second, "recovery: how long the backend answers 503")
-	fs.IntVar(&ro.Capacity, "capacity", 200, "recovery: requests per second the backend answers 200 once up")
-	fs.IntVar(&ro.Rate, "rate", 180, "recovery: the destination's rate per second")
-	fs.IntVar(&ro.BreakerFailures, "breaker-failures", 5, "recovery: the destination's breaker failures (0: off)")
-	fs.DurationVar(&ro.BreakerCooldown, "breaker-cooldown", 2*time.Second, "recovery: the destination's breaker cooldown")
-	fs.DurationVar(&ro.SlowStart, "slow-start", 2*time.Second, "recovery: the destination's slow_start (0: off)")
-	var po bench.ProtectionOptions
-	rowList := fs.String("rows", strings.Join(bench.ProtectionRows(), ","), "protection: rows to run, comma-separated")
-	fs.DurationVar(&po.LongOutage, "long-outage", 15*time.Minute, "protection: how long the long-outage row's backend refuses connections (100 webhooks a minute arrive meanwhile)")
-	fs.Float64Var(&po.Size, "size", 1, "protection: share of the other rows' webhooks and durations (1: the documented table)")
-	logFile := fs.String("log", "", "protection: append jethook's own log of every row (each failed attempt, the breaker) to this file")
-	var bo bench.BacklogOptions
-	fs.IntVar(&bo.Messages, "messages", 100_000, "backlog: webhooks parked in backoff")
-	fs.DurationVar(&bo.Delay, "backlog-delay", 2*time.Minute, "backlog: how long each parked webhook waits before its retry")
-	fs.IntVar(&bo.MaxAckPending, "max-ack-pending", 0, "backlog: consumers' MaxAckPending (default: sized for -messages)")
-	fs.IntVar(&bo.Probes, "probes", 20, "backlog: new webhooks timed to the healthy destination")
-	var rto bench.RetentionOptions
-	fs.IntVar(&rto.Retained, "retained", 300_000, "retention: N, webhooks delivered and kept before the first reading and again before the second")
-	fs.DurationVar(&rto.Settle, "settle", 5*time.Second, "retention: wait after the last delivery, or after ready, before reading memory")
-	fs.StringVar(&rto.Binary, "jethook", "", "retention: the jethook binary to run as `jethook serve` (default this one)")
-	var so bench.SearchOptions
-	fs.IntVar(&so.Retained, "searched", 1_000_000, "search: webhooks retained when the searches run")
-	fs.IntVar(&so.Load, "search-load", 4, "search: clients posting webhooks one after the other while ingest latency is measured")
-	var oo bench.OrderedOptions
-	fs.IntVar(&oo.Keys, "keys", 10_000, "ordered: keys of the interleaved and throughput cases")
-	fs.IntVar(&oo.PerKey, "per-key", 10, "ordered: events per key of the interleaved case")
-	fs.Float64Var(&oo.Fail, "fail", 0.2, "ordered: share of attempts answered 500 at random in the interleaved case")
-	fs.IntVar(&oo.Healthy, "healthy", 1000, "ordered: healthy keys beside the blocked one")
-	fs.DurationVar(&oo.Duration, "blocked-for", 20*time.Second, "ordered: how long the blocked case posts, at 200 events a second")
-	fs.DurationVar(&oo.MaxBlocked, "max-blocked", 5*time.Second, "ordered: the destination's max_blocked in the blocked case")
-	orderedCases := fs.String("ordered-cases", "interleaved,throughput,blocked", "ordered: cases to run, comma-separated: interleaved, throughput, blocked, memory")
-	fs.IntVar(&oo.MemoryKeys, "memory-keys", 1_000_000, "ordered: distinct keys of the memory case, one event each")
-	fs.IntVar(&oo.MemoryBlocked, "memory-blocked", 100_000, "ordered: keys of the memory case behind a head that always fails, with one more event waiting")
+	all := benchScenarios()
+	for _, sc := range all {
+		sc.flags(fs)
+	}
 	serveBare := fs.String("serve-bare", "", "only serve the bare baseline handler on this loopback address until interrupted, for an outside load generator (bench/wrk.sh)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (baselines included) to this file, for go tool pprof")
 	if err := parse(fs, args); err != nil {
@@ -78,37 +104,16 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	conc, err := concurrencies(*levels)
-	if err != nil {
+	if err := shared.check(); err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"count", *count}, {"clients", *clients}, {"dest-concurrency", *destConc}, {"body", *size}, {"retained", rto.Retained},
-		{"searched", so.Retained}, {"search-load", so.Load}} {
-		if f.v <= 0 {
-			return fmt.Errorf("%w: -%s must be positive", errUsage, f.name)
+	for _, sc := range all {
+		if !want[sc.name] {
+			continue
 		}
-	}
-	if want["protection"] {
-		if po.Rows, err = protectionRows(*rowList); err != nil {
+		if err := sc.check(); err != nil {
 			return err
 		}
-		if po.LongOutage <= 0 || po.Size <= 0 {
-			return fmt.Errorf("%w: -long-outage and -size must be positive", errUsage)
-		}
-	}
-	if *duration <= 0 || rto.Settle <= 0 {
-		return fmt.Errorf("%w: -duration and -settle must be positive", errUsage)
-	}
-	o := bench.Options{
-		Duration:        *duration,
-		BodySize:        *size,
-		Events:          *count,
-		Clients:         *clients,
-		DestConcurrency: *destConc,
-		Dir:             *dir,
 	}
 
 	if *cpuProfile != "" {
@@ -126,87 +131,233 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	debug.SetMemoryLimit(limit)
 	fmt.Fprintf(out, "jethook bench: %d CPUs, %s %s/%s, %d-byte JSON bodies, loopback, memory limit %d MiB (%s)%s\n",
-		runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, *size, limit>>20, from, loadAverage())
-	if want["ingest"] {
-		if err := benchIngest(ctx, out, o, *duration, conc); err != nil {
+		runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, shared.size, limit>>20, from, loadAverage())
+	for _, sc := range all {
+		if !want[sc.name] {
+			continue
+		}
+		if err := sc.run(ctx, out, shared); err != nil {
 			return err
 		}
-	}
-	if want["e2e"] {
-		if err := benchEndToEnd(ctx, out, o); err != nil {
-			return err
-		}
-	}
-	if want["transform"] {
-		if err := benchTransform(ctx, out, o); err != nil {
-			return err
-		}
-	}
-	if want["recovery"] {
-		ro.BodySize, ro.Dir = *size, *dir
-		r, err := bench.Recovery(ctx, ro)
-		if err != nil {
-			return fmt.Errorf("recovery: %w", err)
-		}
-		r.Report(out)
-	}
-	if want["protection"] {
-		po.BodySize, po.Dir, po.Progress = *size, *dir, out
-		if *logFile != "" {
-			f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			po.Log = f
-		}
-		r, err := bench.Protection(ctx, po)
-		if err != nil {
-			return fmt.Errorf("protection: %w", err)
-		}
-		r.Report(out)
-	}
-	if want["backlog"] {
-		bo.BodySize, bo.Dir, bo.Progress = *size, *dir, out
-		r, err := bench.Backlog(ctx, bo)
-		if err != nil {
-			return fmt.Errorf("backlog: %w", err)
-		}
-		r.Report(out)
-	}
-	if want["ordered"] {
-		for c := range strings.SplitSeq(*orderedCases, ",") {
-			if !slices.Contains([]string{"interleaved", "throughput", "blocked", "memory"}, c) {
-				return fmt.Errorf("%w: -ordered-cases %q: want interleaved, throughput, blocked or memory, comma-separated", errUsage, c)
-			}
-			oo.Cases = append(oo.Cases, c)
-		}
-		oo.Concurrency, oo.Clients, oo.Dir, oo.Progress = *destConc, *clients, *dir, out
-		r, err := bench.Ordered(ctx, oo)
-		if err != nil {
-			return fmt.Errorf("ordered: %w", err)
-		}
-		r.Report(out)
-	}
-	if want["retention"] {
-		rto.BodySize, rto.Clients, rto.DestConcurrency, rto.Dir, rto.Progress = *size, *clients, *destConc, *dir, out
-		r, err := bench.Retention(ctx, rto)
-		if err != nil {
-			return fmt.Errorf("retention: %w", err)
-		}
-		r.Report(out)
-	}
-	if want["search"] {
-		so.BodySize, so.Clients, so.Dir, so.Progress = *size, *clients, *dir, out
-		r, err := bench.Search(ctx, so)
-		if err != nil {
-			return fmt.Errorf("search: %w", err)
-		}
-		benchSearchReport(out, r)
 	}
 	if la := loadAverage(); la != "" {
 		fmt.Fprintf(out, "\ndone%s\n", la)
 	}
+	return nil
+}
+
+// benchFunc is a scenario with no flags of its own.
+type benchFunc func(ctx context.Context, out io.Writer, o bench.Options) error
+
+func (benchFunc) flags(*flag.FlagSet) {}
+func (benchFunc) check() error        { return nil }
+func (f benchFunc) run(ctx context.Context, out io.Writer, c benchShared) error {
+	return f(ctx, out, c.options())
+}
+
+// ingestBench measures the ingress alone at each client concurrency.
+type ingestBench struct {
+	levels string
+	conc   []int
+}
+
+func (b *ingestBench) flags(fs *flag.FlagSet) {
+	fs.StringVar(&b.levels, "concurrency", "16,64", "client concurrencies of the ingest cases, comma-separated")
+}
+
+func (b *ingestBench) check() (err error) {
+	b.conc, err = concurrencies(b.levels)
+	return err
+}
+
+func (b *ingestBench) run(ctx context.Context, out io.Writer, c benchShared) error {
+	return benchIngest(ctx, out, c.options(), c.duration, b.conc)
+}
+
+// recoveryBench replays an outage and the backend's recovery.
+type recoveryBench struct{ o bench.RecoveryOptions }
+
+func (b *recoveryBench) flags(fs *flag.FlagSet) {
+	fs.IntVar(&b.o.Arrival, "arrival", 100, "recovery: webhooks per second posted throughout")
+	fs.DurationVar(&b.o.Outage, "outage", 20*time.Second, "recovery: how long the backend answers 503")
+	fs.IntVar(&b.o.Capacity, "capacity", 200, "recovery: requests per second the backend answers 200 once up")
+	fs.IntVar(&b.o.Rate, "rate", 180, "recovery: the destination's rate per second")
+	fs.IntVar(&b.o.BreakerFailures, "breaker-failures", 5, "recovery: the destination's breaker failures (0: off)")
+	fs.DurationVar(&b.o.BreakerCooldown, "breaker-cooldown", 2*time.Second, "recovery: the destination's breaker cooldown")
+	fs.DurationVar(&b.o.SlowStart, "slow-start", 2*time.Second, "recovery: the destination's slow_start (0: off)")
+}
+
+func (b *recoveryBench) check() error { return nil }
+
+func (b *recoveryBench) run(ctx context.Context, out io.Writer, c benchShared) error {
+	b.o.BodySize, b.o.Dir = c.size, c.dir
+	r, err := bench.Recovery(ctx, b.o)
+	if err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	r.Report(out)
+	return nil
+}
+
+// protectionBench runs the rows of the protection table.
+type protectionBench struct {
+	o             bench.ProtectionOptions
+	rows, logFile string
+}
+
+func (b *protectionBench) flags(fs *flag.FlagSet) {
+	fs.StringVar(&b.rows, "rows", strings.Join(bench.ProtectionRows(), ","), "protection: rows to run, comma-separated")
+	fs.DurationVar(&b.o.LongOutage, "long-outage", 15*time.Minute, "protection: how long the long-outage row's backend refuses connections (100 webhooks a minute arrive meanwhile)")
+	fs.Float64Var(&b.o.Size, "size", 1, "protection: share of the other rows' webhooks and durations (1: the documented table)")
+	fs.StringVar(&b.logFile, "log", "", "protection: append jethook's own log of every row (each failed attempt, the breaker) to this file")
+}
+
+func (b *protectionBench) check() (err error) {
+	if b.o.Rows, err = protectionRows(b.rows); err != nil {
+		return err
+	}
+	if b.o.LongOutage <= 0 || b.o.Size <= 0 {
+		return fmt.Errorf("%w: -long-outage and -size must be positive", errUsage)
+	}
+	return nil
+}
+
+func (b *protectionBench) run(ctx context.Context, out io.Writer, c benchShared) error {
+	b.o.BodySize, b.o.Dir, b.o.Progress = c.size, c.dir, out
+	if b.logFile != "" {
+		f, err := os.OpenFile(b.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		b.o.Log = f
+	}
+	r, err := bench.Protection(ctx, b.o)
+	if err != nil {
+		return fmt.Errorf("protection: %w", err)
+	}
+	r.Report(out)
+	return nil
+}
+
+// backlogBench parks webhooks in backoff and times new ones beside them.
+type backlogBench struct{ o bench.BacklogOptions }
+
+func (b *backlogBench) flags(fs *flag.FlagSet) {
+	fs.IntVar(&b.o.Messages, "messages", 100_000, "backlog: webhooks parked in backoff")
+	fs.DurationVar(&b.o.Delay, "backlog-delay", 2*time.Minute, "backlog: how long each parked webhook waits before its retry")
+	fs.IntVar(&b.o.MaxAckPending, "max-ack-pending", 0, "backlog: consumers' MaxAckPending (default: sized for -messages)")
+	fs.IntVar(&b.o.Probes, "probes", 20, "backlog: new webhooks timed to the healthy destination")
+}
+
+func (b *backlogBench) check() error { return nil }
+
+func (b *backlogBench) run(ctx context.Context, out io.Writer, c benchShared) error {
+	b.o.BodySize, b.o.Dir, b.o.Progress = c.size, c.dir, out
+	r, err := bench.Backlog(ctx, b.o)
+	if err != nil {
+		return fmt.Errorf("backlog: %w", err)
+	}
+	r.Report(out)
+	return nil
+}
+
+// orderedBench runs the cases of ordered delivery.
+type orderedBench struct {
+	o     bench.OrderedOptions
+	cases string
+}
+
+// orderedCases are the cases the ordered scenario knows.
+var orderedCases = []string{"interleaved", "throughput", "blocked", "memory"}
+
+func (b *orderedBench) flags(fs *flag.FlagSet) {
+	fs.IntVar(&b.o.Keys, "keys", 10_000, "ordered: keys of the interleaved and throughput cases")
+	fs.IntVar(&b.o.PerKey, "per-key", 10, "ordered: events per key of the interleaved case")
+	fs.Float64Var(&b.o.Fail, "fail", 0.2, "ordered: share of attempts answered 500 at random in the interleaved case")
+	fs.IntVar(&b.o.Healthy, "healthy", 1000, "ordered: healthy keys beside the blocked one")
+	fs.DurationVar(&b.o.Duration, "blocked-for", 20*time.Second, "ordered: how long the blocked case posts, at 200 events a second")
+	fs.DurationVar(&b.o.MaxBlocked, "max-blocked", 5*time.Second, "ordered: the destination's max_blocked in the blocked case")
+	fs.StringVar(&b.cases, "ordered-cases", "interleaved,throughput,blocked", "ordered: cases to run, comma-separated: interleaved, throughput, blocked, memory")
+	fs.IntVar(&b.o.MemoryKeys, "memory-keys", 1_000_000, "ordered: distinct keys of the memory case, one event each")
+	fs.IntVar(&b.o.MemoryBlocked, "memory-blocked", 100_000, "ordered: keys of the memory case behind a head that always fails, with one more event waiting")
+}
+
+func (b *orderedBench) check() error {
+	for c := range strings.SplitSeq(b.cases, ",") {
+		if !slices.Contains(orderedCases, c) {
+			return fmt.Errorf("%w: -ordered-cases %q: want interleaved, throughput, blocked or memory, comma-separated", errUsage, c)
+		}
+		b.o.Cases = append(b.o.Cases, c)
+	}
+	return nil
+}
+
+func (b *orderedBench) run(ctx context.Context, out io.Writer, c benchShared) error {
+	b.o.Concurrency, b.o.Clients, b.o.Dir, b.o.Progress = c.destConc, c.clients, c.dir, out
+	r, err := bench.Ordered(ctx, b.o)
+	if err != nil {
+		return fmt.Errorf("ordered: %w", err)
+	}
+	r.Report(out)
+	return nil
+}
+
+// retentionBench measures a serving jethook's memory with webhooks kept.
+type retentionBench struct{ o bench.RetentionOptions }
+
+func (b *retentionBench) flags(fs *flag.FlagSet) {
+	fs.IntVar(&b.o.Retained, "retained", 300_000, "retention: N, webhooks delivered and kept before the first reading and again before the second")
+	fs.DurationVar(&b.o.Settle, "settle", 5*time.Second, "retention: wait after the last delivery, or after ready, before reading memory")
+	fs.StringVar(&b.o.Binary, "jethook", "", "retention: the jethook binary to run as `jethook serve` (default this one)")
+}
+
+func (b *retentionBench) check() error {
+	if b.o.Retained <= 0 {
+		return fmt.Errorf("%w: -retained must be positive", errUsage)
+	}
+	if b.o.Settle <= 0 {
+		return fmt.Errorf("%w: -settle must be positive", errUsage)
+	}
+	return nil
+}
+
+func (b *retentionBench) run(ctx context.Context, out io.Writer, c benchShared) error {
+	b.o.BodySize, b.o.Clients, b.o.DestConcurrency, b.o.Dir, b.o.Progress = c.size, c.clients, c.destConc, c.dir, out
+	r, err := bench.Retention(ctx, b.o)
+	if err != nil {
+		return fmt.Errorf("retention: %w", err)
+	}
+	r.Report(out)
+	return nil
+}
+
+// searchBench times searches over retained webhooks and the ingest
+// latency beside them.
+type searchBench struct{ o bench.SearchOptions }
+
+func (b *searchBench) flags(fs *flag.FlagSet) {
+	fs.IntVar(&b.o.Retained, "searched", 1_000_000, "search: webhooks retained when the searches run")
+	fs.IntVar(&b.o.Load, "search-load", 4, "search: clients posting webhooks one after the other while ingest latency is measured")
+}
+
+func (b *searchBench) check() error {
+	if b.o.Retained <= 0 {
+		return fmt.Errorf("%w: -searched must be positive", errUsage)
+	}
+	if b.o.Load <= 0 {
+		return fmt.Errorf("%w: -search-load must be positive", errUsage)
+	}
+	return nil
+}
+
+func (b *searchBench) run(ctx context.Context, out io.Writer, c benchShared) error {
+	b.o.BodySize, b.o.Clients, b.o.Dir, b.o.Progress = c.size, c.clients, c.dir, out
+	r, err := bench.Search(ctx, b.o)
+	if err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
+	benchSearchReport(out, r)
 	return nil
 }
 

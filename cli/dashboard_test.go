@@ -22,6 +22,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/store/storetest"
 )
 
@@ -138,20 +139,11 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	ingress, admin := "http://"+addr, "http://"+adminAddr
 
 	post := func(path, body string, hdr map[string]string) string {
-		req, _ := http.NewRequest(http.MethodPost, ingress+path, strings.NewReader(body))
-		for k, v := range hdr {
-			req.Header.Set(k, v)
+		code, id := apptest.Post(t, ingress+path, body, hdr)
+		if code != http.StatusOK || id == "" {
+			t.Fatalf("POST %s: %d", path, code)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var ack struct{ ID string }
-		if err := json.NewDecoder(resp.Body).Decode(&ack); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("POST %s: %d %v", path, resp.StatusCode, err)
-		}
-		return ack.ID
+		return id
 	}
 	deadLetters := func(query string) int {
 		req, _ := http.NewRequest(http.MethodGet, admin+"/v1/deadletters/count?"+query, nil)

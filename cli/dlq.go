@@ -50,48 +50,41 @@ func dlq(ctx context.Context, c *adminClient, args []string, out io.Writer) erro
 	return fmt.Errorf("%w: unknown dlq command %q; %s", errUsage, args[0], dlqUsage)
 }
 
-// dlqFilter is the filter flags every dlq command shares.
-type dlqFilter struct {
-	route, destination, status, reason, since, until string
-	seqs                                             string
+// dlqSelection is the flags every dlq command shares: a query of what the
+// dead letters are, or, to replay or purge, their sequence numbers.
+type dlqSelection struct {
+	sel  admin.Selection
+	seqs string
 }
 
-func (f *dlqFilter) register(fs *flag.FlagSet, withSeq bool) {
-	fs.StringVar(&f.route, "route", "", "only dead letters of this route")
-	fs.StringVar(&f.destination, "destination", "", "only this destination (needs -route)")
-	fs.StringVar(&f.status, "status", "", "last HTTP status: 503, a class such as 5xx, or none")
-	fs.StringVar(&f.reason, "reason", "", "permanent or exhausted")
-	fs.StringVar(&f.since, "since", "", "dead-lettered at or after: RFC 3339 time or a duration ago (2h)")
-	fs.StringVar(&f.until, "until", "", "dead-lettered before: RFC 3339 time or a duration ago")
+func (d *dlqSelection) register(fs *flag.FlagSet, withSeq bool) {
+	fs.StringVar(&d.sel.Route, "route", "", "only dead letters of this route")
+	fs.StringVar(&d.sel.Destination, "destination", "", "only this destination (needs -route)")
+	fs.StringVar(&d.sel.Status, "status", "", "last HTTP status: 503, a class such as 5xx, or none")
+	fs.StringVar(&d.sel.Reason, "reason", "", "permanent or exhausted")
+	fs.StringVar(&d.sel.Since, "since", "", "dead-lettered at or after: RFC 3339 time or a duration ago (2h)")
+	fs.StringVar(&d.sel.Until, "until", "", "dead-lettered before: RFC 3339 time or a duration ago")
 	if withSeq {
-		fs.StringVar(&f.seqs, "seq", "", "comma-separated dead letter sequence numbers (instead of filters)")
+		fs.StringVar(&d.seqs, "seq", "", "comma-separated dead letter sequence numbers (instead of a query)")
 	}
 }
 
-func (f *dlqFilter) query() url.Values {
-	q := url.Values{}
-	for k, v := range map[string]string{"route": f.route, "destination": f.destination, "status": f.status,
-		"reason": f.reason, "since": f.since, "until": f.until} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	return q
-}
+// query is the query flags as the API's query string.
+func (d *dlqSelection) query() url.Values { return d.sel.Values() }
 
-func (f *dlqFilter) selection() (admin.Selection, error) {
-	sel := admin.Selection{Route: f.route, Destination: f.destination, Status: f.status, Reason: f.reason,
-		Since: f.since, Until: f.until}
-	if f.seqs == "" {
+// selection is the flags as the API's selection: by -seq or by query.
+func (d *dlqSelection) selection() (admin.Selection, error) {
+	sel := d.sel
+	if d.seqs == "" {
 		return sel, nil
 	}
-	if f.route != "" || f.destination != "" || f.status != "" || f.reason != "" || f.since != "" || f.until != "" {
-		return sel, fmt.Errorf("%w: give -seq or filters, not both", errUsage)
+	if sel.HasQuery() {
+		return sel, fmt.Errorf("%w: give -seq or a query, not both", errUsage)
 	}
-	for _, s := range strings.Split(f.seqs, ",") {
+	for _, s := range strings.Split(d.seqs, ",") {
 		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 		if err != nil || n == 0 {
-			return sel, fmt.Errorf("%w: -seq %q: want sequence numbers such as 12,13", errUsage, f.seqs)
+			return sel, fmt.Errorf("%w: -seq %q: want sequence numbers such as 12,13", errUsage, d.seqs)
 		}
 		sel.Seqs = append(sel.Seqs, n)
 	}
@@ -100,7 +93,7 @@ func (f *dlqFilter) selection() (admin.Selection, error) {
 
 func dlqList(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("dlq ls", out)
-	var f dlqFilter
+	var f dlqSelection
 	f.register(fs, false)
 	limit := fs.Int("limit", 50, "dead letters per page (at most 1000)")
 	cursor := fs.String("cursor", "", "start at this cursor (printed after a full page)")
@@ -138,7 +131,7 @@ func dlqList(ctx context.Context, c *adminClient, args []string, out io.Writer) 
 		return err
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintf(out, "more: jethook dlq ls -cursor %s (same filters)\n", page.NextCursor)
+		fmt.Fprintf(out, "more: jethook dlq ls -cursor %s (same query)\n", page.NextCursor)
 	}
 	return nil
 }
@@ -202,15 +195,15 @@ func dlqShow(ctx context.Context, c *adminClient, args []string, out io.Writer) 
 	return nil
 }
 
-// dlqReplay replays dead letters by -seq, or every one a filter selects,
+// dlqReplay replays dead letters by -seq, or every one a query selects,
 // page by page, printing progress; to their own destination, or with -to
 // to another of their route's.
 func dlqReplay(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("dlq replay", out)
-	var f dlqFilter
+	var f dlqSelection
 	f.register(fs, true)
 	pageSize := fs.Int("page", 500, "dead letters replayed per request (at most 1000)")
-	to := fs.String("to", "", "replay to this destination of the route instead, such as a developer's pull destination (by filter, needs -route and -destination)")
+	to := fs.String("to", "", "replay to this destination of the route instead, such as a developer's pull destination (by query, needs -route and -destination)")
 	asJSON := fs.Bool("json", false, "print the totals as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -266,12 +259,12 @@ func dlqReplay(ctx context.Context, c *adminClient, args []string, out io.Writer
 	return nil
 }
 
-// dlqPurge deletes dead letters by -seq, by filter, or all with -all.
+// dlqPurge deletes dead letters by -seq, by query, or all with -all.
 func dlqPurge(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("dlq purge", out)
-	var f dlqFilter
+	var f dlqSelection
 	f.register(fs, true)
-	all := fs.Bool("all", false, "purge every dead letter (required when no -seq or filter is given)")
+	all := fs.Bool("all", false, "purge every dead letter (required when no -seq or query is given)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -282,7 +275,7 @@ func dlqPurge(ctx context.Context, c *adminClient, args []string, out io.Writer)
 	}
 	sel.All = *all
 	if len(sel.Seqs) == 0 && len(f.query()) == 0 && !sel.All {
-		return fmt.Errorf("%w: name dead letters with -seq or filters, or pass -all to purge every one", errUsage)
+		return fmt.Errorf("%w: name dead letters with -seq or a query, or pass -all to purge every one", errUsage)
 	}
 	var raw json.RawMessage
 	if err := c.call(ctx, http.MethodDelete, "/v1/deadletters", nil, sel, &raw); err != nil {

@@ -2,8 +2,8 @@
 // listener at /: each destination's health with charts of the last hour,
 // events and their attempts, dead letters to inspect, replay and purge, and
 // pause and resume. Pages are server-rendered html/template with a little
-// JavaScript from an embedded file; it asks the admin API's Go methods, so
-// it shows and does exactly what the API does.
+// JavaScript from an embedded file; it calls the admin API's Service, so it
+// shows and does exactly what the API does.
 package dashboard
 
 import (
@@ -31,10 +31,10 @@ var staticFS embed.FS
 // Handler serves the dashboard. Set the fields, then serve it; the zero
 // value of the optional fields works.
 type Handler struct {
-	// Store holds events and dead letters. Required.
-	Store *store.Store
-	// Forwarder runs the destinations. Required.
-	Forwarder *forward.Forwarder
+	// Service answers the pages' questions and does their actions: the
+	// one the admin API serves, so that its bounds (how many searches run
+	// at once) hold for both. Required.
+	Service *admin.Service
 	// Metrics gives each destination's attempts per minute for the charts;
 	// nil draws them empty.
 	Metrics *metrics.Metrics
@@ -50,14 +50,9 @@ type Handler struct {
 	// one. Serve shares the admin API's. The login form has its own, so
 	// that guessing at one door does not close the other.
 	Throttle *admin.Throttle
-	// API is the admin API whose Go methods the pages call, so that its
-	// bounds (how many searches run at once) hold for both; nil builds
-	// one on Store and Forwarder.
-	API *admin.Handler
 
 	once   sync.Once
 	logins *admin.Throttle // wrong tokens the login form checks
-	api    *admin.Handler
 	pages  map[string]*template.Template
 	mux    http.Handler
 }
@@ -77,10 +72,6 @@ func (h *Handler) setup() {
 	h.logins = &admin.Throttle{Now: h.Now}
 	if h.Throttle == nil {
 		h.Throttle = &admin.Throttle{Now: h.Now}
-	}
-	h.api = h.API
-	if h.api == nil {
-		h.api = &admin.Handler{Store: h.Store, Forwarder: h.Forwarder, Logger: h.Logger, Now: h.Now}
 	}
 	h.pages = parsePages()
 	m := http.NewServeMux()

@@ -13,40 +13,22 @@ import (
 )
 
 // Page sizes: dead letters listed, and replayed per request of a replay by
-// filter (the script repeats it until the cursor runs out).
+// query (the script repeats it until the cursor runs out).
 const (
 	deadLettersPerPage = 50
 	replayPage         = 500
 )
 
-// selection reads the API's dead-letter filters from a query or form.
-func selection(v url.Values) admin.Selection {
-	return admin.Selection{Route: v.Get("route"), Destination: v.Get("destination"), Status: v.Get("status"),
-		Reason: v.Get("reason"), Since: v.Get("since"), Until: v.Get("until"), Cursor: v.Get("cursor")}
-}
-
-// filterQuery is sel's filters as a query string, for links and forms.
-func filterQuery(sel admin.Selection) url.Values {
-	q := url.Values{}
-	for k, v := range map[string]string{"route": sel.Route, "destination": sel.Destination, "status": sel.Status,
-		"reason": sel.Reason, "since": sel.Since, "until": sel.Until} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	return q
-}
-
 func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	sel := selection(q)
-	p, err := h.api.DeadLetters(r.Context(), sel, deadLettersPerPage)
+	sel := admin.ParseSelection(q)
+	p, err := h.Service.DeadLetters(r.Context(), sel, deadLettersPerPage)
 	if err != nil {
 		h.failure(w, r, err)
 		return
 	}
 	sel.Cursor = ""
-	count, err := h.api.DeadLetterCount(r.Context(), sel)
+	count, err := h.Service.DeadLetterCount(r.Context(), sel)
 	if err != nil {
 		h.failure(w, r, err)
 		return
@@ -54,15 +36,15 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 	// Which of them were replayed, and when: one index lookup each.
 	replayed := map[uint64]*time.Time{}
 	for _, d := range p.DeadLetters {
-		if rp, err := h.Store.LastReplay(r.Context(), d.Route, d.Destination, d.EventID); err == nil && rp.Exists && rp.Of == d.Seq {
+		if rp, err := h.Service.Store.LastReplay(r.Context(), d.Route, d.Destination, d.EventID); err == nil && rp.Exists && rp.Of == d.Seq {
 			replayed[d.Seq] = &rp.At
 		}
 	}
 	names, dests := h.routes()
-	data := map[string]any{"Page": p, "Filter": sel, "Count": count, "Routes": names, "Destinations": dests,
-		"Query": filterQuery(sel).Encode(), "Replayed": replayed}
+	data := map[string]any{"Page": p, "Selection": sel, "Count": count, "Routes": names, "Destinations": dests,
+		"Query": sel.Values().Encode(), "Replayed": replayed}
 	if p.NextCursor != "" {
-		next := filterQuery(sel)
+		next := sel.Values()
 		next.Set("cursor", p.NextCursor)
 		data["Next"] = next.Encode()
 	}
@@ -76,7 +58,7 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "A dead letter is named by its sequence number.")
 		return
 	}
-	d, err := h.api.DeadLetter(r.Context(), seq)
+	d, err := h.Service.DeadLetter(r.Context(), seq)
 	if err != nil {
 		h.failure(w, r, err)
 		return
@@ -87,7 +69,7 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 	}
 	data := map[string]any{"DL": d, "Headers": headers(d.Headers), "Body": newBody(raw), "PullTo": h.pullDestinations(d.Route)}
 	// The attempt timeline comes from the attempt log, through the event.
-	if ev, err := h.api.Event(r.Context(), d.EventID, d.Route); err == nil {
+	if ev, err := h.Service.Event(r.Context(), d.EventID, d.Route); err == nil {
 		data["Attempts"] = attemptsOf(ev, d.Destination)
 	}
 	data["Done"] = done(r.URL.Query())
@@ -98,7 +80,7 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 // of the route can be replayed for a developer to run it (docs/pull.md).
 func (h *Handler) pullDestinations(route string) []string {
 	var out []string
-	for _, s := range h.Forwarder.Status() {
+	for _, s := range h.Service.Forwarder.Status() {
 		if s.Route == route && s.Pull {
 			out = append(out, s.Destination)
 		}
@@ -153,8 +135,8 @@ func seqs(form url.Values) ([]uint64, error) {
 }
 
 // replay replays the selected dead letters (seq fields), or one page of
-// those the filters select (from cursor), to their own destination or to
-// the form's to. The script asks for JSON and repeats a replay by filter
+// those the query selects (from cursor), to their own destination or to
+// the form's to. The script asks for JSON and repeats a replay by query
 // until next_cursor is empty; a plain form is sent back to the page it
 // came from with the counts.
 func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
@@ -170,11 +152,11 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	var res admin.ReplayResult
 	switch {
 	case len(picked) > 0:
-		res, err = h.api.ReplaySeqs(r.Context(), picked, r.PostFormValue("to"))
+		res, err = h.Service.ReplaySeqs(r.Context(), picked, r.PostFormValue("to"))
 	case r.PostFormValue("matching") == "1":
-		sel := selection(r.PostForm)
+		sel := admin.ParseSelection(r.PostForm)
 		sel.Limit, sel.To = replayPage, r.PostFormValue("to")
-		res, err = h.api.ReplayMatching(r.Context(), sel)
+		res, err = h.Service.ReplayMatching(r.Context(), sel)
 	default:
 		err = &admin.RequestError{Reason: "Pick dead letters to replay, or replay all that match the filter."}
 	}
@@ -210,33 +192,33 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 		h.failure(w, r, err)
 		return
 	}
-	sel := selection(r.PostForm)
+	sel := admin.ParseSelection(r.PostForm)
 	sel.Cursor = ""
 	if len(picked) > 0 {
 		sel = admin.Selection{Seqs: picked}
 	} else {
-		sel.All = true // the filters, or when there are none, every one
+		sel.All = true // the query, or when there is none, every one
 	}
 	if r.PostFormValue("confirm") != "1" {
 		n := uint64(len(picked))
 		if len(picked) == 0 {
-			if n, err = h.api.DeadLetterCount(r.Context(), sel); err != nil {
+			if n, err = h.Service.DeadLetterCount(r.Context(), sel); err != nil {
 				h.failure(w, r, err)
 				return
 			}
 		}
-		filters := filterQuery(sel)
+		query := sel.Values()
 		var described []string
 		for _, k := range []string{"route", "destination", "status", "reason", "since", "until"} {
-			if v := filters.Get(k); v != "" {
+			if v := query.Get(k); v != "" {
 				described = append(described, k+" "+v)
 			}
 		}
 		h.render(w, r, http.StatusOK, "purge", "Purge dead letters", map[string]any{
-			"Count": n, "Seqs": picked, "Filter": sel, "Described": strings.Join(described, ", "), "Query": filters.Encode()})
+			"Count": n, "Seqs": picked, "Selection": sel, "Described": strings.Join(described, ", "), "Query": query.Encode()})
 		return
 	}
-	n, err := h.api.Purge(r.Context(), sel)
+	n, err := h.Service.Purge(r.Context(), sel)
 	if err != nil {
 		h.failure(w, r, err)
 		return
@@ -245,7 +227,7 @@ func (h *Handler) purge(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 		return
 	}
-	q := filterQuery(sel)
+	q := sel.Values()
 	q.Set("purged", strconv.Itoa(n))
 	http.Redirect(w, r, "/deadletters?"+q.Encode(), http.StatusSeeOther)
 }

@@ -20,7 +20,7 @@ const eventsPerPage = 20
 // order, and each one's destinations.
 func (h *Handler) routes() (names []string, dests map[string][]string) {
 	dests = map[string][]string{}
-	for _, s := range h.Forwarder.Status() {
+	for _, s := range h.Service.Forwarder.Status() {
 		if !slices.Contains(names, s.Route) {
 			names = append(names, s.Route)
 		}
@@ -59,7 +59,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		columns = []string{s.Destination}
 	}
 	var rows []eventRow
-	end, err := h.api.Search(r.Context(), s, func(e admin.EventSummary) bool {
+	end, err := h.Service.Search(r.Context(), s, func(e admin.EventSummary) bool {
 		row := eventRow{EventSummary: e}
 		for _, c := range columns {
 			state := ""
@@ -96,12 +96,12 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 // attempts.
 func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 	id, route := r.PathValue("id"), r.URL.Query().Get("route")
-	ev, err := h.api.Event(r.Context(), id, route)
+	ev, err := h.Service.Event(r.Context(), id, route)
 	if err != nil {
 		h.failure(w, r, err)
 		return
 	}
-	env, _, err := h.Store.Event(r.Context(), id, ev.Route)
+	env, _, err := h.Service.Store.Event(r.Context(), id, ev.Route)
 	if err != nil {
 		h.failure(w, r, err)
 		return
@@ -111,7 +111,7 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		if d.Transform == "" {
 			continue
 		}
-		p, err := h.api.Preview(r.Context(), id, admin.PreviewRequest{Destination: d.Destination, Route: ev.Route})
+		p, err := h.Service.Preview(r.Context(), id, admin.PreviewRequest{Destination: d.Destination, Route: ev.Route})
 		if err != nil {
 			previews[d.Destination] = previewView{Script: d.Transform, Error: err.Error()}
 			continue
@@ -122,7 +122,7 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		"Event": ev, "Request": request(env), "Body": newBody(env.Body), "Done": r.URL.Query().Get("resent"), "Previews": previews})
 }
 
-// resend sends an event again (admin.Handler.Resend) to the destination
+// resend sends an event again (admin.Service.Resend) to the destination
 // the form names, or to every one, and goes back to the event with what
 // was done.
 func (h *Handler) resend(w http.ResponseWriter, r *http.Request) {
@@ -131,7 +131,7 @@ func (h *Handler) resend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	res, err := h.api.Resend(r.Context(), id, admin.ResendRequest{Route: r.PostFormValue("route"), Destination: r.PostFormValue("destination")})
+	res, err := h.Service.Resend(r.Context(), id, admin.ResendRequest{Route: r.PostFormValue("route"), Destination: r.PostFormValue("destination")})
 	if err != nil {
 		h.failure(w, r, err)
 		return

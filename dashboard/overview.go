@@ -80,7 +80,7 @@ func states(s admin.DestinationStatus) []state {
 const refresh = 5 * time.Second
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
-	st, err := h.api.Status(r.Context())
+	st, err := h.Service.Status(r.Context())
 	if err != nil {
 		h.failure(w, r, err)
 		return
@@ -112,7 +112,7 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request) {
 		h.notFound(w, r)
 		return
 	}
-	if err := h.api.Hold(route, dest, act == "pause"); err != nil {
+	if err := h.Service.Hold(route, dest, act == "pause"); err != nil {
 		h.failure(w, r, err)
 		return
 	}

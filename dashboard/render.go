@@ -32,9 +32,9 @@ var funcs = template.FuncMap{
 	"pathEscape": url.PathEscape,
 	"join":       strings.Join,
 	"query":      func(kv ...string) template.URL { return template.URL(query(kv...)) },
-	"filterFields": func(s admin.Selection) map[string]string {
+	"selectionFields": func(s admin.Selection) map[string]string {
 		out := map[string]string{}
-		for k, v := range filterQuery(s) {
+		for k, v := range s.Values() {
 			out[k] = v[0]
 		}
 		return out

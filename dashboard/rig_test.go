@@ -15,7 +15,7 @@ import (
 
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/internal/app"
-	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -36,8 +36,8 @@ routes:
 `
 
 // rig is the admin listener with the dashboard, assembled as serve
-// assembles it (app.New) on a real store, delivering to a backend whose
-// answer the test sets.
+// assembles it (apptest.Start) on a real store, delivering to a backend
+// whose answer the test sets.
 type rig struct {
 	t      *testing.T
 	store  *store.Store
@@ -49,7 +49,7 @@ type rig struct {
 
 func newRig(t *testing.T, tok string) *rig {
 	t.Helper()
-	r := &rig{t: t, store: storetest.Open(t, store.Options{})}
+	r := &rig{t: t}
 	r.status.Store(http.StatusOK)
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -57,18 +57,9 @@ func newRig(t *testing.T, tok string) *rig {
 		w.WriteHeader(int(r.status.Load()))
 	}))
 	t.Cleanup(backend.Close)
-	cfg, err := policy.Parse("test.yaml", []byte(oneRoute), func(k string) (string, bool) { return backend.URL, k == "APP" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(context.Background(), cfg, app.Options{Store: r.store, AdminToken: tok, FetchWait: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	r.fwd = a.Forwarder
-	r.server = httptest.NewServer(a.Admin)
-	t.Cleanup(r.server.Close)
+	cfg := apptest.Config(t, oneRoute, map[string]string{"APP": backend.URL})
+	a := apptest.Start(t, cfg, app.Options{AdminToken: tok})
+	r.store, r.fwd, r.server = a.App.Store, a.App.Forwarder, a.Admin
 	return r
 }
 
@@ -93,7 +84,7 @@ func (r *rig) deadLetter(e *store.Envelope) uint64 {
 	r.publish(e)
 	var seq uint64
 	storetest.Eventually(r.t, 10*time.Second, "the webhook is dead-lettered", func() bool {
-		p, err := r.store.QueryDeadLetters(context.Background(), store.DeadLetterFilter{}, 0, 100)
+		p, err := r.store.QueryDeadLetters(context.Background(), store.DeadLetterQuery{}, 0, 100)
 		for _, d := range p.DeadLetters {
 			if d.Envelope.EventID == e.EventID {
 				seq = d.DLQSeq

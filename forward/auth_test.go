@@ -16,23 +16,10 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/jethook/jethook/internal/app"
-	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
-
-// parseWith parses yaml with the variables in env.
-func parseWith(t *testing.T, yaml string, env map[string]string) *policy.Config {
-	t.Helper()
-	cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) {
-		v, ok := env[k]
-		return v, ok
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
 
 // withDestination is fastRetry with the app destination's flow mapping
 // extended by keys.
@@ -67,7 +54,7 @@ func TestStaticHeadersBasicAndBearerReachTheBackendInPlaceOfTheProvidersOwn(t *t
 			for k, v := range map[string]string{"KEY": "k-3c1f9a", "PASSWORD": "p-77e0b2", "TOKEN": "t-5a9d41"} {
 				env[k] = v
 			}
-			r := newRig(t, parseWith(t, withDestination(t, tc.keys), env), store.Options{})
+			r := newRig(t, apptest.Config(t, withDestination(t, tc.keys), env), store.Options{})
 			// What a sender sent under the same names does not reach the
 			// backend: the destination's credentials replace it.
 			r.send(http.Header{"X-Api-Key": {"from-the-sender"}, "Authorization": {"Bearer from-the-sender"}}, `{"a":1}`)
@@ -85,7 +72,7 @@ func TestADestinationSignedWithTwoSecretsVerifiesWithEitherDuringAKeyChange(t *t
 	const oldSecret, newSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_c2VjcmV0LXNoYXJlZC13aXRoLXRoZS1hcHA="
 	b := newBackend(t, status(http.StatusOK))
 	yaml := withDestination(t, `resign: {secrets: ["${NEW}", "${OLD}"]}`)
-	r := newRig(t, parseWith(t, yaml, map[string]string{"BACKEND": b.URL, "NEW": newSecret, "OLD": oldSecret}), store.Options{})
+	r := newRig(t, apptest.Config(t, yaml, map[string]string{"BACKEND": b.URL, "NEW": newSecret, "OLD": oldSecret}), store.Options{})
 	r.send(nil, `{"order":42}`)
 	eventually(t, "a delivery", func() bool { return b.count() == 1 })
 	got := b.all()[0]
@@ -110,7 +97,7 @@ func TestADestinationSignedWithTwoSecretsVerifiesWithEitherDuringAKeyChange(t *t
 
 func TestADestinationOnALinkLocalAddressIsRefusedAtEveryAttemptAsAPermanentFailure(t *testing.T) {
 	t.Parallel()
-	cfg := parseWith(t, fastRetry, map[string]string{"BACKEND": "http://169.254.169.254/latest/meta-data"})
+	cfg := apptest.Config(t, fastRetry, map[string]string{"BACKEND": "http://169.254.169.254/latest/meta-data"})
 	r := newRig(t, cfg, store.Options{})
 	start := time.Now()
 	id := r.send(nil, `{"a":1}`)
@@ -184,7 +171,7 @@ routes:
 	}
 	logs := &storetest.LogBuffer{}
 	const adminToken = "admin-token-for-the-leak-test-0123456789"
-	r := newRig(t, parseWith(t, yaml, env), store.Options{}, func(o *app.Options) {
+	r := newRig(t, apptest.Config(t, yaml, env), store.Options{}, func(o *app.Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		o.AdminToken = adminToken
 	})

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/store"
 )
 
@@ -122,7 +123,7 @@ func TestMutualTLSPresentsTheClientCertificateAndPicksUpARenewedOne(t *testing.T
 `
 	yaml = edit(t, yaml, `{name: app, url: "${BACKEND}/hook"}`, `{name: app, url: "${BACKEND}/hook", auth: {tls: {cert: "${CERT}", key: "${KEY}", ca: "${CA}"}}}`)
 	env := map[string]string{"BACKEND": b.URL, "CERT": certFile, "KEY": keyFile, "CA": caFile}
-	r := newRig(t, parseWith(t, yaml, env), store.Options{})
+	r := newRig(t, apptest.Config(t, yaml, env), store.Options{})
 
 	id := r.send(nil, `{"n":1}`)
 	eventually(t, "a delivery", func() bool { return len(delivered()) == 1 })

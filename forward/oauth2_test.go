@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/store"
 )
 
@@ -92,7 +93,7 @@ func oauthRig(t *testing.T, ts *tokenServer) (*rig, *backend) {
 		w.WriteHeader(http.StatusOK)
 	})
 	env := map[string]string{"BACKEND": b.URL, "TOKEN_URL": ts.URL, "CLIENT_SECRET": "client-secret-1"}
-	return newRig(t, parseWith(t, withDestination(t, oauthKeys), env), store.Options{}), b
+	return newRig(t, apptest.Config(t, withDestination(t, oauthKeys), env), store.Options{}), b
 }
 
 func TestAnOAuth2TokenIsFetchedOnceKeptAndRefreshedBeforeItExpires(t *testing.T) {
@@ -184,7 +185,7 @@ func TestATokenEndpointOnAMetadataAddressIsRefusedAsAPermanentFailure(t *testing
 	t.Parallel()
 	b := newBackend(t, status(http.StatusOK))
 	env := map[string]string{"BACKEND": b.URL, "TOKEN_URL": "http://169.254.169.254/latest", "CLIENT_SECRET": "client-secret-1"}
-	r := newRig(t, parseWith(t, withDestination(t, oauthKeys), env), store.Options{})
+	r := newRig(t, apptest.Config(t, withDestination(t, oauthKeys), env), store.Options{})
 	id := r.send(nil, `{"n":1}`)
 	eventually(t, "a dead letter", func() bool { return len(r.deadLetters()) == 1 })
 	if dl := r.deadLetters()[0]; dl.Reason != "permanent" || !strings.HasPrefix(dl.LastError, "egress refused: 169.254.169.254") {

@@ -107,6 +107,45 @@ func (s Scenario) answer(ev *simEvent, now time.Duration, inSecond int) Outcome 
 // forwarder runs: policy.Retry for delays and exhaustion, and the same
 // gate for concurrency, rate, breaker and learned limit — on a virtual clock.
 func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
+	m := newSim(s, r, d)
+	for m.pending() && m.now <= m.s.Horizon {
+		m.arrive()
+		m.settle()
+		m.reprobe()
+		m.admit()
+		m.now = nextTime(m.now, m.s.Step, m.arrivals, m.next, m.ready, m.inflight)
+	}
+	return m.result()
+}
+
+// sim is one run of Simulate: the scenario, the virtual clock, the events
+// in each state, and the counts so far. Each step of the clock runs its
+// phases in order: arrive, settle, reprobe, admit.
+type sim struct {
+	s         Scenario
+	r         policy.Retry
+	d         policy.Destination
+	g         *gate
+	base      time.Time
+	now       time.Duration
+	outageEnd time.Duration
+
+	arrivals []time.Duration
+	next     int // next arrival
+	ready    readyHeap
+	inflight []flight
+	probing  *simEvent // a failed probe's event, to probe again
+
+	res      SimResult
+	delays   []time.Duration
+	window   time.Duration
+	inWindow int
+	drained  time.Duration // when the last event from before the recovery was settled
+}
+
+// newSim fills in the scenario's defaults and lays out its arrivals: the
+// burst at once, then Events at the Arrival rate.
+func newSim(s Scenario, r policy.Retry, d policy.Destination) *sim {
 	if s.Latency <= 0 {
 		s.Latency = 50 * time.Millisecond
 	}
@@ -116,145 +155,157 @@ func Simulate(s Scenario, r policy.Retry, d policy.Destination) SimResult {
 	if s.Horizon <= 0 {
 		s.Horizon = 7 * 24 * time.Hour
 	}
-	var arrivals []time.Duration
+	m := &sim{s: s, r: r, d: d, base: time.Unix(0, 0), window: -1, outageEnd: s.OutageStart + s.Outage}
 	for range s.Burst {
-		arrivals = append(arrivals, 0)
+		m.arrivals = append(m.arrivals, 0)
 	}
 	for i := range s.Events {
-		arrivals = append(arrivals, time.Duration(float64(i)/s.Arrival*float64(time.Second)))
+		m.arrivals = append(m.arrivals, time.Duration(float64(i)/s.Arrival*float64(time.Second)))
 	}
-	slices.Sort(arrivals)
+	slices.Sort(m.arrivals)
+	m.g = newGate(d, func() time.Time { return m.base.Add(m.now) })
+	return m
+}
 
-	base := time.Unix(0, 0)
-	var now time.Duration
-	g := newGate(d, func() time.Time { return base.Add(now) })
-	var (
-		res      SimResult
-		ready    readyHeap
-		inflight []flight
-		next     int // next arrival
-		delays   []time.Duration
-		window   = time.Duration(-1)
-		inWindow int
-		drained  time.Duration // when the last event from before the recovery was settled
-		probing  *simEvent     // a failed probe's event, to probe again
-	)
-	outageEnd := s.OutageStart + s.Outage
-	pending := func() bool { return next < len(arrivals) || ready.Len() > 0 || len(inflight) > 0 || probing != nil }
-	for pending() && now <= s.Horizon {
-		for next < len(arrivals) && arrivals[next] <= now {
-			ev := &simEvent{arrive: arrivals[next], ready: arrivals[next], key: fmt.Sprintf("sim-%d/%s", next, d.Name),
-				poison: int(float64(next+1)*s.Poison) > int(float64(next)*s.Poison), flaky: next % (s.Flaky + 1)}
-			if !ev.poison {
-				res.Healthy++
-			}
-			heap.Push(&ready, ev)
-			next++
+// pending reports whether any event has yet to arrive or be settled.
+func (m *sim) pending() bool {
+	return m.next < len(m.arrivals) || m.ready.Len() > 0 || len(m.inflight) > 0 || m.probing != nil
+}
+
+// arrive makes the events whose time has come ready for a first attempt.
+func (m *sim) arrive() {
+	for m.next < len(m.arrivals) && m.arrivals[m.next] <= m.now {
+		ev := &simEvent{arrive: m.arrivals[m.next], ready: m.arrivals[m.next], key: fmt.Sprintf("sim-%d/%s", m.next, m.d.Name),
+			poison: int(float64(m.next+1)*m.s.Poison) > int(float64(m.next)*m.s.Poison), flaky: m.next % (m.s.Flaky + 1)}
+		if !ev.poison {
+			m.res.Healthy++
 		}
-		// Settle attempts that ended.
-		kept := inflight[:0]
-		for _, f := range inflight {
-			if f.end > now {
-				kept = append(kept, f)
-				continue
-			}
-			v := g.record(f.o, f.ev.attempt == 1, base.Add(f.end-s.Latency))
-			if v.recovered {
-				release(&ready, now)
-			}
-			if f.o.Kind == Delivered {
-				res.Delivered++
-				delays = append(delays, f.end-f.ev.arrive)
-				if f.ev.arrive < outageEnd {
-					drained = max(drained, f.end)
-				}
-				continue
-			}
-			delay := r.Delay(f.ev.attempt, f.ev.key)
-			if v.victim {
-				delay = min(delay, victimDelay(r, f.ev.key, f.ev.attempt))
-			}
-			if exhausted(r, f.ev.attempt, f.end-f.ev.arrive, delay, v) {
-				res.DeadLettered++
-				if f.ev.arrive < outageEnd {
-					drained = max(drained, f.end)
-				}
-				continue
-			}
-			f.ev.ready = f.end + delay
-			if v.again {
-				probing = f.ev // the breaker's probe: it probes again
-				continue
-			}
-			heap.Push(&ready, f.ev)
-		}
-		inflight = kept
-		start := func(ev *simEvent) {
-			ev.attempt++
-			if w := now / time.Second; w != window {
-				window, inWindow = w, 0
-			}
-			inWindow++
-			sec := int(now / time.Second)
-			for len(res.PerSecond) <= sec {
-				res.PerSecond = append(res.PerSecond, 0)
-			}
-			res.PerSecond[sec]++
-			o := s.answer(ev, now, inWindow)
-			if o.Kind != Delivered {
-				res.Wasted++
-			}
-			if now >= s.OutageStart && now < outageEnd {
-				res.InOutage++
-			}
-			res.Requests++
-			inflight = append(inflight, flight{ev: ev, end: now + s.Latency, o: o})
-		}
-		if probing != nil {
-			switch ok, wait := g.reprobe(); {
-			case ok:
-				start(probing)
-				probing = nil
-			case wait <= 0:
-				heap.Push(&ready, probing) // back to its own schedule
-				probing = nil
-			}
-		}
-		// Start what the gate admits.
-		n, _, probe := g.admit(len(inflight))
-		started := 0
-		for ; n > 0 && ready.Len() > 0 && ready[0].ready <= now; n-- {
-			if g.limiter != nil && !g.limiter.AllowN(base.Add(now), 1) {
-				break
-			}
-			start(heap.Pop(&ready).(*simEvent))
-			started++
-		}
-		if probe && started == 0 {
-			g.unprobe()
-		}
-		now = nextTime(now, s.Step, arrivals, next, ready, inflight)
+		heap.Push(&m.ready, ev)
+		m.next++
 	}
-	res.Left = ready.Len() + len(inflight) + len(arrivals) - next
-	if probing != nil {
+}
+
+// settle ends the attempts whose answer has come: each is delivered,
+// dead-lettered, or scheduled for its retry, and the gate hears of it.
+func (m *sim) settle() {
+	kept := m.inflight[:0]
+	for _, f := range m.inflight {
+		if f.end > m.now {
+			kept = append(kept, f)
+			continue
+		}
+		v := m.g.record(f.o, f.ev.attempt == 1, m.base.Add(f.end-m.s.Latency))
+		if v.recovered {
+			release(&m.ready, m.now)
+		}
+		if f.o.Kind == Delivered {
+			m.res.Delivered++
+			m.delays = append(m.delays, f.end-f.ev.arrive)
+			if f.ev.arrive < m.outageEnd {
+				m.drained = max(m.drained, f.end)
+			}
+			continue
+		}
+		delay := m.r.Delay(f.ev.attempt, f.ev.key)
+		if v.victim {
+			delay = min(delay, victimDelay(m.r, f.ev.key, f.ev.attempt))
+		}
+		if exhausted(m.r, f.ev.attempt, f.end-f.ev.arrive, delay, v) {
+			m.res.DeadLettered++
+			if f.ev.arrive < m.outageEnd {
+				m.drained = max(m.drained, f.end)
+			}
+			continue
+		}
+		f.ev.ready = f.end + delay
+		if v.again {
+			m.probing = f.ev // the breaker's probe: it probes again
+			continue
+		}
+		heap.Push(&m.ready, f.ev)
+	}
+	m.inflight = kept
+}
+
+// reprobe sends the breaker's failed probe again when the gate lets it,
+// or back to its own schedule when the gate no longer waits for it.
+func (m *sim) reprobe() {
+	if m.probing == nil {
+		return
+	}
+	switch ok, wait := m.g.reprobe(); {
+	case ok:
+		m.start(m.probing)
+		m.probing = nil
+	case wait <= 0:
+		heap.Push(&m.ready, m.probing) // back to its own schedule
+		m.probing = nil
+	}
+}
+
+// admit starts the ready events the gate admits.
+func (m *sim) admit() {
+	n, _, probe := m.g.admit(len(m.inflight))
+	started := 0
+	for ; n > 0 && m.ready.Len() > 0 && m.ready[0].ready <= m.now; n-- {
+		if m.g.limiter != nil && !m.g.limiter.AllowN(m.base.Add(m.now), 1) {
+			break
+		}
+		m.start(heap.Pop(&m.ready).(*simEvent))
+		started++
+	}
+	if probe && started == 0 {
+		m.g.unprobe()
+	}
+}
+
+// start makes an attempt of ev now and counts it.
+func (m *sim) start(ev *simEvent) {
+	ev.attempt++
+	if w := m.now / time.Second; w != m.window {
+		m.window, m.inWindow = w, 0
+	}
+	m.inWindow++
+	sec := int(m.now / time.Second)
+	for len(m.res.PerSecond) <= sec {
+		m.res.PerSecond = append(m.res.PerSecond, 0)
+	}
+	m.res.PerSecond[sec]++
+	o := m.s.answer(ev, m.now, m.inWindow)
+	if o.Kind != Delivered {
+		m.res.Wasted++
+	}
+	if m.now >= m.s.OutageStart && m.now < m.outageEnd {
+		m.res.InOutage++
+	}
+	m.res.Requests++
+	m.inflight = append(m.inflight, flight{ev: ev, end: m.now + m.s.Latency, o: o})
+}
+
+// result adds up the run: what is left, the peaks, the drain and the
+// delays' percentiles.
+func (m *sim) result() SimResult {
+	res := m.res
+	res.Left = m.ready.Len() + len(m.inflight) + len(m.arrivals) - m.next
+	if m.probing != nil {
 		res.Left++
 	}
 	for sec, c := range res.PerSecond {
 		res.PeakRPS = max(res.PeakRPS, c)
-		if time.Duration(sec)*time.Second >= outageEnd {
+		if time.Duration(sec)*time.Second >= m.outageEnd {
 			res.PeakAfter = max(res.PeakAfter, c)
 		}
 	}
-	if drained > outageEnd {
-		res.Drain = drained - outageEnd
+	if m.drained > m.outageEnd {
+		res.Drain = m.drained - m.outageEnd
 	}
-	if len(delays) > 0 {
-		slices.Sort(delays)
-		res.P95 = delays[min(len(delays)-1, len(delays)*95/100)]
-		res.P99 = delays[min(len(delays)-1, len(delays)*99/100)]
-		res.MaxDelay = delays[len(delays)-1]
+	if len(m.delays) > 0 {
+		slices.Sort(m.delays)
+		res.P95 = m.delays[min(len(m.delays)-1, len(m.delays)*95/100)]
+		res.P99 = m.delays[min(len(m.delays)-1, len(m.delays)*99/100)]
+		res.MaxDelay = m.delays[len(m.delays)-1]
 	}
-	res.Limit = g.status().Limit
+	res.Limit = m.g.status().Limit
 	return res
 }
 

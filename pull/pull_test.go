@@ -243,7 +243,7 @@ func TestANakAndALeaseThatRunsOutAreFailedAttemptsAndTheLastIsADeadLetter(t *tes
 	}
 
 	// A replayed dead letter goes back to the pull destination.
-	if _, err := r.app.Admin.ReplaySeqs(context.Background(), []uint64{dead[0].DLQSeq}, ""); err != nil {
+	if _, err := r.app.Service.ReplaySeqs(context.Background(), []uint64{dead[0].DLQSeq}, ""); err != nil {
 		t.Fatal(err)
 	}
 	replayed := r.pull("alice", tokenA, 5*time.Second)

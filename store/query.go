@@ -11,8 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// DeadLetterFilter selects dead letters. Zero fields match everything.
-type DeadLetterFilter struct {
+// DeadLetterQuery selects dead letters (the dead-letter selection of the
+// admin API, dashboard and CLI). Zero fields match everything.
+type DeadLetterQuery struct {
 	Route       string
 	Destination string // only with Route
 	// Status is a last HTTP status ("503"), a class ("5xx"), or "none" for
@@ -26,77 +27,78 @@ type DeadLetterFilter struct {
 	MaxSeq uint64
 }
 
-// Validate reports a filter that cannot match as the caller meant it.
-func (f DeadLetterFilter) Validate() error {
-	if f.Destination != "" && f.Route == "" {
+// Validate reports a query that cannot match as the caller meant it.
+func (q DeadLetterQuery) Validate() error {
+	if q.Destination != "" && q.Route == "" {
 		return errors.New("a destination filter needs a route")
 	}
 	// Names become subject tokens: anything but the characters a policy
 	// name may hold (letters, digits, "_" and "-") would make a subject
 	// the server refuses, or one that matches other names.
-	for _, tok := range []string{f.Route, f.Destination} {
+	for _, tok := range []string{q.Route, q.Destination} {
 		if strings.ContainsFunc(tok, func(c rune) bool {
 			return !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z')
 		}) {
 			return fmt.Errorf("%q is not a route or destination name: names hold only letters, digits, \"_\" and \"-\"", tok)
 		}
 	}
-	if f.Status != "" && f.Status != "none" {
-		if c, ok := strings.CutSuffix(f.Status, "xx"); ok {
+	if q.Status != "" && q.Status != "none" {
+		if c, ok := strings.CutSuffix(q.Status, "xx"); ok {
 			if len(c) != 1 || c[0] < '1' || c[0] > '5' {
-				return fmt.Errorf("status %q: want a status, a class such as 5xx, or none", f.Status)
+				return fmt.Errorf("status %q: want a status, a class such as 5xx, or none", q.Status)
 			}
-		} else if n, err := strconv.Atoi(f.Status); err != nil || n < 100 || n > 599 {
-			return fmt.Errorf("status %q: want a status, a class such as 5xx, or none", f.Status)
+		} else if n, err := strconv.Atoi(q.Status); err != nil || n < 100 || n > 599 {
+			return fmt.Errorf("status %q: want a status, a class such as 5xx, or none", q.Status)
 		}
 	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
 		return errors.New("until must be after since")
 	}
 	return nil
 }
 
 // subject is the DLQ subject filter the route and destination select.
-func (f DeadLetterFilter) subject() string {
+func (q DeadLetterQuery) subject() string {
 	switch {
-	case f.Destination != "":
-		return "dlq." + f.Route + "." + f.Destination + ".*"
-	case f.Route != "":
-		return "dlq." + f.Route + ".>"
+	case q.Destination != "":
+		return "dlq." + q.Route + "." + q.Destination + ".*"
+	case q.Route != "":
+		return "dlq." + q.Route + ".>"
 	}
 	return "dlq.>"
 }
 
-// bySubjectOnly is true when the stream can answer the filter without
+// bySubjectOnly is true when the stream can answer the query without
 // reading each message.
-func (f DeadLetterFilter) bySubjectOnly() bool {
-	return f.Status == "" && f.Reason == "" && f.Since.IsZero() && f.Until.IsZero() && f.MaxSeq == 0
+func (q DeadLetterQuery) bySubjectOnly() bool {
+	return q.Status == "" && q.Reason == "" && q.Since.IsZero() && q.Until.IsZero() && q.MaxSeq == 0
 }
 
-func (f DeadLetterFilter) match(d DeadLetter) bool {
-	if f.Reason != "" && d.Reason != f.Reason {
+func (q DeadLetterQuery) match(d DeadLetter) bool {
+	if q.Reason != "" && d.Reason != q.Reason {
 		return false
 	}
-	if !f.Since.IsZero() && d.DeadLetteredAt.Before(f.Since) {
+	if !q.Since.IsZero() && d.DeadLetteredAt.Before(q.Since) {
 		return false
 	}
-	if !f.Until.IsZero() && !d.DeadLetteredAt.Before(f.Until) {
+	if !q.Until.IsZero() && !d.DeadLetteredAt.Before(q.Until) {
 		return false
 	}
 	switch {
-	case f.Status == "":
-	case f.Status == "none":
+	case q.Status == "":
+	case q.Status == "none":
 		return d.LastStatus == 0
-	case strings.HasSuffix(f.Status, "xx"):
-		return d.LastStatus/100 == int(f.Status[0]-'0')
+	case strings.HasSuffix(q.Status, "xx"):
+		return d.LastStatus/100 == int(q.Status[0]-'0')
 	default:
-		return strconv.Itoa(d.LastStatus) == f.Status
+		return strconv.Itoa(d.LastStatus) == q.Status
 	}
 	return true
 }
 
-// maxScan bounds the dead letters one page reads when header filters
-// reject most of them; the page then ends early with a cursor.
+// maxScan bounds the dead letters one page reads when the query's status,
+// reason or times reject most of them; the page then ends early with a
+// cursor.
 const maxScan = 10_000
 
 // Page is one page of dead letters, oldest first.
@@ -104,18 +106,18 @@ type Page struct {
 	DeadLetters []DeadLetter
 	// Next is the WEBHOOKS_DLQ sequence to pass as the cursor of the next
 	// page, 0 when there is none. A page may hold fewer than the limit and
-	// still have a Next when the filter rejected maxScan dead letters.
+	// still have a Next when the query rejected maxScan dead letters.
 	Next uint64
 }
 
-// QueryDeadLetters returns up to limit dead letters matching f, oldest first
+// QueryDeadLetters returns up to limit dead letters matching q, oldest first
 // (by WEBHOOKS_DLQ sequence), starting at sequence cursor (0 is the start).
-func (s *Store) QueryDeadLetters(ctx context.Context, f DeadLetterFilter, cursor uint64, limit int) (Page, error) {
+func (s *Store) QueryDeadLetters(ctx context.Context, q DeadLetterQuery, cursor uint64, limit int) (Page, error) {
 	var p Page
 	if limit <= 0 {
 		return p, nil
 	}
-	resume, err := s.scanDeadLetters(ctx, f, cursor, maxScan, func(d DeadLetter) bool {
+	resume, err := s.scanDeadLetters(ctx, q, cursor, maxScan, func(d DeadLetter) bool {
 		if len(p.DeadLetters) == limit {
 			p.Next = d.DLQSeq
 			return false
@@ -129,11 +131,11 @@ func (s *Store) QueryDeadLetters(ctx context.Context, f DeadLetterFilter, cursor
 	return p, err
 }
 
-// DeadLetterCount counts the dead letters matching f. A filter on route and
+// DeadLetterCount counts the dead letters matching q. A query on route and
 // destination only is answered by the stream; others read every candidate.
-func (s *Store) DeadLetterCount(ctx context.Context, f DeadLetterFilter) (uint64, error) {
-	if f.bySubjectOnly() {
-		c, err := s.dlq.CreateConsumer(ctx, scanConsumer(f.subject(), 0, time.Time{}))
+func (s *Store) DeadLetterCount(ctx context.Context, q DeadLetterQuery) (uint64, error) {
+	if q.bySubjectOnly() {
+		c, err := s.dlq.CreateConsumer(ctx, scanConsumer(q.subject(), 0, time.Time{}))
 		if err != nil {
 			return 0, fmt.Errorf("%w: count dead letters: %w", ErrUnavailable, err)
 		}
@@ -142,7 +144,7 @@ func (s *Store) DeadLetterCount(ctx context.Context, f DeadLetterFilter) (uint64
 		return info.NumPending, nil
 	}
 	var n uint64
-	_, err := s.scanDeadLetters(ctx, f, 0, 0, func(DeadLetter) bool { n++; return true })
+	_, err := s.scanDeadLetters(ctx, q, 0, 0, func(DeadLetter) bool { n++; return true })
 	return n, err
 }
 
@@ -181,21 +183,21 @@ func (s *Store) DeleteDeadLetters(ctx context.Context, seqs []uint64) (int, erro
 	return n, nil
 }
 
-// PurgeDeadLetters removes every dead letter matching f and returns how
-// many. A filter on route and destination only is one stream purge.
-func (s *Store) PurgeDeadLetters(ctx context.Context, f DeadLetterFilter) (int, error) {
-	if f.bySubjectOnly() {
-		n, err := s.DeadLetterCount(ctx, f)
+// PurgeDeadLetters removes every dead letter matching q and returns how
+// many. A query on route and destination only is one stream purge.
+func (s *Store) PurgeDeadLetters(ctx context.Context, q DeadLetterQuery) (int, error) {
+	if q.bySubjectOnly() {
+		n, err := s.DeadLetterCount(ctx, q)
 		if err != nil {
 			return 0, err
 		}
-		if err := s.dlq.Purge(ctx, jetstream.WithPurgeSubject(f.subject())); err != nil {
+		if err := s.dlq.Purge(ctx, jetstream.WithPurgeSubject(q.subject())); err != nil {
 			return 0, fmt.Errorf("%w: purge dead letters: %w", ErrUnavailable, err)
 		}
 		return int(n), nil
 	}
 	var seqs []uint64
-	if _, err := s.scanDeadLetters(ctx, f, 0, 0, func(d DeadLetter) bool {
+	if _, err := s.scanDeadLetters(ctx, q, 0, 0, func(d DeadLetter) bool {
 		seqs = append(seqs, d.DLQSeq)
 		return true
 	}); err != nil {
@@ -225,12 +227,12 @@ func scanConsumer(subject string, from uint64, since time.Time) jetstream.Consum
 	return cfg
 }
 
-// scanDeadLetters calls fn for each dead letter matching f, oldest first,
+// scanDeadLetters calls fn for each dead letter matching q, oldest first,
 // from sequence from, until fn returns false or the stream has no more. It
 // reads at most maxScan dead letters; if it stops for that reason, it
 // returns the sequence to resume at, else 0.
-func (s *Store) scanDeadLetters(ctx context.Context, f DeadLetterFilter, from uint64, maxScan int, fn func(d DeadLetter) bool) (uint64, error) {
-	c, err := s.dlq.CreateConsumer(ctx, scanConsumer(f.subject(), from, f.Since))
+func (s *Store) scanDeadLetters(ctx context.Context, q DeadLetterQuery, from uint64, maxScan int, fn func(d DeadLetter) bool) (uint64, error) {
+	c, err := s.dlq.CreateConsumer(ctx, scanConsumer(q.subject(), from, q.Since))
 	if err != nil {
 		return 0, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
 	}
@@ -264,11 +266,11 @@ func (s *Store) scanDeadLetters(ctx context.Context, f DeadLetterFilter, from ui
 			}
 			scanned++
 			last := md.NumPending == 0
-			if (!f.Until.IsZero() && !md.Timestamp.Before(f.Until)) || (f.MaxSeq > 0 && md.Sequence.Stream > f.MaxSeq) {
+			if (!q.Until.IsZero() && !md.Timestamp.Before(q.Until)) || (q.MaxSeq > 0 && md.Sequence.Stream > q.MaxSeq) {
 				done = true // sequence and stream time only grow: nothing later matches
 				continue
 			}
-			if d, err := decodeDeadLetter(m); err == nil && f.match(d) && !fn(d) {
+			if d, err := decodeDeadLetter(m); err == nil && q.match(d) && !fn(d) {
 				done = true
 				continue
 			}

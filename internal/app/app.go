@@ -93,7 +93,12 @@ type App struct {
 	// CatchUp asks providers for what they could not deliver (a route's
 	// catch_up block).
 	CatchUp *catchup.Runner
-	Admin   *admin.Handler
+	// Service is what an operator asks and does (status, events, dead
+	// letters, replay, purge, pause, reload): Admin and Dashboard are its
+	// two faces.
+	Service *admin.Service
+	// Admin is the admin API, the admin listener's handler.
+	Admin *admin.Handler
 	// Dashboard is the web UI the admin listener serves at /.
 	Dashboard *dashboard.Handler
 
@@ -173,17 +178,17 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	a.CatchUp = &catchup.Runner{Store: a.Store, Logger: a.log, Metrics: a.Metrics, Egress: rules, Tracer: o.Tracer}
 	a.CatchUp.Start(runCtx, cfg)
 
-	// One budget of wrong bearer tokens for the API and the dashboard.
-	bearers := &admin.Throttle{}
-	a.Dashboard = &dashboard.Handler{Store: a.Store, Forwarder: a.Forwarder, Metrics: a.Metrics,
-		Token: o.AdminToken, Logger: a.log, Throttle: bearers}
-	a.Admin = &admin.Handler{Store: a.Store, Forwarder: a.Forwarder, Token: o.AdminToken,
-		Metrics: a.Metrics.Handler(), Logger: a.log, Ready: o.Ready, Dashboard: a.Dashboard, CatchUp: a.CatchUp,
-		Hosts: o.AdminHosts, Throttle: bearers}
-	a.Dashboard.API = a.Admin // one service: the pages' searches count against the API's bound
+	// One service for the API and the dashboard, and one budget of wrong
+	// bearer tokens for both.
+	a.Service = &admin.Service{Store: a.Store, Forwarder: a.Forwarder, CatchUp: a.CatchUp, Logger: a.log}
 	if a.load != nil {
-		a.Admin.Reload = a.Reload
+		a.Service.ReloadConfig = a.Reload
 	}
+	bearers := &admin.Throttle{}
+	a.Dashboard = &dashboard.Handler{Service: a.Service, Metrics: a.Metrics,
+		Token: o.AdminToken, Logger: a.log, Throttle: bearers}
+	a.Admin = &admin.Handler{Service: a.Service, Token: o.AdminToken, Metrics: a.Metrics.Handler(),
+		Ready: o.Ready, Dashboard: a.Dashboard, Hosts: o.AdminHosts, Throttle: bearers}
 	return a, nil
 }
 
