@@ -352,6 +352,7 @@ func TestTheHelmChartRefusesWhatCannotRun(t *testing.T) {
 		{[]string{"metrics.enabled=true"}, "set adminToken.secretName"},
 		{[]string{"kind=StatefulSet", "replicaCount=2"}, "the embedded store belongs to one process"},
 		{[]string{"kind=StatefulSet", "persistence.existingClaim=store"}, "a StatefulSet claims a volume per pod"},
+		{[]string{"metrics.port=8080"}, "8080 is the webhooks port"},
 	} {
 		args := []string{"template", "jethook", chart}
 		for _, s := range tc.set {
@@ -535,7 +536,7 @@ func TestTheHelmChartRejectsABadValueNamingIt(t *testing.T) {
 		{"replicaCont=2", "additional properties 'replicaCont' not allowed"},
 		{"kind=Statefulset", "at '/kind': value must be one of 'Deployment', 'StatefulSet'"},
 		{"nats.replicas=7", "at '/nats/replicas'"},
-		{"metrics.port=8080", "at '/metrics/port'"},
+		{"metrics.port=0", "at '/metrics/port'"},
 		{"persistence.size=10GB", "at '/persistence/size'"},
 		{"metrics.serviceMonitor.enable=true", "additional properties 'enable' not allowed"},
 		{"settings.JETHOOK_LOG_LEVL=debug", "additional properties 'JETHOOK_LOG_LEVL' not allowed"},

@@ -37,6 +37,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if and .Values.metrics.enabled (not .Values.adminToken.secretName) }}
 {{- fail "metrics.enabled: the admin listener leaves loopback and needs a token; set adminToken.secretName" }}
 {{- end }}
+{{- if eq (int .Values.metrics.port) 8080 }}
+{{- fail "metrics.port: 8080 is the webhooks port; pick another for the admin listener" }}
+{{- end }}
 {{- if and (include "jethook.claimPerPod" .) .Values.persistence.existingClaim }}
 {{- fail "persistence.existingClaim: a StatefulSet claims a volume per pod from its volumeClaimTemplate; use kind: Deployment to mount an existing claim" }}
 {{- end }}
