@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/egress"
@@ -162,7 +163,7 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 	if err != nil {
 		return nil, err
 	}
-	dst := &destination{f: f, route: r, dest: d, cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now), order: ord,
+	dst := &destination{f: f, route: r, dest: d, spanAttrs: attemptAttrs(r, d), cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now), order: ord,
 		log:   f.Logger.With("route", r.Name, "destination", d.Name),
 		gate:  newGate(d, f.Now),
 		ended: make(chan struct{}, 1)}
@@ -214,6 +215,8 @@ type destination struct {
 	auth   *auth
 	order  *destOrder // nil: unordered
 	leases *leases    // a pull destination's (lease.go); nil for a push destination
+
+	spanAttrs []attribute.KeyValue // what every attempt span says of the destination (trace.go)
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {

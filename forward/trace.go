@@ -35,23 +35,19 @@ func eventContext(ctx context.Context, e *store.Envelope) context.Context {
 	return telemetry.Restore(ctx, telemetry.Stored{Traceparent: e.Traceparent, Tracestate: e.Tracestate})
 }
 
-// startAttempt starts attempt n's client span (HTTP client semantic
-// conventions). The URL is the destination's, redacted, without the
-// sender's query: either may carry a credential.
-func (d *destination) startAttempt(ctx context.Context, e *store.Envelope, n int) (context.Context, trace.Span) {
-	method := e.Method
-	if method == "" {
-		method = "POST"
-	}
+// clientSpan is the option of every attempt span, made once.
+var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
+// attemptAttrs are the attributes every attempt span to destination d of
+// route r has, made once per destination: the route, the destination and
+// its URL, redacted (it may carry a credential), with its host and port.
+func attemptAttrs(r policy.Route, d policy.Destination) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{
-		semconv.HTTPRequestMethodKey.String(method),
-		semconv.URLFull(policy.RedactURL(d.dest.URL)),
-		telemetry.AttrRoute.String(d.route.Name),
-		attrDestination.String(d.dest.Name),
-		telemetry.AttrEventID.String(e.EventID),
-		attrAttempt.Int(n),
+		semconv.URLFull(policy.RedactURL(d.URL)),
+		telemetry.AttrRoute.String(r.Name),
+		attrDestination.String(d.Name),
 	}
-	if u, err := url.Parse(d.dest.URL); err == nil {
+	if u, err := url.Parse(d.URL); err == nil {
 		host, port := u.Hostname(), u.Port()
 		if port == "" {
 			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
@@ -61,27 +57,57 @@ func (d *destination) startAttempt(ctx context.Context, e *store.Envelope, n int
 			attrs = append(attrs, semconv.ServerPort(p))
 		}
 	}
-	if n > 1 {
-		attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
+	return attrs
+}
+
+// startAttempt starts attempt n's client span (HTTP client semantic
+// conventions). The URL is the destination's, without the sender's query,
+// which may carry a credential.
+func (d *destination) startAttempt(ctx context.Context, e *store.Envelope, n int) (context.Context, trace.Span) {
+	method := e.Method
+	if method == "" {
+		method = "POST"
 	}
-	return d.f.Tracer.Start(eventContext(ctx, e), method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	ctx, span := d.f.Tracer.Start(eventContext(ctx, e), method, clientSpan...)
+	if span.IsRecording() {
+		// Set on the span rather than passed to Start, which would copy
+		// them into its options first; the samplers of
+		// OTEL_TRACES_SAMPLER decide without attributes.
+		attrs := make([]attribute.KeyValue, 0, len(d.spanAttrs)+4)
+		attrs = append(attrs, d.spanAttrs...)
+		attrs = append(attrs,
+			semconv.HTTPRequestMethodKey.String(method),
+			telemetry.AttrEventID.String(e.EventID),
+			attrAttempt.Int(n))
+		if n > 1 {
+			attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
+		}
+		span.SetAttributes(attrs...)
+	}
+	return ctx, span
 }
 
 // endAttempt records what attempt span's attempt came to and ends it:
 // the status, the outcome and, when the event waits for another attempt,
 // when that is due.
 func endAttempt(span trace.Span, o Outcome, next time.Time) {
-	if o.Status != 0 {
-		span.SetAttributes(semconv.HTTPResponseStatusCode(o.Status))
+	if !span.IsRecording() {
+		span.End()
+		return
 	}
-	span.SetAttributes(attrOutcome.String(o.Kind.String()), attrReason.String(o.Reason))
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs, attrOutcome.String(o.Kind.String()), attrReason.String(o.Reason))
+	if o.Status != 0 {
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(o.Status))
+	}
 	if !next.IsZero() {
-		span.SetAttributes(attrNext.String(next.UTC().Format(time.RFC3339Nano)))
+		attrs = append(attrs, attrNext.String(next.UTC().Format(time.RFC3339Nano)))
 	}
 	if o.Kind != Delivered {
-		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(o)))
+		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(o)))
 		span.SetStatus(codes.Error, o.Reason)
 	}
+	span.SetAttributes(attrs...)
 	span.End()
 }
 

@@ -46,6 +46,9 @@ func newRouteSpan(r policy.Route) routeSpan {
 	}}
 }
 
+// serverSpan is the option of every ingress span, made once.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+
 // startSpan starts the ingress span, a server span (HTTP server semantic
 // conventions) named after the route rt (nil: no route at this path) that
 // continues the sender's traceparent when it sent one, and returns r with
@@ -53,27 +56,35 @@ func newRouteSpan(r policy.Route) routeSpan {
 // in: never the query (it may carry a token), a header, or the body.
 func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Span) {
 	ctx := telemetry.Extract(r.Context(), r.Header)
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
 	name := r.Method
-	attrs := make([]attribute.KeyValue, 0, 7)
-	attrs = append(attrs,
-		semconv.HTTPRequestMethodKey.String(r.Method),
-		semconv.URLScheme(scheme),
-		semconv.ClientAddress(r.RemoteAddr))
 	if rt != nil {
 		if n, ok := rt.span.names[r.Method]; ok {
 			name = n
 		} else {
 			name += " " + rt.Path
 		}
-		attrs = append(attrs, rt.span.attrs...)
-	} else {
-		attrs = append(attrs, semconv.URLPath(r.URL.Path))
 	}
-	ctx, span := h.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	ctx, span := h.Tracer.Start(ctx, name, serverSpan...)
+	if span.IsRecording() {
+		// Set on the span rather than passed to Start, which would copy
+		// them into its options first; the samplers of
+		// OTEL_TRACES_SAMPLER decide without attributes.
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		attrs := make([]attribute.KeyValue, 0, 6)
+		attrs = append(attrs,
+			semconv.HTTPRequestMethodKey.String(r.Method),
+			semconv.URLScheme(scheme),
+			semconv.ClientAddress(r.RemoteAddr))
+		if rt != nil {
+			attrs = append(attrs, rt.span.attrs...)
+		} else {
+			attrs = append(attrs, semconv.URLPath(r.URL.Path))
+		}
+		span.SetAttributes(attrs...)
+	}
 	return r.WithContext(ctx), span
 }
 
@@ -81,6 +92,10 @@ func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Sp
 // what the store made of it.
 func (h *Handler) spanStored(r *http.Request, env *store.Envelope, stored store.Stored) {
 	if h.Tracer == nil {
+		return
+	}
+	span := trace.SpanFromContext(r.Context())
+	if !span.IsRecording() {
 		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 5)
@@ -92,7 +107,7 @@ func (h *Handler) spanStored(r *http.Request, env *store.Envelope, stored store.
 	if stored.Duplicate {
 		attrs = append(attrs, attrDuplicate.Bool(true)) // a new webhook goes without
 	}
-	trace.SpanFromContext(r.Context()).SetAttributes(attrs...)
+	span.SetAttributes(attrs...)
 }
 
 // spanAnswered records an answer other than 200 and its reason; a 5xx
@@ -103,6 +118,9 @@ func (h *Handler) spanAnswered(r *http.Request, status int, reason string) {
 		return
 	}
 	span := trace.SpanFromContext(r.Context())
+	if !span.IsRecording() {
+		return
+	}
 	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs, semconv.HTTPResponseStatusCode(status), attrReason.String(reason))
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {
