@@ -136,8 +136,8 @@ func newRig(t *testing.T) *rig {
 }
 
 // newRigOf is newRig with another policies file, whose destinations are
-// ${APP} and ${AUDIT}.
-func newRigOf(t *testing.T, config string) *rig {
+// ${APP} and ${AUDIT}, and options of jethook's set by opts.
+func newRigOf(t *testing.T, config string, opts ...func(*app.Options)) *rig {
 	t.Helper()
 	r := &rig{t: t, store: storetest.Open(t, store.Options{}), app: newBackend(t, "App"), audit: newBackend(t, "Audit"),
 		log: &logBuffer{}}
@@ -153,8 +153,12 @@ func newRigOf(t *testing.T, config string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(context.Background(), cfg, app.Options{Store: r.store, AdminToken: token, FetchWait: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(r.log, nil))})
+	o := app.Options{Store: r.store, AdminToken: token, FetchWait: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(r.log, nil))}
+	for _, set := range opts {
+		set(&o)
+	}
+	a, err := app.New(context.Background(), cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
