@@ -23,7 +23,7 @@ type ResendRequest struct {
 const (
 	ResendQueued    = "queued"    // delivered (or filtered, named): queued to be delivered again now
 	ResendReplayed  = "replayed"  // dead-lettered: its dead letter replayed
-	ResendRetrying  = "retrying"  // in backoff: its parked retry brought forward to now
+	ResendRetrying  = "retrying"  // in backoff: its next attempt brought forward to now
 	ResendDuplicate = "duplicate" // the same resend or replay is already queued
 	ResendWaiting   = "waiting"   // pending, or attempting in flight: it is on its way; nothing done
 	ResendSkipped   = "skipped"   // filtered (not named) or unknown: nothing done
@@ -62,8 +62,9 @@ func (h *Handler) resend(w http.ResponseWriter, r *http.Request) {
 // replay: at a destination where it was delivered (or, named, filtered),
 // it queues a copy for that destination only, whose attempts start again
 // at 1; where it was dead-lettered, it replays the dead letter; where it
-// waits in backoff, it brings the parked retry forward to now, its
-// attempts going on. Where the event is on its way (pending, in flight,
+// waits in backoff, it brings its next attempt forward to now, its
+// attempts going on: a parked retry (store.RetryNow), or one nak'd for a
+// short backoff by this jethook's forwarder (forward.Forwarder.RetryNow). Where the event is on its way (pending, in flight,
 // waiting behind its ordering key, or a copy already queued), it does
 // nothing. Each destination's outcome
 // is logged as an operator's act.
@@ -113,7 +114,10 @@ func (svc *Service) Resend(ctx context.Context, id string, req ResendRequest) (R
 		case store.StateAttempting:
 			o.Action = ResendRetrying
 			if err = svc.Store.RetryNow(ctx, e.Route, dest, e.EventID); errors.Is(err, store.ErrNotParked) {
-				o.Action, err = ResendWaiting, nil
+				var now bool
+				if now, err = svc.Forwarder.RetryNow(e.Route, dest, e.EventID); !now && err == nil {
+					o.Action = ResendWaiting
+				}
 			}
 		case store.StatePending, StateWaiting:
 			o.Action = ResendWaiting

@@ -5,8 +5,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jethook/jethook/admin"
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/store/storetest"
 )
 
@@ -115,5 +117,50 @@ func TestResendRetriesAnEventInBackoffNowWithItsNextAttemptNumber(t *testing.T) 
 	storetest.Settled(t, r.store)
 	if got := r.app.attemptsOf(id); got != "1,2" {
 		t.Errorf("app's X-Webhook-Attempt: %s, want 1,2: the parked retry brought forward, once", got)
+	}
+}
+
+// shortBackoff has a failed attempt wait 5 minutes nak'd in its consumer:
+// the rig's ParkAfter is longer.
+const shortBackoff = `
+defaults:
+  retry: {backoff: fixed, delay: 5m, jitter: none, max_attempts: 5, max_age: 24h}
+  timeout: 2s
+routes:
+  - name: shop
+    path: /hooks/shop
+    destinations:
+      - {name: app, url: "${APP}/hook", slow_start: 0s}
+      - {name: audit, url: "${AUDIT}/hook", slow_start: 0s}
+`
+
+func TestResendRetriesAnEventNakDelayedInItsConsumerNow(t *testing.T) {
+	t.Parallel()
+	r := newRigOf(t, shortBackoff, func(o *app.Options) { o.ParkAfter = time.Hour })
+	r.app.failWith(http.StatusServiceUnavailable)
+	id := r.post(`{"order":4}`, nil)
+	var ev admin.Event
+	eventually(t, "app's first attempt failed and waits 5 minutes", func() bool {
+		r.call(http.MethodGet, "/v1/events/"+url.PathEscape(id), nil, &ev)
+		return states(ev) == "app=attempting audit=delivered" && len(ev.Destinations[0].Attempts) == 1
+	})
+	if n := r.store.ParkedCount("shop", "app"); n != 0 {
+		t.Fatalf("%d parked: the wait must be a nak's delay for this test", n)
+	}
+	r.app.failWith(0)
+	// The attempt's record can be read a moment before its message is
+	// nak'd; until then a resend finds it in flight and does nothing.
+	eventually(t, "a resend brings app's attempt forward", func() bool {
+		return outcomes(r.resend(id, admin.ResendRequest{Destination: "app"})) == "app=attempting:retrying"
+	})
+	// Long before the 5 minutes are over.
+	eventually(t, "app delivered at its second attempt", func() bool { return r.app.attemptsOf(id) == "1,2" })
+	eventually(t, "app delivered", func() bool {
+		r.call(http.MethodGet, "/v1/events/"+url.PathEscape(id), nil, &ev)
+		return states(ev) == "app=delivered audit=delivered"
+	})
+	storetest.Settled(t, r.store)
+	if got := r.app.attemptsOf(id); got != "1,2" {
+		t.Errorf("app's X-Webhook-Attempt: %s, want 1,2: the waiting message brought forward, once", got)
 	}
 }

@@ -115,12 +115,16 @@ func newRig(t *testing.T) *rig {
 }
 
 // newRigOf is newRig with another policies file, whose destinations are
-// ${APP} and ${AUDIT}.
-func newRigOf(t *testing.T, config string) *rig {
+// ${APP} and ${AUDIT}, and options of jethook's set by opts.
+func newRigOf(t *testing.T, config string, opts ...func(*app.Options)) *rig {
 	t.Helper()
 	r := &rig{t: t, app: newBackend(t, "App"), audit: newBackend(t, "Audit")}
 	cfg := apptest.Config(t, config, map[string]string{"APP": r.app.URL, "AUDIT": r.audit.URL})
-	r.jethook = apptest.Start(t, cfg, app.Options{AdminToken: token})
+	o := app.Options{AdminToken: token}
+	for _, set := range opts {
+		set(&o)
+	}
+	r.jethook = apptest.Start(t, cfg, o)
 	r.store, r.admin, r.log, r.api = r.jethook.App.Store, r.jethook.Admin, r.jethook.Log, r.jethook.App.Service
 	return r
 }

@@ -33,12 +33,34 @@ func (h *Handler) routes() (names []string, dests map[string][]string) {
 // columns when the search names a route.
 type eventRow struct {
 	admin.EventSummary
-	Columns []string // the state at each of Destinations, "" where it has none
+	Columns   []string // the state at each of Names, "" where it has none
+	Names     []string // the table's destination columns; none without a route
+	AllRoutes bool     // the table has a Route column
+}
+
+// results is the results part of the Events page: the rows found so far,
+// how far the scan went, and the link to the next page.
+type results struct {
+	Search    admin.Search
+	Columns   []string
+	Events    []eventRow
+	Scan      *scanned // nil before the scan has read anything
+	Next      string
+	Streaming bool // rows come as they are found (streamEvents)
+}
+
+// scanned is what the page says of a scan's progress or end.
+type scanned struct {
+	admin.SearchProgress
+	Stopped string
+	Oldest  bool
 }
 
 // events finds an event by id, or searches events: the same search as
 // GET /v1/events and jethook events search, from the URL's query, one
-// page at a time.
+// page at a time. The dashboard's script asks for the page's rows as they
+// are found (streamEvents); without it, the page comes when the search
+// ends.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if id := strings.TrimSpace(q.Get("id")); id != "" {
@@ -54,23 +76,16 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		s.Limit = eventsPerPage
 	}
 	names, dests := h.routes()
-	columns := dests[s.Route]
+	res := results{Search: s, Columns: dests[s.Route]}
 	if s.Destination != "" {
-		columns = []string{s.Destination}
+		res.Columns = []string{s.Destination}
 	}
-	var rows []eventRow
+	if strings.Contains(r.Header.Get("Accept"), ndjson) {
+		h.streamEvents(w, r, res)
+		return
+	}
 	end, err := h.Service.Search(r.Context(), s, func(e admin.EventSummary) bool {
-		row := eventRow{EventSummary: e}
-		for _, c := range columns {
-			state := ""
-			for _, d := range e.Destinations {
-				if d.Destination == c {
-					state = d.State
-				}
-			}
-			row.Columns = append(row.Columns, state)
-		}
-		rows = append(rows, row)
+		res.Events = append(res.Events, res.row(e))
 		return true
 	}, nil)
 	if errors.Is(err, admin.ErrTooManySearches) {
@@ -81,15 +96,42 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		h.failure(w, r, err)
 		return
 	}
-	data := map[string]any{"Routes": names, "AllDestinations": dests, "Search": s, "Columns": columns,
-		"States": []string{store.StateDelivered, store.StatePending, store.StateAttempting, store.StateDeadLettered, store.StateFiltered},
-		"Events": rows, "End": end}
-	if end.NextCursor != "" {
-		next := s
-		next.Cursor = end.NextCursor
-		data["Next"] = "/events?" + next.Values().Encode()
+	res.Scan = &scanned{SearchProgress: end.SearchProgress, Stopped: end.Stopped, Oldest: s.Oldest}
+	res.Next = res.next(end)
+	h.render(w, r, http.StatusOK, "events", "Events", map[string]any{"Routes": names, "AllDestinations": dests,
+		"Search": s, "States": searchStates, "Results": res})
+}
+
+// searchStates are the states the Events page's search offers.
+var searchStates = []string{store.StateDelivered, store.StatePending, store.StateAttempting, store.StateDeadLettered, store.StateFiltered}
+
+// row is e as a row of the results' table.
+func (res *results) row(e admin.EventSummary) eventRow {
+	row := eventRow{EventSummary: e, AllRoutes: res.Search.Route == ""}
+	if res.Search.Route == "" {
+		return row
 	}
-	h.render(w, r, http.StatusOK, "events", "Events", data)
+	row.Names = res.Columns
+	for _, c := range res.Columns {
+		state := ""
+		for _, d := range e.Destinations {
+			if d.Destination == c {
+				state = d.State
+			}
+		}
+		row.Columns = append(row.Columns, state)
+	}
+	return row
+}
+
+// next is the link to the page after the one that ended with end, or "".
+func (res *results) next(end admin.SearchEnd) string {
+	if end.NextCursor == "" {
+		return ""
+	}
+	next := res.Search
+	next.Cursor = end.NextCursor
+	return "/events?" + next.Values().Encode()
 }
 
 // event shows one event: its request, body and each destination's

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -57,11 +58,16 @@ func BenchmarkMatch(b *testing.B) {
 			resp.Body.Close()
 		}
 	})
+	// A search's event: 1 KiB of JSON, as `jethook bench -scenario
+	// search` stores them.
+	search := &Event{Route: "bench", Method: "POST", Header: map[string][]string{"Content-Type": {"application/json"}},
+		Body: []byte(`{"id":"evt_000042","type":"order.updated","pad":"` + strings.Repeat("x", 1024-60) + `"}`)}
 	for _, bc := range []struct {
 		name, expr string
 		ev         *Event
 		want       bool
 	}{
+		{"search: 1 KiB body field, no match", `body.id == "evt_none"`, search, false},
 		{"GitHub header in a list", `headers["x-github-event"] in ["push", "pull_request"]`, push, true},
 		{"Stripe body type prefix", `body.type.startsWith("invoice.")`, invoice, true},
 		{"Stripe nested amount and currency", `body.data.object.amount_paid >= 1000 && body.data.object.currency == "eur"`, invoice, true},

@@ -104,7 +104,11 @@ func (f *Filter) Reads(name string) bool { return f.reads[name] }
 // expression names is prepared: a filter that does not read `body` never
 // parses the JSON.
 func (f *Filter) Match(ev *Event) (bool, error) {
-	out, _, err := f.prg.Eval(&activation{ev: ev})
+	a := activations.Get().(*activation)
+	a.ev = ev
+	out, _, err := f.prg.Eval(a)
+	*a = activation{}
+	activations.Put(a)
 	if err != nil {
 		return false, &Error{Kind: kindOf(err.Error())}
 	}
@@ -178,6 +182,11 @@ func oneLine(s string) string {
 
 // position is where CEL puts the line and column of a mistake.
 var position = regexp.MustCompile(`^(\d+):(\d+):`)
+
+// activations are reused across evaluations: a search matches one
+// expression against millions of events. Nothing of an evaluation keeps
+// its activation past Eval (its result is a bool).
+var activations = sync.Pool{New: func() any { return new(activation) }}
 
 // activation gives the expression its variables, each prepared the first
 // time the expression reads it.

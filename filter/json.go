@@ -121,8 +121,21 @@ func sizeDiffers(other ref.Val, n int) bool {
 // one evaluation.
 type jsonObject struct {
 	r     gjson.Result
-	found map[types.String]ref.Val // values read so far, so a path read twice is scanned once
-	size  int                      // -1 until counted
+	found []foundKey // values read so far, so a path read twice is scanned once
+	size  int        // -1 until counted
+}
+
+// maxFound is how many keys of one jsonObject are kept once read. An
+// expression reads a few keys of an object: a short slice finds them
+// sooner than a map, and costs one allocation less. Past maxFound keys (a
+// macro over the object's keys), a key is scanned for each time it is
+// read.
+const maxFound = 8
+
+// foundKey is a key of a jsonObject read, and its value.
+type foundKey struct {
+	k types.String
+	v ref.Val
 }
 
 // Find returns the value of key; the first, if the object repeats it.
@@ -131,8 +144,10 @@ func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(key), false
 	}
-	if v, ok := o.found[k]; ok {
-		return v, true
+	for _, f := range o.found {
+		if f.k == k {
+			return f.v, true
+		}
 	}
 	var v gjson.Result
 	found := false
@@ -146,11 +161,11 @@ func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	if !found {
 		return nil, false
 	}
-	if o.found == nil {
-		o.found = make(map[types.String]ref.Val, 2)
+	val := jsonValue(v)
+	if len(o.found) < maxFound {
+		o.found = append(o.found, foundKey{k, val})
 	}
-	o.found[k] = jsonValue(v)
-	return o.found[k], true
+	return val, true
 }
 
 func (o *jsonObject) Get(key ref.Val) ref.Val {

@@ -215,6 +215,7 @@ type destination struct {
 	auth   *auth
 	order  *destOrder // nil: unordered
 	leases *leases    // a pull destination's (lease.go); nil for a push destination
+	waits  shortWaits // messages nak'd for a short backoff, for RetryNow (retrynow.go)
 
 	spanAttrs []attribute.KeyValue // what every attempt span says of the destination (trace.go)
 }
@@ -819,7 +820,7 @@ func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope,
 	if logged != nil {
 		logged(false)
 	}
-	if err := m.NakWithDelay(max(wait, 0)); err != nil {
+	if err := d.waits.nak(m, e.EventID, max(wait, 0), d.f.Now()); err != nil {
 		log.Warn("nak failed; the message returns after its ack wait", "err", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -107,6 +108,20 @@ func (s *Store) RetryNow(ctx context.Context, route, destination, eventID string
 	err = s.parked.DeleteMsg(ctx, foundSeq)
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
 		return fmt.Errorf("%w: retry now: the due record is queued, the parked one stays: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Redeliver has JetStream deliver a message its consumer holds nak'd with
+// a delay at once: a nak without a delay on reply, the message's ack
+// subject. The caller must know the message is not in flight (its delay
+// has not ended): JetStream would deliver a message in flight again too.
+func (s *Store) Redeliver(reply string) error {
+	if !strings.HasPrefix(reply, "$JS.ACK.") {
+		return fmt.Errorf("redeliver: %q is not an ack subject", reply)
+	}
+	if err := s.nc.Publish(reply, []byte("-NAK")); err != nil {
+		return fmt.Errorf("%w: redeliver: %w", ErrUnavailable, err)
 	}
 	return nil
 }

@@ -1,0 +1,84 @@
+package forward
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A webhook whose next attempt is less than ParkAfter away waits in its
+// consumer, nak'd with a delay, not parked: no record in the store says
+// where it is. The destination remembers, until each one's due time, the
+// ack subject of the messages it nak'd so, by event id, so that RetryNow
+// can nak one again without a delay, which has JetStream deliver it at
+// once. JetStream does not deliver a nak-delayed message before its delay
+// ends, so before then the message is not in flight, and a nak cannot
+// make a second attempt run beside one.
+
+// retryNowMargin is how much of a short wait must be left for RetryNow to
+// act: the nak must reach the server before the server's own delay ends,
+// or it would redeliver a message already on its way here.
+const retryNowMargin = 250 * time.Millisecond
+
+// shortWaits are a destination's messages nak'd with a delay, by event id.
+type shortWaits struct {
+	mu    sync.Mutex
+	byID  map[string]shortWait
+	sweep time.Time // when expired entries were last dropped
+}
+
+type shortWait struct {
+	reply string // the message's ack subject
+	due   time.Time
+}
+
+// nak naks m with wait as its delay and remembers it under eventID until
+// it is due. The nak and the record are one step under the lock, so that a
+// RetryNow's nak reaches the server after this one.
+func (w *shortWaits) nak(m jetstream.Msg, eventID string, wait time.Duration, now time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := m.NakWithDelay(wait); err != nil {
+		return err
+	}
+	if w.byID == nil {
+		w.byID = map[string]shortWait{}
+	}
+	if now.Sub(w.sweep) > time.Second {
+		for id, s := range w.byID {
+			if !now.Before(s.due) {
+				delete(w.byID, id)
+			}
+		}
+		w.sweep = now
+	}
+	w.byID[eventID] = shortWait{reply: m.Reply(), due: now.Add(wait)}
+	return nil
+}
+
+// RetryNow has route's destination attempt eventID now if it waits in its
+// consumer for a short backoff (under ParkAfter), the attempts going on
+// from those made. It reports false when this jethook nak'd no such
+// message for the event or its wait is all but over: the event is in
+// flight, parked (store.RetryNow), or waits at another jethook of a
+// cluster.
+func (f *Forwarder) RetryNow(route, destination, eventID string) (bool, error) {
+	d, err := f.find(route, destination)
+	if err != nil {
+		return false, err
+	}
+	// Under the lock, so that no nak of this destination's goes between.
+	d.waits.mu.Lock()
+	defer d.waits.mu.Unlock()
+	s, ok := d.waits.byID[eventID]
+	delete(d.waits.byID, eventID)
+	if !ok || s.due.Sub(f.Now()) <= retryNowMargin {
+		return false, nil
+	}
+	if err := f.Store.Redeliver(s.reply); err != nil {
+		return false, fmt.Errorf("retry now: %w", err)
+	}
+	return true, nil
+}
