@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/dop251/goja"
 	"github.com/tidwall/gjson"
@@ -136,7 +137,10 @@ func (m *machine) decodeBody() goja.Value {
 	// Depth first: it reads the body once without recursion, where
 	// gjson's validation recurses as deep as the body nests.
 	if !payload.TooDeep(m.body) && gjson.ValidBytes(m.body) {
-		raw := strings.TrimSpace(string(m.body))
+		// The lazy values read the body where it is, not a copy of it
+		// per run: what they hand the script (strings, keys) they copy
+		// (jsValue, lazyObject.index), and Request.Body does not change.
+		raw := strings.TrimSpace(unsafe.String(unsafe.SliceData(m.body), len(m.body)))
 		r := gjson.Result{Type: gjson.JSON, Raw: raw}
 		if raw[0] != '{' && raw[0] != '[' {
 			r = gjson.Parse(raw)

@@ -36,7 +36,7 @@ func (m *machine) output(in *Request, r *goja.Object, res goja.Value) (*Request,
 	}) {
 		return nil, invalid("the handler returned an object with none of a request's fields (headers, body, path, query, method)")
 	}
-	out := &Request{Header: http.Header{}}
+	out := &Request{}
 	var err error
 	if out.Method, err = m.method(in, o); err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func (m *machine) output(in *Request, r *goja.Object, res goja.Value) (*Request,
 	if out.Query, err = m.queryOut(in, o); err != nil {
 		return nil, err
 	}
-	if err = m.headers(o, out.Header); err != nil {
+	if out.Header, err = m.headers(o); err != nil {
 		return nil, err
 	}
 	json := false
@@ -163,27 +163,28 @@ func values(v goja.Value) []string {
 	return []string{v.String()}
 }
 
-// headers reads request.headers into h: names checked as tokens, values
-// without control characters (RFC 9110 §5.1, §5.5). Errors name the
-// header, never its value.
-func (m *machine) headers(o *goja.Object, h http.Header) error {
+// headers reads request.headers: names checked as tokens, values without
+// control characters (RFC 9110 §5.1, §5.5). Errors name the header, never
+// its value.
+func (m *machine) headers(o *goja.Object) (http.Header, error) {
 	v := o.Get("headers")
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
-		return nil
+		return http.Header{}, nil
 	}
 	ho, ok := v.(*goja.Object)
 	if !ok || ho.ClassName() != "Object" {
-		return invalid("request.headers is a %s, not an object", typeName(v))
+		return nil, invalid("request.headers is a %s, not an object", typeName(v))
 	}
 	if ho.ExportType() == headerObjectType {
-		return ho.Export().(*headerObject).header(h)
+		return ho.Export().(*headerObject).header()
 	}
+	h := http.Header{}
 	for _, k := range ho.Keys() {
 		if err := addHeader(h, k, ho.Get(k)); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return h, nil
 }
 
 // addHeader adds header k with value v (a string, an array of values, or
