@@ -33,6 +33,7 @@ type machine struct {
 	bodyUsed bool       // read or set: the body must be encoded from bodyVal
 	decoded  goja.Value // the body as decodeBody made it, nil if it did not
 	failMsg  string     // $transform.fail's message
+	request  *requestObject
 }
 
 // errFail interrupts a run that called $transform.fail.
@@ -181,9 +182,10 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	}
 	m.console, m.query, m.body = c.Console, req.Query, req.Body
 	m.bodyVal, m.bodyUsed, m.decoded, m.failMsg = nil, false, nil, ""
-	defer func() { m.console, m.body, m.bodyVal, m.decoded = nil, nil, nil, nil }()
+	m.request = &requestObject{m: m, req: req}
+	defer func() { m.console, m.body, m.bodyVal, m.decoded, m.request = nil, nil, nil, nil, nil }()
 
-	r := rt.NewDynamicObject(&requestObject{m: m, req: req})
+	r := rt.NewDynamicObject(m.request)
 	ctx := m.context(c)
 
 	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory)
