@@ -120,8 +120,8 @@ func TestATransformThatFailsDeadLettersTheEventAndTheOtherDestinationsGoOn(t *te
         url: "${BACKEND}/deep"`+script("let o = {}; for (let i = 0; i < 200; i++) o = {o}; JSON.stringify(o);")+`
       - name: from
         url: "${BACKEND}/from"`+script("Array.from({length: 1e9});")+`
-      - name: engine
-        url: "${BACKEND}/engine"`+script("Math.max.apply(null, {length: 2 ** 53 - 1});")+`
+      - name: apply
+        url: "${BACKEND}/apply"`+script("Math.max.apply(null, {length: 2 ** 53 - 1});")+`
       - {name: plain, url: "${BACKEND}/plain"}`)
 	r := filterRig(t, yaml, b.URL, logs, forward.DefaultParkAfter)
 	start := time.Now()
@@ -134,7 +134,7 @@ func TestATransformThatFailsDeadLettersTheEventAndTheOtherDestinationsGoOn(t *te
 
 	want := map[string]string{"loops": store.StateDeadLettered, "throws": store.StateDeadLettered,
 		"huge": store.StateDeadLettered, "drops": store.StateFiltered, "plain": store.StateDelivered,
-		"deep": store.StateDeadLettered, "from": store.StateDeadLettered, "engine": store.StateDeadLettered}
+		"deep": store.StateDeadLettered, "from": store.StateDeadLettered, "apply": store.StateDeadLettered}
 	for dest, w := range want {
 		if got := r.state("shop", id, dest); got != w {
 			t.Errorf("%s: %s, want %s", dest, got, w)
@@ -161,7 +161,7 @@ func TestATransformThatFailsDeadLettersTheEventAndTheOtherDestinationsGoOn(t *te
 		"huge":   "transform_error: threw: RangeError: Invalid string length",
 		"deep":   "transform_error: threw: RangeError: JSON.stringify: the value nests deeper than 128 levels",
 		"from":   "transform_error: threw: RangeError: Invalid array length",
-		"engine": "transform_error: engine: the JavaScript engine failed: runtime error: makeslice: cap out of range",
+		"apply":  "transform_error: threw: RangeError: Maximum call stack size exceeded",
 	} {
 		if !strings.HasPrefix(why[dest], w) {
 			t.Errorf("dead letter at %s: %q, want %q", dest, why[dest], w)

@@ -10,10 +10,12 @@ import (
 // long, in one step, which no interrupt can stop: typed arrays and their
 // buffers are gone; String.prototype.repeat, padStart and padEnd refuse a
 // result larger than the run's memory limit with a RangeError, as V8 does
-// past its longest string; Array.from refuses an array-like longer than
-// the memory limit could hold; and JSON.stringify is jethook's own
-// encoder, bounded in depth and size. Everything that grows step by step
-// is bounded by the watchdog.
+// past its longest string, and split a result longer than maxElements;
+// Array.from and the methods that go through an array or array-like
+// refuse one longer than maxElements (arraylike.go); iterators of arrays
+// and strings are JavaScript (iterators.go); and JSON.stringify is
+// jethook's own encoder, bounded in depth and size. Everything that grows
+// step by step is bounded by the watchdog.
 func harden(rt *goja.Runtime, l Limits) {
 	for _, name := range []string{"ArrayBuffer", "SharedArrayBuffer", "DataView", "Int8Array", "Uint8Array",
 		"Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array", "Float32Array",
@@ -68,20 +70,23 @@ func harden(rt *goja.Runtime, l Limits) {
 	pad := func(this goja.Value, args []goja.Value) int64 { return arg(args) }
 	wrap("padStart", pad)
 	wrap("padEnd", pad)
+	boundSplit(rt, proto, maxElements(l))
 	boundArrayFrom(rt, l)
-	boundStringify(rt, l.Memory/4) // growing its buffer allocates about twice that
+	boundArrayLikes(rt, l)
+	scriptIterators(rt)
+	boundStringify(rt, l.Memory/4, maxElements(l)) // growing its buffer allocates about twice that
 }
 
 // boundArrayFrom makes Array.from refuse, with a RangeError, an array-like
-// (an object with a length and no iterator) longer than l.Memory could
-// hold at 16 bytes an element: goja makes such an array in one step.
+// (an object with a length and no iterator) longer than maxElements: goja
+// makes such an array in one step.
 func boundArrayFrom(rt *goja.Runtime, l Limits) {
 	array := rt.Get("Array").ToObject(rt)
 	from, ok := goja.AssertFunction(array.Get("from"))
 	if !ok {
 		return
 	}
-	maxLen := l.Memory / 16
+	maxLen := maxElements(l)
 	_ = array.DefineDataProperty("from", rt.ToValue(func(call goja.FunctionCall) goja.Value {
 		if o, ok := call.Argument(0).(*goja.Object); ok {
 			if it := o.GetSymbol(goja.SymIterator); it == nil || goja.IsUndefined(it) {
@@ -98,18 +103,46 @@ func boundArrayFrom(rt *goja.Runtime, l Limits) {
 	}), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 }
 
+// boundSplit makes String.prototype.split refuse, with a RangeError, to
+// make more than maxLen strings: goja splits in one step, and splitting a
+// string of a million characters makes a million strings.
+func boundSplit(rt *goja.Runtime, proto *goja.Object, maxLen int64) {
+	split, ok := goja.AssertFunction(proto.Get("split"))
+	if !ok {
+		return
+	}
+	_ = proto.DefineDataProperty("split", rt.ToValue(func(call goja.FunctionCall) goja.Value {
+		limit := float64(maxLen + 1)
+		if l := call.Argument(1); !goja.IsUndefined(l) {
+			limit = min(limit, float64(uint32(l.ToInteger())))
+		}
+		v, err := split(call.This, call.Argument(0), rt.ToValue(limit))
+		if err != nil {
+			panic(err)
+		}
+		if v.ToObject(rt).Get("length").ToInteger() > maxLen {
+			panic(rangeError(rt, "Invalid array length"))
+		}
+		return v
+	}), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+}
+
 // boundStringify makes JSON.stringify jethook's encoder (stringifyJSON), which
 // stops past MaxDepth levels or max bytes with a RangeError; goja's
 // own recurses without bound and cannot be interrupted. With a replacer or
 // an indent, the value is checked by the encoder first, then goja's
-// stringify writes it.
-func boundStringify(rt *goja.Runtime, max int64) {
+// stringify writes it; a replacer array longer than maxLen is refused, as
+// goja makes a list of its length first.
+func boundStringify(rt *goja.Runtime, max, maxLen int64) {
 	json := rt.Get("JSON").ToObject(rt)
 	stringify, ok := goja.AssertFunction(json.Get("stringify"))
 	if !ok {
 		return
 	}
 	_ = json.DefineDataProperty("stringify", rt.ToValue(func(call goja.FunctionCall) goja.Value {
+		if r, ok := call.Argument(1).(*goja.Object); ok && r.ClassName() == "Array" && r.Get("length").ToFloat() > float64(maxLen) {
+			panic(rangeError(rt, "Invalid array length"))
+		}
 		b, skip, err := stringifyJSON(rt, call.Argument(0), max)
 		if err != nil {
 			var e *Error

@@ -74,8 +74,9 @@ func (o *headerObject) Keys() []string {
 	return keys
 }
 
-// header is what o holds now, into h.
-func (o *headerObject) header(h http.Header) error {
+// header is what o holds now, with room for one more.
+func (o *headerObject) header() (http.Header, error) {
+	h := make(http.Header, len(o.src)+len(o.added)+1)
 	for k, vs := range o.src {
 		if _, changed := o.set[strings.ToLower(k)]; !changed {
 			h[k] = vs
@@ -83,8 +84,8 @@ func (o *headerObject) header(h http.Header) error {
 	}
 	for k, v := range o.set {
 		if err := addHeader(h, k, v); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return h, nil
 }

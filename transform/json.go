@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/dop251/goja"
@@ -73,7 +74,7 @@ func (e *encoder) value(v goja.Value, depth int, key string) (skip bool, err err
 		return false, e.lazyArray(la, depth)
 	}
 	if fn, ok := goja.AssertFunction(o.Get("toJSON")); ok {
-		r, err := fn(o, e.rt.ToValue(key))
+		r, err := fn(o, e.rt.ToValue(strings.Clone(key))) // key may be in the request's body
 		if err != nil {
 			return false, err
 		}

@@ -2,6 +2,7 @@ package transform
 
 import (
 	"reflect"
+	"strings"
 
 	"github.com/dop251/goja"
 	"github.com/tidwall/gjson"
@@ -18,7 +19,7 @@ import (
 func jsValue(rt *goja.Runtime, r gjson.Result) goja.Value {
 	switch r.Type {
 	case gjson.String:
-		return rt.ToValue(r.String())
+		return rt.ToValue(strings.Clone(r.String())) // r may be in the request's body
 	case gjson.Number:
 		return rt.ToValue(r.Float())
 	case gjson.True:
@@ -66,7 +67,7 @@ func (o *lazyObject) index() {
 	o.raw.ForEach(func(_, _ gjson.Result) bool { n++; return true })
 	o.fields = make([]field, 0, n)
 	o.raw.ForEach(func(k, v gjson.Result) bool {
-		o.fields = append(o.fields, field{key: k.String(), raw: v.Raw})
+		o.fields = append(o.fields, field{key: k.String(), raw: v.Raw}) // in the body: Keys copies it
 		return true
 	})
 	for _, f := range o.vals {
@@ -144,7 +145,7 @@ func (o *lazyObject) Keys() []string {
 	o.index()
 	keys := make([]string, len(o.fields))
 	for i, f := range o.fields {
-		keys[i] = f.key
+		keys[i] = strings.Clone(f.key)
 	}
 	return keys
 }

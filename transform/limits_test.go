@@ -47,8 +47,7 @@ func TestAHostileScriptIsStoppedWithItsReason(t *testing.T) {
 		{"JSON.stringify of a 1 GiB result", "const s = 'x'.repeat(1 << 20); const a = []; for (let i = 0; i < 1024; i++) a.push(s); JSON.stringify(a);", []string{KindThrew, KindMemory}},
 		{"Array.from a billion-long array-like", "Array.from({length: 1e9});", []string{KindThrew}},
 		{"Array.from a billion-long array-like with a map", "Array.from({length: 1e9}, (_, i) => i);", []string{KindThrew}},
-		// goja panics in Go: makeslice: cap out of range.
-		{"an argument list 2^53 long", "Math.max.apply(null, {length: 2 ** 53 - 1});", []string{KindEngine}},
+		{"an argument list 2^53 long", "Math.max.apply(null, {length: 2 ** 53 - 1});", []string{KindThrew}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,6 +67,58 @@ func TestAHostileScriptIsStoppedWithItsReason(t *testing.T) {
 			var after runtime.MemStats
 			runtime.ReadMemStats(&after)
 			t.Logf("%v in %v; heap in use %d MiB", e, took.Round(time.Millisecond), after.HeapInuse>>20)
+		})
+	}
+}
+
+// TestABuiltInThatWorksInOneStepIsBounded runs, under a 16 MiB memory
+// limit, built-ins that goja runs in one step, in Go, where no interrupt
+// reaches: each on a size at which goja alone allocates well over the
+// limit, or goes through 10^8 elements. Each must end in a transform error
+// having allocated no more than a few times the limit (the process's
+// allocations, runtime.MemStats.TotalAlloc).
+func TestABuiltInThatWorksInOneStepIsBounded(t *testing.T) {
+	const memory = 16 << 20
+	cases := []struct {
+		name, body string
+		kinds      []string // what may stop it
+	}{
+		{"Function.prototype.apply of a long array-like", "Math.max.apply(null, {length: 1e7});", []string{KindThrew}},
+		{"Reflect.apply of a long array-like", "Reflect.apply(Math.max, null, {length: 1e7});", []string{KindThrew}},
+		{"Reflect.construct with a long array-like", "Reflect.construct(Array, {length: 1e7});", []string{KindThrew}},
+		{"fill of Array(n)", "Array(2e6).fill(0);", []string{KindThrew}},
+		{"fill of an array-like", "Array.prototype.fill.call({length: 2e6}, 0);", []string{KindThrew}},
+		{"fill of an array-like whose length is a getter", "let n = 0; Array.prototype.fill.call({get length() { return n++ ? 2e6 : 1; }}, 0);", []string{KindThrew}},
+		{"with on Array(n)", "Array(2e6).with(0, 1);", []string{KindThrew}},
+		{"concat of Array(n)", "[].concat(Array(1e8));", []string{KindThrew}},
+		{"join of a sparse array with a long separator", "Array(1e6).join('x'.repeat(200));", []string{KindThrew}},
+		{"join of long strings", "Array(64).fill('x'.repeat(4 << 20)).join('');", []string{KindThrew}},
+		{"toLocaleString of long strings", "Array(64).fill('x'.repeat(4 << 20)).toLocaleString();", []string{KindThrew}},
+		{"flat of an array holding Array(n)", "[Array(1e8)].flat();", []string{KindThrew}},
+		{"flatMap to Array(n)", "[1].flatMap(() => Array(1e8));", []string{KindThrew}},
+		{"spreading Array(n) into an array", "[...Array(1e6)];", []string{KindMemory}},
+		{"spreading Array(n) into a call", "Math.max(...Array(2e5));", []string{KindMemory}},
+		{"spreading a long string", "[...'x'.repeat(1e6)];", []string{KindMemory}},
+		{"split into characters", "'x'.repeat(4e6).split('');", []string{KindThrew}},
+		{"String.raw of a long array-like", "String.raw({raw: {length: 1e7}});", []string{KindThrew}},
+		{"String.prototype.concat of long strings", "const s = 'x'.repeat(4 << 20); ''.concat(s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s);", []string{KindThrew}},
+		{"JSON.stringify with a long replacer array", "const r = []; r.length = 1e7; JSON.stringify({}, r);", []string{KindThrew}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			e, took := hostile(t, c.body, Limits{Timeout: time.Minute, Memory: memory})
+			runtime.ReadMemStats(&after)
+			allocated := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%v in %v, %d MiB allocated", e, took.Round(time.Millisecond), allocated>>20)
+			if !slices.Contains(c.kinds, e.Kind) {
+				t.Errorf("kind %q (%v), want one of %q", e.Kind, e, c.kinds)
+			}
+			if allocated > 6*memory {
+				t.Errorf("%d MiB allocated; want at most %d", allocated>>20, 6*memory>>20)
+			}
 		})
 	}
 }
@@ -119,5 +170,33 @@ func TestAScriptStoppedByALimitDoesNotStopTheNextRun(t *testing.T) {
 		if err != nil || out.Header.Get("X-Ran") != "yes" {
 			t.Fatalf("run %d after the timeout: %+v, %v", i, out, err)
 		}
+	}
+}
+
+func TestAGoPanicInsideTheEngineFailsTheRunAndItsMachineGoes(t *testing.T) {
+	t.Parallel()
+	s, err := Compile("engine.js", `addHandler('transform', (request, context) => {
+  if (request.body.boom) boom();
+  return request;
+});`, nil, Limits{Pool: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := <-s.pool
+	// What a bug in goja does: a Go panic on the run's goroutine.
+	if err := m.rt.Set("boom", func() { panic("index out of range") }); err != nil {
+		t.Fatal(err)
+	}
+	s.put(m)
+	_, err = s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{"boom":true}`)}, Context{})
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindEngine || e.Msg != "the JavaScript engine failed: index out of range" {
+		t.Fatalf("run: %v, want the engine's failure", err)
+	}
+	if len(s.pool) != 0 {
+		t.Error("the machine the engine failed in went back to the pool")
+	}
+	if out, err := s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{"boom":false}`)}, Context{}); err != nil || out == nil {
+		t.Fatalf("the next run: %v, %v", out, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/dop251/goja"
 	"github.com/tidwall/gjson"
@@ -32,6 +33,7 @@ type machine struct {
 	bodyUsed bool       // read or set: the body must be encoded from bodyVal
 	decoded  goja.Value // the body as decodeBody made it, nil if it did not
 	failMsg  string     // $transform.fail's message
+	request  *requestObject
 }
 
 // errFail interrupts a run that called $transform.fail.
@@ -136,7 +138,10 @@ func (m *machine) decodeBody() goja.Value {
 	// Depth first: it reads the body once without recursion, where
 	// gjson's validation recurses as deep as the body nests.
 	if !payload.TooDeep(m.body) && gjson.ValidBytes(m.body) {
-		raw := strings.TrimSpace(string(m.body))
+		// The lazy values read the body where it is, not a copy of it
+		// per run: what they hand the script (strings, keys) they copy
+		// (jsValue, lazyObject.index), and Request.Body does not change.
+		raw := strings.TrimSpace(unsafe.String(unsafe.SliceData(m.body), len(m.body)))
 		r := gjson.Result{Type: gjson.JSON, Raw: raw}
 		if raw[0] != '{' && raw[0] != '[' {
 			r = gjson.Parse(raw)
@@ -177,9 +182,10 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	}
 	m.console, m.query, m.body = c.Console, req.Query, req.Body
 	m.bodyVal, m.bodyUsed, m.decoded, m.failMsg = nil, false, nil, ""
-	defer func() { m.console, m.body, m.bodyVal, m.decoded = nil, nil, nil, nil }()
+	m.request = &requestObject{m: m, req: req}
+	defer func() { m.console, m.body, m.bodyVal, m.decoded, m.request = nil, nil, nil, nil, nil }()
 
-	r := rt.NewDynamicObject(&requestObject{m: m, req: req})
+	r := rt.NewDynamicObject(m.request)
 	ctx := m.context(c)
 
 	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory)

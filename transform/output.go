@@ -27,16 +27,21 @@ func (m *machine) output(in *Request, r *goja.Object, res goja.Value) (*Request,
 	if !ok || o.ClassName() != "Object" {
 		return nil, invalid("the handler returned a %s, not a request object", typeName(res))
 	}
-	if _, ok := goja.AssertFunction(o.Get("then")); ok {
+	if o == r {
+		// The request it was given: what the script did not set is
+		// read from in, without making it a JavaScript value first.
+		o = nil
+	}
+	if _, ok := goja.AssertFunction(m.field(o, "then")); ok {
 		return nil, invalid("the handler returned a promise; a handler must not be async")
 	}
 	if !slices.ContainsFunc([]string{"headers", "body", "path", "query", "method"}, func(k string) bool {
-		v := o.Get(k)
+		v := m.field(o, k)
 		return v != nil && !goja.IsUndefined(v)
 	}) {
 		return nil, invalid("the handler returned an object with none of a request's fields (headers, body, path, query, method)")
 	}
-	out := &Request{Header: http.Header{}}
+	out := &Request{}
 	var err error
 	if out.Method, err = m.method(in, o); err != nil {
 		return nil, err
@@ -47,11 +52,11 @@ func (m *machine) output(in *Request, r *goja.Object, res goja.Value) (*Request,
 	if out.Query, err = m.queryOut(in, o); err != nil {
 		return nil, err
 	}
-	if err = m.headers(o, out.Header); err != nil {
+	if out.Header, err = m.headers(in, o); err != nil {
 		return nil, err
 	}
 	json := false
-	if out.Body, json, err = m.bodyOut(in, r, o); err != nil {
+	if out.Body, json, err = m.bodyOut(in, o); err != nil {
 		return nil, err
 	}
 	if json && out.Header.Get("Content-Type") == "" {
@@ -77,10 +82,36 @@ func typeName(v goja.Value) string {
 	return fmt.Sprintf("%T", v.Export()) // a primitive: cheap to export
 }
 
-// str reads o[key] as a string; absent is def.
-func str(o *goja.Object, key, def string) (string, error) {
-	v := o.Get(key)
-	if v == nil || goja.IsUndefined(v) {
+// unset is what field gives for a field of the run's request that the
+// script neither set nor deleted: a value no script can make.
+var unset goja.Value = goja.NewSymbol("unset")
+
+// field is o[key]; o nil is the run's request, where a field the script
+// did not set or delete is unset (its value is the input's), and a
+// deleted one nil.
+func (m *machine) field(o *goja.Object, key string) goja.Value {
+	if o != nil {
+		return o.Get(key)
+	}
+	if key == "body" {
+		if !m.bodyUsed {
+			return unset
+		}
+		return m.bodyVal
+	}
+	if v, ok := m.request.vals[key]; ok {
+		return v
+	}
+	if slices.Contains(requestKeys, key) {
+		return unset
+	}
+	return nil
+}
+
+// str reads o[key] (field) as a string; absent or unset is def.
+func (m *machine) str(o *goja.Object, key, def string) (string, error) {
+	v := m.field(o, key)
+	if v == nil || v == unset || goja.IsUndefined(v) {
 		return def, nil
 	}
 	s, ok := stringOf(v)
@@ -91,7 +122,7 @@ func str(o *goja.Object, key, def string) (string, error) {
 }
 
 func (m *machine) method(in *Request, o *goja.Object) (string, error) {
-	s, err := str(o, "method", in.Method)
+	s, err := m.str(o, "method", in.Method)
 	if err != nil {
 		return "", err
 	}
@@ -103,7 +134,7 @@ func (m *machine) method(in *Request, o *goja.Object) (string, error) {
 }
 
 func (m *machine) path(in *Request, o *goja.Object) (string, error) {
-	s, err := str(o, "path", in.Path)
+	s, err := m.str(o, "path", in.Path)
 	if err != nil {
 		return "", err
 	}
@@ -122,7 +153,10 @@ func (m *machine) path(in *Request, o *goja.Object) (string, error) {
 // queryOut reads request.query: a string (a leading "?" is dropped), or an
 // object of names to a value or an array of values.
 func (m *machine) queryOut(in *Request, o *goja.Object) (string, error) {
-	v := o.Get("query")
+	v := m.field(o, "query")
+	if v == unset {
+		return in.Query, nil
+	}
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 		return "", nil
 	}
@@ -163,27 +197,31 @@ func values(v goja.Value) []string {
 	return []string{v.String()}
 }
 
-// headers reads request.headers into h: names checked as tokens, values
-// without control characters (RFC 9110 §5.1, §5.5). Errors name the
-// header, never its value.
-func (m *machine) headers(o *goja.Object, h http.Header) error {
-	v := o.Get("headers")
+// headers reads request.headers: names checked as tokens, values without
+// control characters (RFC 9110 §5.1, §5.5). Errors name the header, never
+// its value.
+func (m *machine) headers(in *Request, o *goja.Object) (http.Header, error) {
+	v := m.field(o, "headers")
+	if v == unset {
+		return in.Header.Clone(), nil
+	}
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
-		return nil
+		return http.Header{}, nil
 	}
 	ho, ok := v.(*goja.Object)
 	if !ok || ho.ClassName() != "Object" {
-		return invalid("request.headers is a %s, not an object", typeName(v))
+		return nil, invalid("request.headers is a %s, not an object", typeName(v))
 	}
 	if ho.ExportType() == headerObjectType {
-		return ho.Export().(*headerObject).header(h)
+		return ho.Export().(*headerObject).header()
 	}
+	h := http.Header{}
 	for _, k := range ho.Keys() {
 		if err := addHeader(h, k, ho.Get(k)); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return h, nil
 }
 
 // addHeader adds header k with value v (a string, an array of values, or
@@ -220,11 +258,11 @@ func token(s string) bool {
 // bodyOut is the body to send: the original bytes when the script neither
 // read nor set the body of the request it returned, a string's text, or
 // any other value as JSON (json true).
-func (m *machine) bodyOut(in *Request, r, o *goja.Object) (body []byte, json bool, err error) {
-	if o == r && !m.bodyUsed {
+func (m *machine) bodyOut(in *Request, o *goja.Object) (body []byte, json bool, err error) {
+	v := m.field(o, "body")
+	if v == unset {
 		return in.Body, false, nil
 	}
-	v := o.Get("body")
 	if v == nil || goja.IsUndefined(v) {
 		return nil, false, nil
 	}

@@ -120,3 +120,29 @@ func TestHeadersReadAndChangeAsAnObject(t *testing.T) {
 		})
 	}
 }
+
+func TestTheRequestItWasGivenGoesOutWithWhatTheScriptSetDeletedOrLeft(t *testing.T) {
+	body := `{"a": 1}`
+	cases := []struct {
+		name, handler           string
+		method, path, query, ct string
+		body                    string
+	}{
+		{"left alone", "return request;", "POST", "/hook", "a=1", "application/json", body},
+		{"query and body set to null", "request.query = null; request.body = null; return request;", "POST", "/hook", "", "application/json", "null"},
+		{"fields deleted", "delete request.query; delete request.method; delete request.body; delete request.headers; return request;", "POST", "/hook", "", "", ""},
+		{"fields set", "request.method = 'put'; request.path = '/b'; request.query = {x: ['1', '2']}; request.body = 'hi'; return request;", "PUT", "/b", "x=1&x=2", "application/json", "hi"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := run(t, c.handler, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Method != c.method || out.Path != c.path || out.Query != c.query || out.Header.Get("Content-Type") != c.ct || string(out.Body) != c.body {
+				t.Errorf("got %s %s ?%s content-type %q body %q, want %s %s ?%s %q %q",
+					out.Method, out.Path, out.Query, out.Header.Get("Content-Type"), out.Body, c.method, c.path, c.query, c.ct, c.body)
+			}
+		})
+	}
+}

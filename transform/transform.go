@@ -80,7 +80,10 @@ type Request struct {
 	// Query is the raw query string, without "?".
 	Query  string
 	Header http.Header
-	Body   []byte
+	// Body is read where it is, not copied: it must not change once
+	// given to Run, as what a script keeps of one run (a global holding
+	// request.body) may go on reading it.
+	Body []byte
 }
 
 // Context is what the script's handler gets as its second argument, and

@@ -18,8 +18,10 @@ type limitError string
 
 func (l limitError) Error() string { return string(l) }
 
-// guard is one run the watchdog keeps to its limits. start is the
-// process's allocation count when the watchdog first saw the run.
+// guard is one run the watchdog keeps to its limits. start and cpu0 are
+// the process's allocation count and the run's thread's CPU time when the
+// watchdog first saw the run, at most a tick after it began: reading them
+// there keeps a system call off every run.
 type guard struct {
 	rt       *goja.Runtime
 	timeout  time.Duration
@@ -56,7 +58,6 @@ func watch(rt *goja.Runtime, timeout time.Duration, memory int64) *guard {
 	now := time.Now()
 	g := &guard{rt: rt, timeout: timeout, deadline: now.Add(timeout), last: now.Add(wallFactor * timeout), budget: uint64(memory)}
 	g.clock, g.release = cpuClock()
-	g.cpu0, g.hasCPU = cpuTime(g.clock)
 	dog.mu.Lock()
 	dog.runs[g] = struct{}{}
 	if !dog.running {
@@ -109,6 +110,7 @@ func patrol() {
 		for g := range dog.runs {
 			if !g.seen {
 				g.seen, g.start = true, allocated
+				g.cpu0, g.hasCPU = cpuTime(g.clock)
 			}
 			if g.tripped != "" {
 				continue
