@@ -23,11 +23,6 @@ type destOrder struct {
 	mu       sync.Mutex
 	inflight map[store.OrderKey]uint64 // key → the head's sequence, while an attempt holds it here
 	logged   map[string]bool
-
-	// settling holds a place for each head being settled after its
-	// attempt gave its slot back (orderedMsg.later): as many as the
-	// destination's concurrency.
-	settling chan struct{}
 }
 
 // newOrder compiles d's ordering key; nil when d is unordered.
@@ -40,7 +35,7 @@ func newOrder(d policy.Destination) (*destOrder, error) {
 		return nil, err
 	}
 	return &destOrder{key: k, maxBlocked: d.Order.MaxBlocked,
-		inflight: map[store.OrderKey]uint64{}, logged: map[string]bool{}, settling: make(chan struct{}, max(d.Concurrency, 1))}, nil
+		inflight: map[store.OrderKey]uint64{}, logged: map[string]bool{}}, nil
 }
 
 // of evaluates the key on e.
@@ -109,40 +104,18 @@ func (m *orderedMsg) Ack() error {
 			m.d.log.Warn("a parked head's key cannot be kept on disk yet; its message comes back", "seq", m.seq, "err", err)
 			return m.Msg.NakWithDelay(settleRetry)
 		}
-		return m.Msg.Ack()
+	} else if !m.settle() {
+		return m.Msg.NakWithDelay(settleRetry)
 	}
-	m.later(m.Msg.Ack)
-	return nil
+	return m.Msg.Ack()
 }
 
 func (m *orderedMsg) Term() error {
 	m.d.order.done(m.key, m.seq)
-	m.later(m.Msg.Term)
-	return nil
-}
-
-// later passes the key on (settle), then settles the message with
-// settleMsg, in a goroutine of its own: the attempt gives its slot back
-// without waiting for the key's change to reach the disk, and the next
-// fetch overlaps that write. The order on disk is the same: the message
-// is settled only once the key has moved on. At most the destination's
-// concurrency of these run at once; one more waits here for a place. A
-// key that cannot be passed on yet brings its head back (NakWithDelay).
-func (m *orderedMsg) later(settleMsg func() error) {
-	d := m.d
-	d.order.settling <- struct{}{}
-	d.f.inflight.Add(1)
-	go func() {
-		defer d.f.inflight.Done()
-		defer func() { <-d.order.settling }()
-		if !m.settle() {
-			_ = m.Msg.NakWithDelay(settleRetry)
-			return
-		}
-		if err := settleMsg(); err != nil {
-			d.log.Warn("settle failed; the event may be attempted again", "seq", m.seq, "err", err)
-		}
-	}()
+	if !m.settle() {
+		return m.Msg.NakWithDelay(settleRetry)
+	}
+	return m.Msg.Term()
 }
 
 func (m *orderedMsg) Nak() error {
