@@ -32,8 +32,9 @@ const (
 	maxExpr     = 4 << 10
 )
 
-// States a search filters on: store.State*.
-var searchStates = []string{store.StateDelivered, store.StatePending, store.StateAttempting,
+// SearchStates are the states a search filters on: store.State* and
+// StateWaiting.
+var SearchStates = []string{store.StateDelivered, StateWaiting, store.StatePending, store.StateAttempting,
 	store.StateDeadLettered, store.StateFiltered}
 
 // Search is a search of stored events as it travels in a URL: GET
@@ -49,8 +50,8 @@ type Search struct {
 	// destination of Route.
 	Destination string
 	// State keeps the events that are in this state at Destination, or at
-	// any destination of their route: delivered, pending, attempting,
-	// dead_lettered or filtered.
+	// any destination of their route: delivered, waiting, pending,
+	// attempting, dead_lettered or filtered.
 	State string
 	// Type keeps the events of this type (provider.EventType); a trailing
 	// "*" matches any type it begins ("invoice.*").
@@ -187,8 +188,10 @@ func (svc *Service) compile(s Search) (compiled, error) {
 		return c, &RequestError{Reason: err.Error()}
 	}
 	c.dests = map[string][]string{}
+	ordered := map[[2]string]bool{}
 	for _, f := range svc.Forwarder.Status() {
 		c.dests[f.Route] = append(c.dests[f.Route], f.Destination)
+		ordered[[2]string{f.Route, f.Destination}] = f.Ordered
 	}
 	switch {
 	case s.Route != "" && store.DeadLetterQuery{Route: s.Route}.Validate() != nil:
@@ -197,8 +200,8 @@ func (svc *Service) compile(s Search) (compiled, error) {
 		return c, badRequest("a destination filter needs a route")
 	case s.Destination != "" && !slices.Contains(c.dests[s.Route], s.Destination):
 		return c, badRequest("route %q has no destination %q", s.Route, s.Destination)
-	case s.State != "" && !slices.Contains(searchStates, s.State):
-		return c, badRequest("state %q: want one of %s", s.State, strings.Join(searchStates, ", "))
+	case s.State != "" && !slices.Contains(SearchStates, s.State):
+		return c, badRequest("state %q: want one of %s", s.State, strings.Join(SearchStates, ", "))
 	case len(s.Expr) > maxExpr:
 		return c, badRequest("the expression is %d bytes; at most %d", len(s.Expr), maxExpr)
 	case len(s.Type) > 100:
@@ -230,6 +233,18 @@ func (svc *Service) compile(s Search) (compiled, error) {
 	// alone; the event type can be in either.
 	c.scan.NoBody = c.typ == "" && (c.expr == nil || !c.expr.Reads("body") && !c.expr.Reads("raw"))
 	c.scan.NoHeaders = c.typ == "" && (c.expr == nil || !c.expr.Reads("headers"))
+	if s.State != "" {
+		// Whether an event waits behind its ordering key depends on its
+		// key, which the destination's key expression reads from the
+		// headers or the body.
+		for route, dests := range c.dests {
+			for _, d := range dests {
+				if (s.Route == "" || route == s.Route) && ordered[[2]string{route, d}] {
+					c.scan.NoBody, c.scan.NoHeaders = false, false
+				}
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -264,6 +279,10 @@ func (svc *Service) Search(ctx context.Context, s Search, found func(EventSummar
 		kept := keep == nil
 		for _, d := range c.dests[e.Route] {
 			got, err := deliveries.Of(ctx, e, seq, d)
+			if err == nil && (got.State == store.StateDelivered || got.State == store.StateAttempting) {
+				// Acked in its consumer, but it may wait behind its key.
+				_, err = svc.order(e, seq, d, &got)
+			}
 			if err != nil {
 				got.State = store.StateUnknown
 			}

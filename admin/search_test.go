@@ -208,3 +208,52 @@ func TestAThirdSearchAtOnceIsRefusedUntilOneEnds(t *testing.T) {
 		t.Fatalf("a search once the others ended: %d", code)
 	}
 }
+
+// orderedApp is fanOut with app ordered by the body's key; a failing
+// head is parked (its message acked) for 10s between attempts.
+const orderedApp = `
+defaults:
+  retry: {backoff: fixed, delay: 10s, jitter: none, max_attempts: 1000, max_age: 1h}
+  timeout: 2s
+routes:
+  - name: shop
+    path: /hooks/shop
+    destinations:
+      - {name: app, url: "${APP}/hook", slow_start: 0s, order: {key: 'body.key'}}
+      - {name: audit, url: "${AUDIT}/hook", slow_start: 0s}
+`
+
+func TestSearchByStateTellsAnEventWaitingBehindItsKeyFromADeliveredOne(t *testing.T) {
+	t.Parallel()
+	r := newRigOf(t, orderedApp)
+	head := r.post(`{"key":"cus_1","n":1}`, map[string]string{"App": "503"})
+	waiting := r.post(`{"key":"cus_1","n":2}`, nil)
+	other := r.post(`{"key":"cus_2","n":1}`, nil)
+	eventually(t, "the other key's event delivered at app and every event at audit", func() bool {
+		return r.app.count(other) == 1 && r.audit.count(head)+r.audit.count(waiting)+r.audit.count(other) == 3
+	})
+
+	eventually(t, "the second event of the failing key found waiting at app", func() bool {
+		return slices.Equal(r.search("route=shop&destination=app&state=waiting"), []string{waiting})
+	})
+	for query, want := range map[string][]string{
+		"route=shop&destination=app&state=delivered":  {other},
+		"route=shop&destination=app&state=attempting": {head},
+		"state=waiting": {waiting},
+		// At any destination: audit delivered them all.
+		"route=shop&state=delivered&order=oldest": {head, waiting, other},
+	} {
+		if got := r.search(query); !slices.Equal(got, want) {
+			t.Errorf("%s: found %v, want %v", query, got, want)
+		}
+	}
+	var p admin.SearchPage
+	r.call(http.MethodGet, "/v1/events?state=waiting", nil, &p)
+	if len(p.Events) != 1 || !slices.Equal(p.Events[0].Destinations, []admin.DestinationState{
+		{Destination: "app", State: admin.StateWaiting}, {Destination: "audit", State: "delivered"}}) {
+		t.Fatalf("the waiting event's states: %+v", p.Events)
+	}
+	if r.app.count(waiting) != 0 {
+		t.Fatalf("the waiting event reached app %d times before its key's head", r.app.count(waiting))
+	}
+}

@@ -99,11 +99,8 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	res.Scan = &scanned{SearchProgress: end.SearchProgress, Stopped: end.Stopped, Oldest: s.Oldest}
 	res.Next = res.next(end)
 	h.render(w, r, http.StatusOK, "events", "Events", map[string]any{"Routes": names, "AllDestinations": dests,
-		"Search": s, "States": searchStates, "Results": res})
+		"Search": s, "States": admin.SearchStates, "Results": res})
 }
-
-// searchStates are the states the Events page's search offers.
-var searchStates = []string{store.StateDelivered, store.StatePending, store.StateAttempting, store.StateDeadLettered, store.StateFiltered}
 
 // row is e as a row of the results' table.
 func (res *results) row(e admin.EventSummary) eventRow {

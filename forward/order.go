@@ -322,7 +322,7 @@ func (f *Forwarder) KeyOf(route, destination string, e *store.Envelope) (value s
 const lostBatch = 100
 
 // sweepLost starts, for an ordered destination, the sweep that releases
-// keys whose head's message is gone, and returns a func that stops it and
+// keys whose head is lost (releaseLost), and returns a func that stops it and
 // waits for it to end.
 func (d *destination) sweepLost(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -350,11 +350,17 @@ func (d *destination) sweepLost(ctx context.Context) (stop func()) {
 
 // releaseLost checks up to lostBatch heads that have held their key for
 // longer than max_blocked, from key from on, and returns where the next
-// check goes on. A head whose message is gone from the stream (deleted by
-// hand, or purged by a limit) will never be attempted, settled or
-// dead-lettered, and would hold its key for good: its key is passed on to
-// the next event, as if it were settled, and the release is logged. A head
-// in an attempt here is left to its attempt.
+// check goes on. A head in an attempt here is left to its attempt. Of the
+// others, two kinds would hold their key for good:
+//   - a head whose message is gone from the stream (deleted by hand, or
+//     purged by a limit) can never be attempted, settled or dead-lettered:
+//     its key is passed on to the next event, as if it were settled;
+//   - a head whose message is acked and that no parked or due record
+//     carries (its parked record expired or was purged) is never attempted
+//     again on its own: it is brought back to an attempt now, and is then
+//     delivered, retried or dead-lettered as any head is.
+//
+// Each is logged (reason head_gone, head_lost).
 func (d *destination) releaseLost(ctx context.Context, from store.OrderKey) store.OrderKey {
 	now := d.f.Now()
 	heads, next, err := d.f.Store.OldHeads(d.route.Name, d.dest.Name, from, now.Add(-d.order.maxBlocked), lostBatch)
@@ -362,12 +368,17 @@ func (d *destination) releaseLost(ctx context.Context, from store.OrderKey) stor
 		d.log.Warn("ordering keys cannot be read to look for lost heads", "err", err)
 		return from
 	}
+	var present []store.OldHead
 	for _, h := range heads {
 		if d.order.attempting(h.Key, h.Seq) {
 			continue
 		}
 		gone, err := d.f.Store.Gone(ctx, h.Seq)
-		if err != nil || !gone {
+		if err != nil {
+			continue
+		}
+		if !gone {
+			present = append(present, h)
 			continue
 		}
 		if err := d.f.Store.SettleHead(ctx, d.route.Name, d.dest.Name, h.Key, h.Seq, now); err != nil {
@@ -376,6 +387,22 @@ func (d *destination) releaseLost(ctx context.Context, from store.OrderKey) stor
 		}
 		d.log.Warn("a key's head is gone from the stream (deleted or purged), so it cannot be delivered or dead-lettered; the next event of its key goes",
 			"event_id", h.ID, "seq", h.Seq, "head_since", h.Since, "reason", "head_gone")
+	}
+	if len(present) == 0 {
+		return next
+	}
+	lost, err := d.f.Store.Uncarried(ctx, d.route.Name, d.dest.Name, present)
+	if err != nil {
+		d.log.Warn("parked records cannot be read to look for lost heads", "err", err)
+		return from
+	}
+	for _, h := range lost {
+		if err := d.f.Store.Recarry(ctx, d.route.Name, d.dest.Name, h, now); err != nil {
+			d.log.Warn("a key's head lost its record of its next attempt, but it cannot be brought back yet", "event_id", h.ID, "seq", h.Seq, "err", err)
+			continue
+		}
+		d.log.Warn("a key's head lost its record of its next attempt (its parked record expired or was purged); it is attempted again now",
+			"event_id", h.ID, "seq", h.Seq, "head_since", h.Since, "reason", "head_lost")
 	}
 	return next
 }

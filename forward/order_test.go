@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -309,4 +312,74 @@ func TestAReloadThatTakesOrderAwayReleasesTheEventsWaitingBehindTheirKey(t *test
 	if bs, err := r.store.Blocked("shop", "app"); err != nil || bs != (store.Blocked{}) {
 		t.Errorf("blocked %+v (%v) after ordering was taken away", bs, err)
 	}
+}
+
+// A head parked for its next attempt whose parked record is lost (the
+// parked stream's max age passed, or an operator purged it) would never
+// be attempted again and would hold its key for good: the sweep finds it
+// carried by nothing and attempts it again, and the key goes on in order.
+func TestAKeyWhoseHeadLostItsParkedRecordGoesOn(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	headAttempts := 0
+	c, b := newOrderChecker(t, func(key string, seq int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if seq == 1 {
+			if headAttempts++; headAttempts == 1 {
+				return http.StatusServiceUnavailable
+			}
+		}
+		return http.StatusOK
+	})
+	// The head's next attempt is an hour away, moved up to max_blocked
+	// (4s) after its failure: it waits parked.
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 4s}`), "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 1h, multiplier: 2, max_delay: 1h")
+	cfg = edit(t, cfg, "max_age: 1h", "max_age: 5h")
+	addr := storetest.FreeAddr(t)
+	logs := &storetest.LogBuffer{}
+	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr}, parkAfter(100*time.Millisecond),
+		func(o *app.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	r.post("/hooks/shop", nil, []byte(`{"key":"lost","seq":1}`))
+	r.post("/hooks/shop", nil, []byte(`{"key":"lost","seq":2}`))
+
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	parked, err := js.Stream(ctx, store.ParkedStreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "lost#1 parked after its failed attempt, lost#2 waiting behind it", func() bool {
+		info, err := parked.Info(ctx)
+		bs, berr := r.store.Blocked("shop", "app")
+		return err == nil && info.State.Msgs == 1 && berr == nil && bs.Keys == 1 && bs.Waiting == 1
+	})
+	if err := parked.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Eventually(t, 30*time.Second, "lost#1, then lost#2 delivered", func() bool { return c.deliveries() == 2 })
+	c.check(t)
+	mu.Lock()
+	if headAttempts != 2 {
+		t.Errorf("lost#1 attempted %d times, want 2", headAttempts)
+	}
+	mu.Unlock()
+	if !strings.Contains(logs.String(), "reason=head_lost") {
+		t.Errorf("no head_lost in the log:\n%s", logs)
+	}
+	if dls := r.deadLetters(); len(dls) > 0 {
+		t.Errorf("%d dead letters, want none: %s", len(dls), dls[0].Reason)
+	}
+	eventually(t, "no key blocked or waiting", func() bool {
+		bs, err := r.store.Blocked("shop", "app")
+		return err == nil && bs == store.Blocked{}
+	})
 }

@@ -38,6 +38,9 @@ type DestinationStatus struct {
 	// Transform names the destination's transform script; empty when it
 	// has none.
 	Transform string
+	// Ordered is true when the destination delivers in order per key
+	// (`order:`).
+	Ordered bool
 }
 
 // Status reports every running destination, in configuration order.
@@ -54,6 +57,7 @@ func (f *Forwarder) Status() []DestinationStatus {
 			URL:         d.dest.URL,
 			InFlight:    int(d.inflight.Load()),
 			Gate:        d.gate.status(),
+			Ordered:     d.order != nil,
 		}
 		s.Paused = s.Gate.Held
 		if d.transform != nil {

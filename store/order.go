@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -338,12 +339,8 @@ func (s *Store) SettleHead(ctx context.Context, route, dest string, k OrderKey, 
 			Key:       k,
 			Ordered:   true,
 		}
-		m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(q.id)}
-		pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
-		_, err := s.js.PublishMsg(pctx, m, jetstream.WithExpectStream(StreamName))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%w: release: %w", ErrUnavailable, err)
+		if err := s.publishDue(ctx, route, dest, p, q.id); err != nil {
+			return err
 		}
 		_ = b.Set(hk, head{seq: p.Seq, since: now.UnixNano(), id: q.id}.value(), nil)
 		_ = b.Delete(next, nil)
@@ -553,6 +550,86 @@ func (s *Store) Gone(ctx context.Context, seq uint64) (bool, error) {
 	return false, nil
 }
 
+// Uncarried returns those of route's destination's heads that nothing
+// brings to an attempt any more: a head whose message is acked in the
+// destination's consumer (at or below its ack floor) and that neither a
+// parked record nor a due record the consumer may not have acked yet
+// names. Such a head lost its parked record (expired with the parked
+// stream's max age, or purged by hand) and would hold its key for good.
+// It reads the ack floor first, then the parked records, then the due
+// records above the floor: a record the mover moves meanwhile is seen in
+// one or the other. It reads every parked record of the destination.
+func (s *Store) Uncarried(ctx context.Context, route, dest string, heads []OldHead) ([]OldHead, error) {
+	info, err := s.consumerInfo(ctx, route, dest)
+	if err != nil || info == nil {
+		return nil, err
+	}
+	floor := info.AckFloor.Stream
+	left := map[uint64]bool{}
+	for _, h := range heads {
+		if h.Seq <= floor {
+			left[h.Seq] = true
+		}
+	}
+	if len(left) == 0 {
+		return nil, nil
+	}
+	parked, err := s.js.Stream(ctx, ParkedStreamName)
+	if err != nil {
+		return nil, fmt.Errorf("%w: parked records: %w", ErrUnavailable, err)
+	}
+	for _, src := range []recordSource{
+		{parked, jetstream.OrderedConsumerConfig{HeadersOnly: true, FilterSubjects: []string{"parked." + route + "." + dest + ".*"}}},
+		{s.main, jetstream.OrderedConsumerConfig{HeadersOnly: true, FilterSubjects: []string{DueSubject(route, dest)},
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: floor + 1}},
+	} {
+		err := src.each(ctx, func(m jetstream.Msg) {
+			if seq, err := strconv.ParseUint(m.Headers().Get(hdrSeq), 10, 64); err == nil {
+				delete(left, seq)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: parked records: %w", ErrUnavailable, err)
+		}
+	}
+	var out []OldHead
+	for _, h := range heads {
+		if left[h.Seq] {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// Recarry brings route's destination's head h back to an attempt now, as
+// its lost parked record would have: a due record with the attempts
+// logged for it and the time its message was stored. A head that has
+// moved on, or is in an attempt, when the record comes back lets it go
+// (Admit, and the forwarder's hold on a key in an attempt).
+func (s *Store) Recarry(ctx context.Context, route, dest string, h OldHead, now time.Time) error {
+	m, err := s.main.GetMsg(ctx, h.Seq)
+	if err != nil {
+		return fmt.Errorf("%w: message %d: %w", ErrUnavailable, h.Seq, err)
+	}
+	last, _, err := s.LastAttempt(route, dest, h.ID, m.Time)
+	if err != nil {
+		return err
+	}
+	return s.publishDue(ctx, route, dest, Parked{Seq: h.Seq, Attempts: last.Attempt, FirstSeen: m.Time, Due: now, Key: h.Key, Ordered: true}, h.ID)
+}
+
+// publishDue publishes p as a due record of route's destination, for
+// event eventID: the destination attempts it at once.
+func (s *Store) publishDue(ctx context.Context, route, dest string, p Parked, eventID string) error {
+	m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(eventID)}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+	defer cancel()
+	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(StreamName)); err != nil {
+		return fmt.Errorf("%w: release: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
 // orderRefs lowers refs[route] to the sequence of every event queued
 // behind a key's head: their messages are acked, and the purge near the
 // store's limit must keep them.
@@ -611,13 +688,9 @@ func (s *Store) Unorder(ctx context.Context, route, dest string) (int, error) {
 			continue
 		}
 		p := Parked{Seq: binary.BigEndian.Uint64(k[len(k)-8:]), Attempts: q.attempts, FirstSeen: time.Unix(0, q.first), Due: now}
-		m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(q.id)}
-		pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
-		_, err := s.js.PublishMsg(pctx, m, jetstream.WithExpectStream(StreamName))
-		cancel()
-		if err != nil {
+		if err := s.publishDue(ctx, route, dest, p, q.id); err != nil {
 			it.Close()
-			return n, fmt.Errorf("%w: release: %w", ErrUnavailable, err)
+			return n, err
 		}
 		n++
 	}

@@ -418,45 +418,58 @@ func (s *Store) parkedRefs(ctx context.Context, from uint64) (map[string]uint64,
 	if err != nil {
 		return nil, err
 	}
-	for _, src := range []struct {
-		st  jetstream.Stream
-		cfg jetstream.OrderedConsumerConfig
-	}{
+	for _, src := range []recordSource{
 		{parked, jetstream.OrderedConsumerConfig{HeadersOnly: true}},
 		{s.main, jetstream.OrderedConsumerConfig{HeadersOnly: true, FilterSubjects: []string{"due.>"},
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1)}},
 	} {
-		c, err := src.st.OrderedConsumer(ctx, src.cfg)
+		err := src.each(ctx, func(m jetstream.Msg) {
+			p := subjectParts(m.Subject())
+			seq, err := strconv.ParseUint(m.Headers().Get(hdrSeq), 10, 64)
+			if len(p) < 2 || err != nil {
+				return
+			}
+			if at, ok := refs[p[1]]; !ok || seq < at {
+				refs[p[1]] = seq
+			}
+		})
 		if err != nil {
 			return nil, err
-		}
-		for {
-			batch, err := c.FetchNoWait(1024)
-			if err != nil {
-				return nil, err
-			}
-			n := 0
-			for m := range batch.Messages() {
-				n++
-				p := subjectParts(m.Subject())
-				seq, err := strconv.ParseUint(m.Headers().Get(hdrSeq), 10, 64)
-				if len(p) < 2 || err != nil {
-					continue
-				}
-				if at, ok := refs[p[1]]; !ok || seq < at {
-					refs[p[1]] = seq
-				}
-			}
-			if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-				return nil, err
-			}
-			if n == 0 {
-				break
-			}
 		}
 	}
 	if err := s.orderRefs(refs); err != nil {
 		return nil, err
 	}
 	return refs, nil
+}
+
+// recordSource is a selection of parked or due records to read through.
+type recordSource struct {
+	st  jetstream.Stream
+	cfg jetstream.OrderedConsumerConfig
+}
+
+// each calls fn on every record the source selects, in stream order.
+func (src recordSource) each(ctx context.Context, fn func(jetstream.Msg)) error {
+	c, err := src.st.OrderedConsumer(ctx, src.cfg)
+	if err != nil {
+		return err
+	}
+	for {
+		batch, err := c.FetchNoWait(1024)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			fn(m)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+	}
 }
