@@ -96,7 +96,7 @@ func init() {
 		{Info{Name: NameSendGrid, Verifies: "ECDSA P-256 signature of timestamp + body with SendGrid's public key", Methods: postOnly, Tolerance: DefaultTolerance,
 			Docs: "https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/getting-started-event-webhook-security-features"},
 			newSendGrid},
-		{Info{Name: "twilio", Verifies: "X-Twilio-Signature: base64 HMAC-SHA1 of public_url + sorted form parameters (or bodySHA256 for JSON)", ID: "I-Twilio-Idempotency-Token header", Methods: postOnly, PublicURL: true,
+		{Info{Name: NameTwilio, Verifies: "X-Twilio-Signature: base64 HMAC-SHA1 of public_url + sorted form parameters (or bodySHA256 for JSON)", ID: "I-Twilio-Idempotency-Token header", Methods: postOnly, PublicURL: true,
 			Docs: "https://www.twilio.com/docs/usage/webhooks/webhooks-security"},
 			newTwilio},
 		{Info{Name: NameGitLab, Verifies: "X-Gitlab-Token equals the secret; with signing_secret, also webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>",
