@@ -17,8 +17,10 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/jethook/jethook/egress"
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/store"
 )
 
 // Settings are the process settings, read from JETHOOK_* variables.
@@ -169,6 +171,21 @@ func loadSettings(environ map[string]string) (Settings, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// limits are what app.Check holds a configuration to under s. The
+// embedded server's max_payload is known before it starts; an external
+// server's is checked when serve connects.
+func (s Settings) limits() (app.Limits, error) {
+	rules, err := s.egress()
+	if err != nil {
+		return app.Limits{}, err
+	}
+	l := app.Limits{Retention: s.Retention, MaxInFlightBytes: s.MaxInFlightBytes, Egress: rules}
+	if s.NATSURL == "" {
+		l.MaxPayload = store.DefaultMaxPayload
+	}
+	return l, nil
 }
 
 // egress parses JETHOOK_EGRESS_DENY and JETHOOK_EGRESS_ALLOW into the
