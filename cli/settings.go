@@ -18,7 +18,7 @@ import (
 
 	"github.com/jethook/jethook/egress"
 	"github.com/jethook/jethook/internal/app"
-	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/internal/size"
 	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 )
@@ -306,7 +306,7 @@ func (s Settings) storeMaxBytes() (int64, error) {
 	if s.StoreMaxBytes == "" {
 		return 0, nil
 	}
-	n, err := policy.ParseSize(s.StoreMaxBytes)
+	n, err := size.Parse(s.StoreMaxBytes)
 	if err != nil {
 		return 0, fmt.Errorf("environment: JETHOOK_STORE_MAX_BYTES: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jethook/jethook/internal/size"
 	"github.com/jethook/jethook/provider"
 )
 
@@ -150,7 +151,7 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 	}
 	if e, ok := m["max_body"]; ok {
 		if s, ok := d.str(e); ok {
-			if v, err := ParseSize(s); err != nil {
+			if v, err := size.Parse(s); err != nil {
 				d.failf(e.node(), e.path, "%v", err)
 			} else {
 				r.MaxBody = v

@@ -139,7 +139,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 	}
 
 	a.Metrics, a.Registry = newMetrics(a.Store)
-	a.Alerts = alert.New(cfg.Alerts, a.log)
+	a.Alerts = alert.New(alertConfig(cfg.Alerts), a.log)
 	alerts := http.DefaultTransport.(*http.Transport).Clone()
 	alerts.DialContext = rules.Dialer().DialContext
 	a.Alerts.Client = &http.Client{Transport: alerts}
@@ -217,7 +217,7 @@ func (a *App) Reload(ctx context.Context) error {
 		return err
 	}
 	a.Pull.Reload(cfg)
-	a.Alerts.Reload(cfg.Alerts)
+	a.Alerts.Reload(alertConfig(cfg.Alerts))
 	a.CatchUp.Reload(cfg)
 	for _, w := range cfg.Warnings() {
 		a.log.Warn(w)
@@ -255,4 +255,14 @@ func (a *App) Close(grace time.Duration) {
 	if a.ownStore && a.Store != nil {
 		a.Store.Close()
 	}
+}
+
+// alertConfig is the `alerts:` block as package alert takes it; nil for
+// none.
+func alertConfig(a *policy.Alerts) *alert.Config {
+	if a == nil {
+		return nil
+	}
+	c := alert.Config(*a)
+	return &c
 }
