@@ -25,7 +25,7 @@ const (
 	ResendReplayed  = "replayed"  // dead-lettered: its dead letter replayed
 	ResendRetrying  = "retrying"  // in backoff: its parked retry brought forward to now
 	ResendDuplicate = "duplicate" // the same resend or replay is already queued
-	ResendWaiting   = "waiting"   // pending, or attempting in flight: it is on its way; nothing done
+	ResendWaiting   = "waiting"   // pending, or in flight: it is on its way; nothing done
 	ResendSkipped   = "skipped"   // filtered (not named) or unknown: nothing done
 )
 
@@ -110,7 +110,7 @@ func (h *Handler) Resend(ctx context.Context, id string, req ResendRequest) (Res
 			if res.Queued == 0 {
 				o.Action = ResendDuplicate
 			}
-		case store.StateAttempting:
+		case store.StateInBackoff, store.StateInFlight:
 			o.Action = ResendRetrying
 			if err = h.Store.RetryNow(ctx, e.Route, dest, e.EventID); errors.Is(err, store.ErrNotParked) {
 				o.Action, err = ResendWaiting, nil

@@ -32,9 +32,10 @@ const (
 	maxExpr     = 4 << 10
 )
 
-// States a search filters on: store.State*.
-var searchStates = []string{store.StateDelivered, store.StatePending, store.StateAttempting,
-	store.StateDeadLettered, store.StateFiltered}
+// States a search filters on: store.State*; attempting matches in_flight
+// and in_backoff.
+var searchStates = []string{store.StateDelivered, store.StatePending, store.StateInFlight, store.StateInBackoff,
+	store.StateDeadLettered, store.StateFiltered, store.StateAttempting}
 
 // Search is a search of stored events as it travels in a URL: GET
 // /v1/events, the dashboard's Events page and `jethook events search`
@@ -49,8 +50,9 @@ type Search struct {
 	// destination of Route.
 	Destination string
 	// State keeps the events that are in this state at Destination, or at
-	// any destination of their route: delivered, pending, attempting,
-	// dead_lettered or filtered.
+	// any destination of their route: delivered, pending, in_flight,
+	// in_backoff, attempting (either of those two), dead_lettered or
+	// filtered.
 	State string
 	// Type keeps the events of this type (provider.EventType); a trailing
 	// "*" matches any type it begins ("invoice.*").
@@ -213,7 +215,7 @@ func (h *Handler) compile(s Search) (compiled, error) {
 		c.dests[s.Route] = []string{s.Destination}
 	}
 	if s.State != "" {
-		c.state = func(d store.Delivery) bool { return d.State == s.State }
+		c.state = func(d store.Delivery) bool { return store.StateMatches(s.State, d.State) }
 	}
 	c.typ = s.Type
 	limit := s.Limit

@@ -82,7 +82,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := map[string]any{"Routes": names, "AllDestinations": dests, "Search": s, "Columns": columns,
-		"States": []string{store.StateDelivered, store.StatePending, store.StateAttempting, store.StateDeadLettered, store.StateFiltered},
+		"States": []string{store.StateDelivered, store.StatePending, store.StateInFlight, store.StateInBackoff, store.StateDeadLettered, store.StateFiltered},
 		"Events": rows, "End": end}
 	if end.NextCursor != "" {
 		next := s
