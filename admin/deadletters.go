@@ -108,8 +108,8 @@ type Selection struct {
 	To string `json:"to,omitempty"`
 }
 
-func (s Selection) filter(now time.Time) (store.DeadLetterFilter, error) {
-	f := store.DeadLetterFilter{Route: s.Route, Destination: s.Destination, Status: s.Status, Reason: s.Reason}
+func (s Selection) filter(now time.Time) (store.DeadLetterQuery, error) {
+	f := store.DeadLetterQuery{Route: s.Route, Destination: s.Destination, Status: s.Status, Reason: s.Reason}
 	var err error
 	if f.Since, err = parseTime("since", s.Since, now); err != nil {
 		return f, err

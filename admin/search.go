@@ -193,7 +193,7 @@ func (h *Handler) compile(s Search) (compiled, error) {
 		c.dests[f.Route] = append(c.dests[f.Route], f.Destination)
 	}
 	switch {
-	case s.Route != "" && store.DeadLetterFilter{Route: s.Route}.Validate() != nil:
+	case s.Route != "" && store.DeadLetterQuery{Route: s.Route}.Validate() != nil:
 		return c, badRequest("%q is not a route name: names hold only letters, digits, \"_\" and \"-\"", s.Route)
 	case s.Destination != "" && s.Route == "":
 		return c, badRequest("a destination filter needs a route")

@@ -151,7 +151,7 @@ func (h *Handler) backlog(ctx context.Context, s *DestinationStatus, backlogs []
 			return err
 		}
 	}
-	n, err := h.Store.DeadLetterCount(ctx, store.DeadLetterFilter{Route: s.Route, Destination: s.Destination})
+	n, err := h.Store.DeadLetterCount(ctx, store.DeadLetterQuery{Route: s.Route, Destination: s.Destination})
 	if err != nil {
 		return err
 	}

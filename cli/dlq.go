@@ -50,13 +50,14 @@ func dlq(ctx context.Context, c *adminClient, args []string, out io.Writer) erro
 	return fmt.Errorf("%w: unknown dlq command %q; %s", errUsage, args[0], dlqUsage)
 }
 
-// dlqFilter is the filter flags every dlq command shares.
-type dlqFilter struct {
+// dlqQuery is the flags that select dead letters, which every dlq
+// command shares.
+type dlqQuery struct {
 	route, destination, status, reason, since, until string
 	seqs                                             string
 }
 
-func (f *dlqFilter) register(fs *flag.FlagSet, withSeq bool) {
+func (f *dlqQuery) register(fs *flag.FlagSet, withSeq bool) {
 	fs.StringVar(&f.route, "route", "", "only dead letters of this route")
 	fs.StringVar(&f.destination, "destination", "", "only this destination (needs -route)")
 	fs.StringVar(&f.status, "status", "", "last HTTP status: 503, a class such as 5xx, or none")
@@ -64,11 +65,11 @@ func (f *dlqFilter) register(fs *flag.FlagSet, withSeq bool) {
 	fs.StringVar(&f.since, "since", "", "dead-lettered at or after: RFC 3339 time or a duration ago (2h)")
 	fs.StringVar(&f.until, "until", "", "dead-lettered before: RFC 3339 time or a duration ago")
 	if withSeq {
-		fs.StringVar(&f.seqs, "seq", "", "comma-separated dead letter sequence numbers (instead of filters)")
+		fs.StringVar(&f.seqs, "seq", "", "comma-separated dead letter sequence numbers (instead of a query)")
 	}
 }
 
-func (f *dlqFilter) query() url.Values {
+func (f *dlqQuery) query() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"route": f.route, "destination": f.destination, "status": f.status,
 		"reason": f.reason, "since": f.since, "until": f.until} {
@@ -79,14 +80,14 @@ func (f *dlqFilter) query() url.Values {
 	return q
 }
 
-func (f *dlqFilter) selection() (admin.Selection, error) {
+func (f *dlqQuery) selection() (admin.Selection, error) {
 	sel := admin.Selection{Route: f.route, Destination: f.destination, Status: f.status, Reason: f.reason,
 		Since: f.since, Until: f.until}
 	if f.seqs == "" {
 		return sel, nil
 	}
 	if f.route != "" || f.destination != "" || f.status != "" || f.reason != "" || f.since != "" || f.until != "" {
-		return sel, fmt.Errorf("%w: give -seq or filters, not both", errUsage)
+		return sel, fmt.Errorf("%w: give -seq or a query (-route, -status, …), not both", errUsage)
 	}
 	for _, s := range strings.Split(f.seqs, ",") {
 		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
@@ -100,7 +101,7 @@ func (f *dlqFilter) selection() (admin.Selection, error) {
 
 func dlqList(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("dlq ls", out)
-	var f dlqFilter
+	var f dlqQuery
 	f.register(fs, false)
 	limit := fs.Int("limit", 50, "dead letters per page (at most 1000)")
 	cursor := fs.String("cursor", "", "start at this cursor (printed after a full page)")
@@ -138,7 +139,7 @@ func dlqList(ctx context.Context, c *adminClient, args []string, out io.Writer) 
 		return err
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintf(out, "more: jethook dlq ls -cursor %s (same filters)\n", page.NextCursor)
+		fmt.Fprintf(out, "more: jethook dlq ls -cursor %s (same query)\n", page.NextCursor)
 	}
 	return nil
 }
@@ -202,15 +203,15 @@ func dlqShow(ctx context.Context, c *adminClient, args []string, out io.Writer) 
 	return nil
 }
 
-// dlqReplay replays dead letters by -seq, or every one a filter selects,
+// dlqReplay replays dead letters by -seq, or every one a query selects,
 // page by page, printing progress; to their own destination, or with -to
 // to another of their route's.
 func dlqReplay(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("dlq replay", out)
-	var f dlqFilter
+	var f dlqQuery
 	f.register(fs, true)
 	pageSize := fs.Int("page", 500, "dead letters replayed per request (at most 1000)")
-	to := fs.String("to", "", "replay to this destination of the route instead, such as a developer's pull destination (by filter, needs -route and -destination)")
+	to := fs.String("to", "", "replay to this destination of the route instead, such as a developer's pull destination (by query, needs -route and -destination)")
 	asJSON := fs.Bool("json", false, "print the totals as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -266,12 +267,12 @@ func dlqReplay(ctx context.Context, c *adminClient, args []string, out io.Writer
 	return nil
 }
 
-// dlqPurge deletes dead letters by -seq, by filter, or all with -all.
+// dlqPurge deletes dead letters by -seq, by query, or all with -all.
 func dlqPurge(ctx context.Context, c *adminClient, args []string, out io.Writer) error {
 	fs := flags("dlq purge", out)
-	var f dlqFilter
+	var f dlqQuery
 	f.register(fs, true)
-	all := fs.Bool("all", false, "purge every dead letter (required when no -seq or filter is given)")
+	all := fs.Bool("all", false, "purge every dead letter (required when neither -seq nor a query is given)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -282,7 +283,7 @@ func dlqPurge(ctx context.Context, c *adminClient, args []string, out io.Writer)
 	}
 	sel.All = *all
 	if len(sel.Seqs) == 0 && len(f.query()) == 0 && !sel.All {
-		return fmt.Errorf("%w: name dead letters with -seq or filters, or pass -all to purge every one", errUsage)
+		return fmt.Errorf("%w: name dead letters with -seq or a query, or pass -all to purge every one", errUsage)
 	}
 	var raw json.RawMessage
 	if err := c.call(ctx, http.MethodDelete, "/v1/deadletters", nil, sel, &raw); err != nil {

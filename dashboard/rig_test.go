@@ -93,7 +93,7 @@ func (r *rig) deadLetter(e *store.Envelope) uint64 {
 	r.publish(e)
 	var seq uint64
 	storetest.Eventually(r.t, 10*time.Second, "the webhook is dead-lettered", func() bool {
-		p, err := r.store.QueryDeadLetters(context.Background(), store.DeadLetterFilter{}, 0, 100)
+		p, err := r.store.QueryDeadLetters(context.Background(), store.DeadLetterQuery{}, 0, 100)
 		for _, d := range p.DeadLetters {
 			if d.Envelope.EventID == e.EventID {
 				seq = d.DLQSeq

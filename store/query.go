@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// DeadLetterFilter selects dead letters. Zero fields match everything.
-type DeadLetterFilter struct {
+// DeadLetterQuery selects dead letters. Zero fields match everything.
+type DeadLetterQuery struct {
 	Route       string
 	Destination string // only with Route
 	// Status is a last HTTP status ("503"), a class ("5xx"), or "none" for
@@ -26,10 +26,10 @@ type DeadLetterFilter struct {
 	MaxSeq uint64
 }
 
-// Validate reports a filter that cannot match as the caller meant it.
-func (f DeadLetterFilter) Validate() error {
+// Validate reports a query that cannot match as the caller meant it.
+func (f DeadLetterQuery) Validate() error {
 	if f.Destination != "" && f.Route == "" {
-		return errors.New("a destination filter needs a route")
+		return errors.New("a query by destination needs a route")
 	}
 	// Names become subject tokens: anything but the characters a policy
 	// name may hold (letters, digits, "_" and "-") would make a subject
@@ -57,7 +57,7 @@ func (f DeadLetterFilter) Validate() error {
 }
 
 // subject is the DLQ subject filter the route and destination select.
-func (f DeadLetterFilter) subject() string {
+func (f DeadLetterQuery) subject() string {
 	switch {
 	case f.Destination != "":
 		return "dlq." + f.Route + "." + f.Destination + ".*"
@@ -67,13 +67,13 @@ func (f DeadLetterFilter) subject() string {
 	return "dlq.>"
 }
 
-// bySubjectOnly is true when the stream can answer the filter without
+// bySubjectOnly is true when the stream can answer the query without
 // reading each message.
-func (f DeadLetterFilter) bySubjectOnly() bool {
+func (f DeadLetterQuery) bySubjectOnly() bool {
 	return f.Status == "" && f.Reason == "" && f.Since.IsZero() && f.Until.IsZero() && f.MaxSeq == 0
 }
 
-func (f DeadLetterFilter) match(d DeadLetter) bool {
+func (f DeadLetterQuery) match(d DeadLetter) bool {
 	if f.Reason != "" && d.Reason != f.Reason {
 		return false
 	}
@@ -95,8 +95,8 @@ func (f DeadLetterFilter) match(d DeadLetter) bool {
 	return true
 }
 
-// maxScan bounds the dead letters one page reads when header filters
-// reject most of them; the page then ends early with a cursor.
+// maxScan bounds the dead letters one page reads when a query by header
+// values rejects most of them; the page then ends early with a cursor.
 const maxScan = 10_000
 
 // Page is one page of dead letters, oldest first.
@@ -104,13 +104,13 @@ type Page struct {
 	DeadLetters []DeadLetter
 	// Next is the WEBHOOKS_DLQ sequence to pass as the cursor of the next
 	// page, 0 when there is none. A page may hold fewer than the limit and
-	// still have a Next when the filter rejected maxScan dead letters.
+	// still have a Next when the query rejected maxScan dead letters.
 	Next uint64
 }
 
 // QueryDeadLetters returns up to limit dead letters matching f, oldest first
 // (by WEBHOOKS_DLQ sequence), starting at sequence cursor (0 is the start).
-func (s *Store) QueryDeadLetters(ctx context.Context, f DeadLetterFilter, cursor uint64, limit int) (Page, error) {
+func (s *Store) QueryDeadLetters(ctx context.Context, f DeadLetterQuery, cursor uint64, limit int) (Page, error) {
 	var p Page
 	if limit <= 0 {
 		return p, nil
@@ -129,9 +129,9 @@ func (s *Store) QueryDeadLetters(ctx context.Context, f DeadLetterFilter, cursor
 	return p, err
 }
 
-// DeadLetterCount counts the dead letters matching f. A filter on route and
+// DeadLetterCount counts the dead letters matching f. A query by route and
 // destination only is answered by the stream; others read every candidate.
-func (s *Store) DeadLetterCount(ctx context.Context, f DeadLetterFilter) (uint64, error) {
+func (s *Store) DeadLetterCount(ctx context.Context, f DeadLetterQuery) (uint64, error) {
 	if f.bySubjectOnly() {
 		c, err := s.dlq.CreateConsumer(ctx, scanConsumer(f.subject(), 0, time.Time{}))
 		if err != nil {
@@ -182,8 +182,8 @@ func (s *Store) DeleteDeadLetters(ctx context.Context, seqs []uint64) (int, erro
 }
 
 // PurgeDeadLetters removes every dead letter matching f and returns how
-// many. A filter on route and destination only is one stream purge.
-func (s *Store) PurgeDeadLetters(ctx context.Context, f DeadLetterFilter) (int, error) {
+// many. A query by route and destination only is one stream purge.
+func (s *Store) PurgeDeadLetters(ctx context.Context, f DeadLetterQuery) (int, error) {
 	if f.bySubjectOnly() {
 		n, err := s.DeadLetterCount(ctx, f)
 		if err != nil {
@@ -229,7 +229,7 @@ func scanConsumer(subject string, from uint64, since time.Time) jetstream.Consum
 // from sequence from, until fn returns false or the stream has no more. It
 // reads at most maxScan dead letters; if it stops for that reason, it
 // returns the sequence to resume at, else 0.
-func (s *Store) scanDeadLetters(ctx context.Context, f DeadLetterFilter, from uint64, maxScan int, fn func(d DeadLetter) bool) (uint64, error) {
+func (s *Store) scanDeadLetters(ctx context.Context, f DeadLetterQuery, from uint64, maxScan int, fn func(d DeadLetter) bool) (uint64, error) {
 	c, err := s.dlq.CreateConsumer(ctx, scanConsumer(f.subject(), from, f.Since))
 	if err != nil {
 		return 0, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
