@@ -24,8 +24,8 @@ type Event struct {
 }
 
 // EventDestination is one destination's view of an event. State is
-// delivered, pending (not attempted yet), attempting (in flight or waiting
-// for its next attempt), waiting (behind an earlier event of its ordering
+// delivered, pending (not attempted yet), in_flight (an attempt under
+// way), in_backoff (waiting for its next attempt), waiting (behind an earlier event of its ordering
 // key: see Order), dead_lettered, filtered (the destination's filter did
 // not match: never attempted), or unknown (no consumer).
 type EventDestination struct {

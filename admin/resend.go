@@ -25,7 +25,7 @@ const (
 	ResendReplayed  = "replayed"  // dead-lettered: its dead letter replayed
 	ResendRetrying  = "retrying"  // in backoff: its next attempt brought forward to now
 	ResendDuplicate = "duplicate" // the same resend or replay is already queued
-	ResendWaiting   = "waiting"   // pending, or attempting in flight: it is on its way; nothing done
+	ResendWaiting   = "waiting"   // pending, or in flight: it is on its way; nothing done
 	ResendSkipped   = "skipped"   // filtered (not named) or unknown: nothing done
 )
 
@@ -111,7 +111,7 @@ func (svc *Service) Resend(ctx context.Context, id string, req ResendRequest) (R
 			if res.Queued == 0 {
 				o.Action = ResendDuplicate
 			}
-		case store.StateAttempting:
+		case store.StateInBackoff, store.StateInFlight:
 			o.Action = ResendRetrying
 			if err = svc.Store.RetryNow(ctx, e.Route, dest, e.EventID); errors.Is(err, store.ErrNotParked) {
 				var now bool

@@ -101,11 +101,11 @@ func TestResendRetriesAnEventInBackoffNowWithItsNextAttemptNumber(t *testing.T) 
 	var ev admin.Event
 	eventually(t, "app's first attempt failed and waits an hour", func() bool {
 		r.call(http.MethodGet, "/v1/events/"+url.PathEscape(id), nil, &ev)
-		return states(ev) == "app=attempting audit=delivered" && len(ev.Destinations[0].Attempts) == 1
+		return states(ev) == "app=in_backoff audit=delivered" && len(ev.Destinations[0].Attempts) == 1
 	})
 	r.app.failWith(0)
 	res := r.resend(id, admin.ResendRequest{})
-	if got := outcomes(res); got != "app=attempting:retrying audit=delivered:queued" {
+	if got := outcomes(res); got != "app=in_backoff:retrying audit=delivered:queued" {
 		t.Fatalf("resend: %s", got)
 	}
 	eventually(t, "app delivered at its second attempt", func() bool { return r.app.attemptsOf(id) == "1,2" })

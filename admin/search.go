@@ -33,9 +33,9 @@ const (
 )
 
 // SearchStates are the states a search filters on: store.State* and
-// StateWaiting.
-var SearchStates = []string{store.StateDelivered, StateWaiting, store.StatePending, store.StateAttempting,
-	store.StateDeadLettered, store.StateFiltered}
+// StateWaiting; attempting matches in_flight and in_backoff.
+var SearchStates = []string{store.StateDelivered, StateWaiting, store.StatePending, store.StateInFlight,
+	store.StateInBackoff, store.StateDeadLettered, store.StateFiltered, store.StateAttempting}
 
 // Search is a search of stored events as it travels in a URL: GET
 // /v1/events, the dashboard's Events page and `jethook events search`
@@ -51,7 +51,8 @@ type Search struct {
 	Destination string
 	// State keeps the events that are in this state at Destination, or at
 	// any destination of their route: delivered, waiting, pending,
-	// attempting, dead_lettered or filtered.
+	// in_flight, in_backoff, attempting (either of those two),
+	// dead_lettered or filtered.
 	State string
 	// Type keeps the events of this type (provider.EventType); a trailing
 	// "*" matches any type it begins ("invoice.*").
@@ -216,7 +217,7 @@ func (svc *Service) compile(s Search) (compiled, error) {
 		c.dests[s.Route] = []string{s.Destination}
 	}
 	if s.State != "" {
-		c.state = func(d store.Delivery) bool { return d.State == s.State }
+		c.state = func(d store.Delivery) bool { return store.StateMatches(s.State, d.State) }
 	}
 	c.typ = s.Type
 	limit := s.Limit
@@ -279,7 +280,7 @@ func (svc *Service) Search(ctx context.Context, s Search, found func(EventSummar
 		kept := keep == nil
 		for _, d := range c.dests[e.Route] {
 			got, err := deliveries.Of(ctx, e, seq, d)
-			if err == nil && (got.State == store.StateDelivered || got.State == store.StateAttempting) {
+			if err == nil && (got.State == store.StateDelivered || got.State == store.StateInFlight || got.State == store.StateInBackoff) {
 				// Acked in its consumer, but it may wait behind its key.
 				_, err = svc.order(e, seq, d, &got)
 			}

@@ -20,8 +20,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/jethook/jethook/policy"
 )
 
 // Limits that keep one notice readable.
@@ -72,9 +70,18 @@ type Notifier struct {
 	done     chan struct{}
 }
 
+// Config is the `alerts:` block of policies.yaml (policy.Alerts, whose
+// doc says what each field means and its default).
+type Config struct {
+	URL        string        // receives each notice as a JSON POST
+	Batch      time.Duration // how long the notices of a burst are gathered
+	MaxPerHour int           // the most POSTs in any hour
+	Headroom   float64       // the share of the store's room below which a notice warns
+}
+
 // New returns a Notifier for the `alerts:` block of policies.yaml; with no
 // block (cfg nil) it stays quiet until Reload gives it one.
-func New(cfg *policy.Alerts, log *slog.Logger) *Notifier {
+func New(cfg *Config, log *slog.Logger) *Notifier {
 	n := &Notifier{Logger: log}
 	if cfg != nil {
 		n.URL, n.Batch, n.MaxPerHour, n.Headroom = cfg.URL, cfg.Batch, cfg.MaxPerHour, cfg.Headroom
@@ -86,7 +93,7 @@ func New(cfg *policy.Alerts, log *slog.Logger) *Notifier {
 // window or hourly limit. With no block (cfg nil), what is pending is
 // dropped and nothing more is gathered until a block returns. The hourly
 // count of notices sent carries over, so a reload cannot lift the limit.
-func (n *Notifier) Reload(cfg *policy.Alerts) {
+func (n *Notifier) Reload(cfg *Config) {
 	if n == nil || n.wake == nil {
 		return
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/alert"
-	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store/storetest"
 )
 
@@ -209,7 +208,7 @@ func TestWithoutAnAlertsBlockNothingIsSent(t *testing.T) {
 	if n.URL != "" || logged.Len() != 0 {
 		t.Errorf("a Notifier without an alerts block has URL %q and logged %q", n.URL, logged.String())
 	}
-	if got := alert.New(&policy.Alerts{URL: "https://chat.example/hook", Batch: time.Minute, MaxPerHour: 30}, nil); got.URL == "" {
+	if got := alert.New(&alert.Config{URL: "https://chat.example/hook", Batch: time.Minute, MaxPerHour: 30}, nil); got.URL == "" {
 		t.Errorf("New with an alerts block = %+v", got)
 	}
 }
@@ -223,19 +222,19 @@ func TestAReloadedAlertsBlockTakesEffectAtOnce(t *testing.T) {
 	n := start(t, alert.New(nil, nil))
 	n.DeadLettered("shop", "app", "evt_before", "permanent") // no block yet: not told
 
-	n.Reload(&policy.Alerts{URL: first.URL, Batch: 50 * time.Millisecond, MaxPerHour: 30})
+	n.Reload(&alert.Config{URL: first.URL, Batch: 50 * time.Millisecond, MaxPerHour: 30})
 	n.DeadLettered("shop", "app", "evt_1", "permanent")
 	if texts := first.waitFor(t, 1); !strings.Contains(texts[0], "1 event dead-lettered") || strings.Contains(texts[0], "evt_before") {
 		t.Errorf("first notice %q, want evt_1 alone", texts[0])
 	}
 
-	n.Reload(&policy.Alerts{URL: second.URL, Batch: 50 * time.Millisecond, MaxPerHour: 30})
+	n.Reload(&alert.Config{URL: second.URL, Batch: 50 * time.Millisecond, MaxPerHour: 30})
 	n.Breaker("shop", "crm", true)
 	if texts := second.waitFor(t, 1); !strings.Contains(texts[0], "breaker opened: shop → crm") {
 		t.Errorf("notice at the new URL %q, want the breaker", texts[0])
 	}
 
-	n.Reload(&policy.Alerts{URL: second.URL, Batch: time.Hour, MaxPerHour: 30})
+	n.Reload(&alert.Config{URL: second.URL, Batch: time.Hour, MaxPerHour: 30})
 	n.DeadLettered("shop", "app", "evt_dropped", "permanent")
 	n.Reload(nil) // the pending dead letter goes with the block
 	n.DeadLettered("shop", "app", "evt_after", "permanent")

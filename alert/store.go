@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/internal/size"
 )
 
 // storeState is what the Notifier knows of the store.
@@ -54,10 +54,10 @@ func (n *Notifier) Store(reason, detail string, headroom, capacity uint64) {
 		s.low = true
 		n.storeNote(fmt.Sprintf("store short of room: %s left of %s (%.0f %%); delivered webhooks are purged first, "+
 			"undelivered ones and dead letters are not: raise JETHOOK_STORE_MAX_BYTES or the disk, or shorten JETHOOK_RETENTION",
-			policy.FormatSize(headroom), policy.FormatSize(capacity), 100*share))
+			size.Format(headroom), size.Format(capacity), 100*share))
 	case s.low && share >= 2*n.Headroom:
 		s.low = false
-		n.storeNote(fmt.Sprintf("store has room again: %s left of %s (%.0f %%)", policy.FormatSize(headroom), policy.FormatSize(capacity), 100*share))
+		n.storeNote(fmt.Sprintf("store has room again: %s left of %s (%.0f %%)", size.Format(headroom), size.Format(capacity), 100*share))
 	}
 }
 

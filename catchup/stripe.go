@@ -203,7 +203,7 @@ func (s *stripe) newestStored(ctx context.Context) (int64, error) {
 func (s *stripe) publish(ctx context.Context, ev listed) (stored bool, err error) {
 	id, body := ev.id, ev.body
 	now := time.Now()
-	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}, HeaderCaughtUp: {"stripe"}}
+	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}, HeaderCaughtUp: {provider.NameStripe}}
 	if s.signer != nil {
 		if err := s.signer.Sign(&provider.Request{Method: http.MethodPost, Header: h, Body: body}, s.route.Secrets[0], now); err != nil {
 			return false, fmt.Errorf("sign event %s: %w", id, err)
@@ -218,7 +218,7 @@ func (s *stripe) publish(ctx context.Context, ev listed) (stored bool, err error
 		ReceivedAt:  now,
 		Header:      h,
 		Body:        body,
-		CaughtUp:    "stripe",
+		CaughtUp:    provider.NameStripe,
 		Traceparent: tc.Traceparent,
 		Tracestate:  tc.Tracestate,
 	})

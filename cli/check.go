@@ -136,13 +136,13 @@ func checkResolved(ctx context.Context, rules *egress.Rules, cfg *policy.Config)
 	var lookups []*lookup
 	for _, r := range cfg.Routes {
 		for _, d := range r.Destinations {
-			for key, raw := range destinationURLs(d) {
+			for key, raw := range d.URLs() {
 				u, err := url.Parse(raw)
 				if err != nil || u.Hostname() == "" {
 					continue
 				}
 				if _, err := netip.ParseAddr(u.Hostname()); err == nil {
-					continue // checked by checkConfig
+					continue // checked by app.Check
 				}
 				lookups = append(lookups, &lookup{at: fmt.Sprintf("%s:%d: route %q destination %q", cfg.File, r.Line, r.Name, d.Name), key: key, host: u.Hostname()})
 			}

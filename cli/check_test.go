@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jethook/jethook/provider"
+	"github.com/jethook/jethook/store/storetest"
 )
 
 func TestCheckListsTheShippedRoutesAndWarnsAboutUnverifiedOnes(t *testing.T) {
@@ -224,6 +228,75 @@ func TestCheckWarnsAboutSignaturesThatProtectLessThanTheySeem(t *testing.T) {
 	for _, unwanted := range []string{`route "bodysigned": signature`, `destination "plain": resign`} {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("check warned about %q, which is fine:\n%s", unwanted, got)
+		}
+	}
+}
+
+// TestCheckServeAndReloadRefuseABadConfigAlike gives each rule a file
+// that breaks it: `jethook check`, serve's start and a reload of a
+// running serve refuse it with the same error, which names the file.
+func TestCheckServeAndReloadRefuseABadConfigAlike(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.pem")
+	if err := os.WriteFile(junk, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	route := func(extra, url string) string {
+		return "routes:\n  - name: example\n    path: /hooks/example\n" + extra +
+			"    destinations: [{name: app, url: \"" + url + "\"}]\n"
+	}
+	good := route("", "http://127.0.0.1:3000/")
+	cases := []struct{ name, yaml, want string }{
+		{"a secret the preset cannot use", route("    provider: svix\n    secret: not-base64!\n", "http://127.0.0.1:3000/"), "secret"},
+		{"a retry that outlives the store's retention", "defaults:\n  retry: {max_age: 100h}\n" + good, "JETHOOK_RETENTION"},
+		{"a destination at a cloud metadata address", route("", "http://169.254.169.254/"), "169.254.169.254"},
+		{"a body the NATS server would not take", route("    max_body: 8MiB\n", "http://127.0.0.1:3000/"), "max_payload"},
+		{"a client certificate that does not load", strings.Replace(route("", "https://127.0.0.1:3000/"), "}]",
+			", auth: {tls: {cert: \""+junk+"\", key: \""+junk+"\"}}}]", 1), "auth.tls"},
+	}
+	const token = "check-serve-reload-alike-token"
+	settings := func(t *testing.T, file string) Settings {
+		s, err := loadSettings(map[string]string{"JETHOOK_CONFIG": file, "JETHOOK_DATA_DIR": t.TempDir(),
+			"JETHOOK_LISTEN": "127.0.0.1:0", "JETHOOK_ADMIN_LISTEN": storetest.FreeAddr(t), "JETHOOK_ADMIN_TOKEN": token,
+			"JETHOOK_SHUTDOWN_GRACE": "2s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	write := func(file, yaml string) {
+		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	running := filepath.Join(dir, "running.yaml")
+	write(running, good)
+	s := settings(t, running)
+	serveForTest(t, func(r *Settings) { *r = s })
+	client := adminFromEnv(func(k string) string {
+		return map[string]string{"JETHOOK_ADMIN_URL": "http://" + s.AdminListen, "JETHOOK_ADMIN_TOKEN": token}[k]
+	})
+
+	for i, tc := range cases {
+		file := filepath.Join(dir, fmt.Sprintf("bad%d.yaml", i))
+		write(file, tc.yaml)
+		checkErr := runCheck(t.Context(), []string{"-config", file}, io.Discard)
+		if checkErr == nil || !strings.Contains(checkErr.Error(), tc.want) || !strings.Contains(checkErr.Error(), file) {
+			t.Errorf("%s: check: %v, want an error naming %s and %q", tc.name, checkErr, file, tc.want)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // ends a serve that wrongly started
+		serveErr := Serve(ctx, settings(t, file), slog.New(slog.DiscardHandler), nil)
+		cancel()
+		if serveErr == nil || serveErr.Error() != checkErr.Error() {
+			t.Errorf("%s: serve: %v,\nwant check's %v", tc.name, serveErr, checkErr)
+		}
+		write(running, strings.ReplaceAll(tc.yaml, file, running))
+		reloadErr := client.call(t.Context(), http.MethodPost, "/v1/reload", nil, nil, nil)
+		if want := strings.ReplaceAll(checkErr.Error(), file, running); reloadErr == nil || !strings.Contains(reloadErr.Error(), want) {
+			t.Errorf("%s: reload: %v,\nwant check's %v", tc.name, reloadErr, want)
 		}
 	}
 }

@@ -71,8 +71,8 @@ var synopses = map[string]string{
 var summaries = map[string]string{
 	"dlq ls":         "list dead letters, a page at a time",
 	"dlq show":       "show one dead letter: its request, headers, body and why it failed",
-	"dlq replay":     "deliver dead letters again, by -seq or every one a filter selects",
-	"dlq purge":      "delete dead letters, by -seq or every one a filter selects",
+	"dlq replay":     "deliver dead letters again, by -seq or every one a query selects",
+	"dlq purge":      "delete dead letters, by -seq or every one a query selects",
 	"events show":    "show when an event came in and where it stands at each destination",
 	"events search":  "find events by a CEL expression over headers and body, route, time, type and state",
 	"events resend":  "deliver an event again now, to one destination or all of its route, or retry it now if it waits in backoff",

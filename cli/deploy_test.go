@@ -190,7 +190,7 @@ func TestTheComposeReplicasStartAgainstTheComposeNATSCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		// What serve checks once connected, with the servers' max_payload.
-		if err := errors.Join(checkConfig(s, cfg), app.CheckPayload(cfg, int64(opts.MaxPayload))); err != nil {
+		if err := checkWithPayload(s, cfg, int64(opts.MaxPayload)); err != nil {
 			t.Errorf("compose: %s: %v", name, err)
 		}
 		grace, err := time.ParseDuration(fmt.Sprint(svc["stop_grace_period"]))
@@ -253,7 +253,7 @@ func TestTheKubernetesSidecarIsConsistent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := errors.Join(checkConfig(s, cfg), app.CheckPayload(cfg, 8<<20)); err != nil { // max_payload in nats-values.yaml
+	if err := checkWithPayload(s, cfg, 8<<20); err != nil { // max_payload in nats-values.yaml
 		t.Error(err)
 	}
 
@@ -298,4 +298,15 @@ func TestGoModNeedsNoNewerPatchThanTheReleasesFirst(t *testing.T) {
 			t.Errorf("go.mod says %q: builds with an older toolchain would download it", line)
 		}
 	}
+}
+
+// checkWithPayload runs app.Check on cfg under the settings s and an
+// external server's max_payload, as serve does once connected.
+func checkWithPayload(s Settings, cfg *policy.Config, maxPayload int64) error {
+	l, err := s.limits()
+	if err != nil {
+		return err
+	}
+	l.MaxPayload = maxPayload
+	return app.Check(cfg, l)
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 
-	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/internal/size"
 )
 
 // defaultMemoryLimit is the Go memory limit where neither
@@ -34,7 +34,7 @@ const cgroupShare = 0.9
 // defaultMemoryLimit. cgroup reads the cgroup limit (0: none).
 func memoryLimit(setting string, cgroup func() (uint64, error)) (int64, string, error) {
 	if setting != "" {
-		n, err := policy.ParseSize(setting)
+		n, err := size.Parse(setting)
 		if err != nil {
 			return 0, "", fmt.Errorf("environment: JETHOOK_MEMORY_LIMIT: %v", err)
 		}

@@ -120,7 +120,10 @@ func presetConfig(routes []presetRoute, backend string) string {
 	b.WriteString("defaults:\n  retry: {backoff: fixed, delay: 1s, jitter: none, max_attempts: 3, max_age: 1h}\nroutes:\n")
 	for _, pr := range routes {
 		pr = pr.fill()
-		fmt.Fprintf(&b, "  - name: %s\n    path: /hooks/%s\n    provider: %s\n    secret: %q\n", pr.name, pr.name, pr.name, pr.secret)
+		fmt.Fprintf(&b, "  - name: %s\n    path: /hooks/%s\n    provider: %s\n", pr.name, pr.name, pr.name)
+		if pr.name != provider.NameNone {
+			fmt.Fprintf(&b, "    secret: %q\n", pr.secret)
+		}
 		if pr.extra != "" {
 			fmt.Fprintf(&b, "    %s\n", pr.extra)
 		}

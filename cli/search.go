@@ -20,7 +20,7 @@ func eventsSearch(ctx context.Context, c *adminClient, args []string, out io.Wri
 	var s admin.Search
 	fs.StringVar(&s.Route, "route", "", "only events of this route")
 	fs.StringVar(&s.Destination, "destination", "", "show, and filter -state on, this destination only (needs -route)")
-	fs.StringVar(&s.State, "state", "", "only events in this state (at -destination, or at any destination): delivered, waiting, pending, attempting, dead_lettered or filtered")
+	fs.StringVar(&s.State, "state", "", "only events in this state (at -destination, or at any destination): delivered, waiting, pending, in_flight, in_backoff (attempting: either), dead_lettered or filtered")
 	fs.StringVar(&s.Type, "type", "", "only events of this type (push, invoice.paid, orders/create); invoice.* for a prefix")
 	fs.StringVar(&s.Since, "since", "", "received at or after: RFC 3339 time or a duration ago (24h)")
 	fs.StringVar(&s.Until, "until", "", "received before: RFC 3339 time or a duration ago")

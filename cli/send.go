@@ -2,13 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,37 +18,6 @@ import (
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/provider"
 )
-
-// eventHeaders are the headers naming the event that senders send besides
-// their signature, which `send` fills from -event (or the default here) so
-// the backend, and the sender's SDK, see a realistic request.
-var eventHeaders = map[string]struct{ header, def string }{
-	provider.NameGitHub:  {"X-GitHub-Event", "ping"},
-	provider.NameShopify: {provider.HeaderShopifyTopic, "orders/create"},
-	"gitea":              {"X-Gitea-Event", "push"},
-	"forgejo":            {"X-Forgejo-Event", "push"},
-	"gitlab":             {"X-Gitlab-Event", "Push Hook"},
-	"bitbucket":          {"X-Event-Key", "repo:push"},
-	"sentry":             {"Sentry-Hook-Resource", "issue"},
-	"twitch":             {"Twitch-Eventsub-Message-Type", "notification"},
-	"woocommerce":        {"X-WC-Webhook-Topic", "order.created"},
-}
-
-// senderHeaders are the other headers a sender's SDK expects, with the
-// value `send` sets when -header does not: @shopify/shopify-api refuses a
-// webhook without its shop domain and API version, and Twitch's EventSub
-// libraries read the subscription type and version.
-var senderHeaders = map[string][][2]string{
-	provider.NameShopify: {
-		{provider.HeaderShopifyShopDomain, "example.myshopify.com"},
-		{provider.HeaderShopifyAPIVersion, "2025-07"},
-	},
-	"twitch": {
-		{"Twitch-Eventsub-Subscription-Type", "channel.follow"},
-		{"Twitch-Eventsub-Subscription-Version", "2"},
-		{"Twitch-Eventsub-Message-Retry", "0"},
-	},
-}
 
 // sendTimeout bounds one request of `jethook send`, answer included.
 const sendTimeout = 30 * time.Second
@@ -94,18 +61,14 @@ func send(ctx context.Context, args []string, stdin io.Reader, out io.Writer) er
 		return fmt.Errorf("%w: %s has no route %q", errUsage, cfg.File, names[0])
 	}
 
+	info, _ := provider.Lookup(cmp.Or(r.Provider, provider.NameNone))
+	if *event != "" && info.Sample.EventHeader == "" {
+		return fmt.Errorf("%w: -event applies to routes whose sender names its event in a header (%s); route %q is %s",
+			errUsage, strings.Join(eventPresets(), ", "), r.Name, r.Provider)
+	}
 	h := http.Header{}
 	for _, kv := range extra {
 		h.Add(kv[0], kv[1])
-	}
-	if eh, ok := eventHeaders[r.Provider]; ok {
-		setEvent(h, eh.header, *event, eh.def)
-	} else if *event != "" {
-		return fmt.Errorf("%w: -event applies to routes whose sender names its event in a header (%s); route %q is %s",
-			errUsage, strings.Join(slices.Sorted(maps.Keys(eventHeaders)), ", "), r.Name, r.Provider)
-	}
-	for _, kv := range senderHeaders[r.Provider] {
-		setEvent(h, kv[0], "", kv[1])
 	}
 
 	var body []byte
@@ -117,33 +80,27 @@ func send(ctx context.Context, args []string, stdin io.Reader, out io.Writer) er
 	if err != nil {
 		return fmt.Errorf("payload: %w", err)
 	}
-	if h.Get("Content-Type") == "" {
-		h.Set("Content-Type", contentType(r.Provider, body))
-	}
 	method := http.MethodPost
 	if !slices.Contains(r.Methods, method) {
 		method = r.Methods[0]
 	}
-	query := ""
-	if r.Provider == "twilio" && !isForm(h) {
-		// Twilio signs a JSON body through the URL's bodySHA256.
-		sum := sha256.Sum256(body)
-		query = "bodySHA256=" + hex.EncodeToString(sum[:])
+	preq, err := info.Sample.Request(method, r.Path, body, *event, h)
+	if err != nil {
+		return fmt.Errorf("%w: route %q: %w", errUsage, r.Name, err)
 	}
-	preq := &provider.Request{Method: method, URL: &url.URL{Path: r.Path, RawQuery: query}, Header: h, Body: body}
 	if err := sign(preq, r, *secret); err != nil {
 		return fmt.Errorf("route %q: %w", r.Name, err)
 	}
 	body = preq.Body
 	to := strings.TrimRight(target.String(), "/") + r.Path
-	if query != "" {
-		to += "?" + query
+	if preq.URL.RawQuery != "" {
+		to += "?" + preq.URL.RawQuery
 	}
 	req, err := http.NewRequestWithContext(ctx, method, to, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header = h
+	req.Header = preq.Header
 	resp, err := (&http.Client{Timeout: sendTimeout}).Do(req)
 	if err != nil {
 		return err
@@ -189,30 +146,15 @@ func sign(req *provider.Request, r *policy.Route, secret string) error {
 	return nil
 }
 
-// isForm reports whether h says the body is form-encoded.
-func isForm(h http.Header) bool {
-	return strings.HasPrefix(h.Get("Content-Type"), "application/x-www-form-urlencoded")
-}
-
-// setEvent sets header to event, or to def when neither event nor an
-// earlier -header gave it a value.
-func setEvent(h http.Header, header, event, def string) {
-	switch {
-	case event != "":
-		h.Set(header, event)
-	case h.Get(header) == "":
-		h.Set(header, def)
+// eventPresets are the presets whose sender names its event in a header.
+func eventPresets() []string {
+	var out []string
+	for _, p := range provider.Presets() {
+		if p.Sample.EventHeader != "" {
+			out = append(out, p.Name)
+		}
 	}
-}
-
-// contentType is JSON, except for a Slack or Twilio body that is not a
-// JSON object: slash commands, interactivity payloads and Twilio's
-// callbacks are form-encoded.
-func contentType(providerName string, body []byte) string {
-	if (providerName == provider.NameSlack || providerName == "twilio") && !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
-		return "application/x-www-form-urlencoded"
-	}
-	return "application/json"
+	return out
 }
 
 // listenURL is the base URL of a jethook listening on listen (JETHOOK_LISTEN,

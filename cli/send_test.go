@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
@@ -335,6 +336,70 @@ func TestTheDefaultURLIsWhereServeListens(t *testing.T) {
 			t.Parallel()
 			if got := listenURL(tc.listen); got != tc.want {
 				t.Fatalf("listenURL(%q) = %q, want %q", tc.listen, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSendMakesARequestEveryPresetVerifies walks every preset the provider
+// package has: send's request carries the preset's sample headers and
+// passes the preset's own Verify, so a new preset needs no change to send.
+func TestSendMakesARequestEveryPresetVerifies(t *testing.T) {
+	t.Parallel()
+	routes := map[string]presetRoute{}
+	for _, pr := range presetRouteList() {
+		routes[pr.name] = pr.fill()
+	}
+	var list []presetRoute
+	for _, info := range provider.Presets() {
+		pr, ok := routes[info.Name]
+		if !ok {
+			pr = presetRoute{name: info.Name}.fill()
+		}
+		list = append(list, pr)
+	}
+	config := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(config, []byte(presetConfig(list, "http://127.0.0.1:1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := policy.Load(config)
+	if err != nil {
+		t.Fatalf("a route for every preset (add the new one to presetRouteList): %v", err)
+	}
+	got := make(chan *provider.Request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- &provider.Request{Method: r.Method, URL: r.URL, Header: r.Header.Clone(), Body: body}
+	}))
+	t.Cleanup(srv.Close)
+	for _, info := range provider.Presets() {
+		pr := routes[info.Name]
+		t.Run(info.Name, func(t *testing.T) {
+			args := []string{info.Name, "-config", config, "-url", srv.URL, "-file", writePayload(t, pr.body), "-secret", pr.sign}
+			var out bytes.Buffer
+			if err := runSend(t.Context(), args, &out); err != nil {
+				t.Fatalf("send: %v\n%s", err, &out)
+			}
+			req := <-got
+			r, _ := cfg.Route(info.Name)
+			p, err := provider.New(r.ProviderConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Verify(req); err != nil {
+				t.Fatalf("the preset refuses what send sent: %v", err)
+			}
+			s := info.Sample
+			if s.EventHeader != "" && req.Header.Get(s.EventHeader) != s.Event {
+				t.Errorf("%s: %q, want %q", s.EventHeader, req.Header.Get(s.EventHeader), s.Event)
+			}
+			for _, kv := range s.Headers {
+				if req.Header.Get(kv[0]) != kv[1] {
+					t.Errorf("%s: %q, want %q", kv[0], req.Header.Get(kv[0]), kv[1])
+				}
 			}
 		})
 	}

@@ -60,7 +60,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 		return err
 	}
 	s = s.resolved()
-	cfg, err := loadConfig(s)
+	cfg, err := policy.Load(s.Config) // app.New checks it against the settings and the store
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 			MaxBytes:         maxBytes,
 		},
 		Logger:     log,
-		Load:       func() (*policy.Config, error) { return loadConfig(s) },
+		Load:       func() (*policy.Config, error) { return policy.Load(s.Config) },
 		AdminToken: s.AdminToken,
 		AdminHosts: adminHosts,
 		// Not ready once shutdown begins: the admin listener outlives the

@@ -17,8 +17,10 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/jethook/jethook/egress"
-	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/size"
 	"github.com/jethook/jethook/proxy"
+	"github.com/jethook/jethook/store"
 )
 
 // Settings are the process settings, read from JETHOOK_* variables.
@@ -171,6 +173,21 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	return s, nil
 }
 
+// limits are what app.Check holds a configuration to under s. The
+// embedded server's max_payload is known before it starts; an external
+// server's is checked when serve connects.
+func (s Settings) limits() (app.Limits, error) {
+	rules, err := s.egress()
+	if err != nil {
+		return app.Limits{}, err
+	}
+	l := app.Limits{Retention: s.Retention, MaxInFlightBytes: s.MaxInFlightBytes, Egress: rules}
+	if s.NATSURL == "" {
+		l.MaxPayload = store.DefaultMaxPayload
+	}
+	return l, nil
+}
+
 // egress parses JETHOOK_EGRESS_DENY and JETHOOK_EGRESS_ALLOW into the
 // rules deliveries connect by.
 func (s Settings) egress() (*egress.Rules, error) {
@@ -289,7 +306,7 @@ func (s Settings) storeMaxBytes() (int64, error) {
 	if s.StoreMaxBytes == "" {
 		return 0, nil
 	}
-	n, err := policy.ParseSize(s.StoreMaxBytes)
+	n, err := size.Parse(s.StoreMaxBytes)
 	if err != nil {
 		return 0, fmt.Errorf("environment: JETHOOK_STORE_MAX_BYTES: %v", err)
 	}

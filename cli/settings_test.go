@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
 )
@@ -119,7 +120,11 @@ func TestARouteWhoseMaxBodyCouldNeverFitInTheBudgetIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkConfig(s, cfg); err == nil || !strings.Contains(err.Error(), "JETHOOK_MAX_INFLIGHT_BYTES") {
+	l, err := s.limits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Check(cfg, l); err == nil || !strings.Contains(err.Error(), "JETHOOK_MAX_INFLIGHT_BYTES") {
 		t.Fatalf("err = %v, want one naming JETHOOK_MAX_INFLIGHT_BYTES", err)
 	}
 }

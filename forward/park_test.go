@@ -70,7 +70,7 @@ func TestAParkedWebhookComesBackOnScheduleWithItsAttemptCount(t *testing.T) {
 	}
 }
 
-// While parked, the webhook reads as attempting, not delivered, though
+// While parked, the webhook reads as in backoff, not delivered, though
 // its message was acked; and a parked webhook outlives a restart.
 func TestAParkedWebhookOutlivesARestart(t *testing.T) {
 	t.Parallel()
@@ -88,8 +88,8 @@ func TestAParkedWebhookOutlivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := st.Delivery(context.Background(), e, seq, "app"); err != nil || d.State != store.StateAttempting {
-		t.Errorf("parked: %+v, %v; want attempting", d, err)
+	if d, err := st.Delivery(context.Background(), e, seq, "app"); err != nil || d.State != store.StateInBackoff {
+		t.Errorf("parked: %+v, %v; want in_backoff", d, err)
 	}
 	// Its message is acked, yet it is the destination's oldest pending.
 	if oldest, err := st.OldestUnsettled(context.Background(), "shop", "app"); err != nil || oldest.Before(e.ReceivedAt.Add(-time.Second)) || oldest.After(time.Now()) {

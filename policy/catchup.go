@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jethook/jethook/provider"
 )
 
 // How far back each provider lets catch-up look: GitHub keeps a hook's
@@ -31,12 +33,13 @@ type CatchUp struct {
 	Window time.Duration
 }
 
-// Provider names the provider catch-up asks: "github" or "stripe".
+// Provider names the provider catch-up asks: [provider.NameGitHub] or
+// [provider.NameStripe].
 func (c *CatchUp) Provider() string {
 	if c.GitHub != nil {
-		return "github"
+		return provider.NameGitHub
 	}
-	return "stripe"
+	return provider.NameStripe
 }
 
 // GitHubCatchUp asks GitHub to redeliver a webhook's failed deliveries.
@@ -62,8 +65,8 @@ type StripeCatchUp struct {
 	Events []string
 }
 
-// catchUp decodes a route's `catch_up:` block; provider is the route's.
-func (d *decoder) catchUp(e entry, provider string) *CatchUp {
+// catchUp decodes a route's `catch_up:` block; routeProvider is the route's.
+func (d *decoder) catchUp(e entry, routeProvider string) *CatchUp {
 	m, ok := d.mapping(e.val, e.path, "github", "stripe", "interval", "window")
 	if !ok {
 		return nil
@@ -77,12 +80,12 @@ func (d *decoder) catchUp(e entry, provider string) *CatchUp {
 		d.failf(st.key, st.path, "set one of github and stripe, not both")
 		return nil
 	case isGitHub:
-		if provider != "github" {
+		if routeProvider != provider.NameGitHub {
 			d.failf(gh.key, gh.path, "catch_up.github requires provider github (its event ids are GitHub's delivery ids)")
 		}
 		c.GitHub = d.githubCatchUp(gh)
 	case isStripe:
-		if provider != "stripe" {
+		if routeProvider != provider.NameStripe {
 			d.failf(st.key, st.path, "catch_up.stripe requires provider stripe (its event ids are Stripe's event ids)")
 		}
 		c.Stripe = d.stripeCatchUp(st)

@@ -8,6 +8,7 @@ package policy
 
 import (
 	"fmt"
+	"iter"
 	"net/netip"
 	"os"
 	"strings"
@@ -117,6 +118,19 @@ type Destination struct {
 	// (docs/pull.md) instead of one jethook calls; nil for a push
 	// destination.
 	Pull *Pull
+}
+
+// URLs are the URLs jethook connects to for d, under their keys: "url",
+// and "auth.oauth2.token_url" when it fetches OAuth2 tokens.
+func (d Destination) URLs() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		if !yield("url", d.URL) {
+			return
+		}
+		if d.Auth != nil && d.Auth.OAuth2 != nil {
+			yield("auth.oauth2.token_url", d.Auth.OAuth2.TokenURL)
+		}
+	}
 }
 
 // Pull is a pull destination's YAML `pull: {token: ...}` block.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/filter"
+	"github.com/jethook/jethook/provider"
 )
 
 // Order makes a destination deliver the events of one key one at a time,
@@ -28,16 +29,16 @@ const defaultMaxBlocked = time.Hour
 // one, which `order: {key: default}` picks: the object an event is about.
 var DefaultKeys = map[string]string{
 	// Every Stripe event carries the object it is about.
-	"stripe": `body.data.object.id`,
+	provider.NameStripe: `body.data.object.id`,
 	// Shopify's body is the resource itself, which names itself in
 	// admin_graphql_api_id (gid://shopify/Order/820982911946154508);
 	// without it, the topic's resource (orders/create → orders) and its
 	// id, a JSON number read as a double, so that ids past 2^53 that
 	// differ only in their last digits share a key.
-	"shopify": `has(body.admin_graphql_api_id) ? body.admin_graphql_api_id : ` +
+	provider.NameShopify: `has(body.admin_graphql_api_id) ? body.admin_graphql_api_id : ` +
 		`headers["x-shopify-topic"].split("/")[0] + "/" + string(int(body.id))`,
 	// GitHub: a pull request or an issue, else the repository.
-	"github": `has(body.pull_request) ? body.repository.full_name + "#" + string(int(body.pull_request.number)) : ` +
+	provider.NameGitHub: `has(body.pull_request) ? body.repository.full_name + "#" + string(int(body.pull_request.number)) : ` +
 		`has(body.issue) ? body.repository.full_name + "#" + string(int(body.issue.number)) : ` +
 		`body.repository.full_name`,
 }

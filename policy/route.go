@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jethook/jethook/internal/size"
 	"github.com/jethook/jethook/provider"
 )
 
@@ -125,7 +126,7 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 	}
 	r = Route{
 		MaxBody:  defaultMaxBody,
-		Provider: "none",
+		Provider: provider.NameNone,
 		Timeout:  def.Timeout,
 		Line:     n.Line,
 	}
@@ -150,7 +151,7 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 	}
 	if e, ok := m["max_body"]; ok {
 		if s, ok := d.str(e); ok {
-			if v, err := ParseSize(s); err != nil {
+			if v, err := size.Parse(s); err != nil {
 				d.failf(e.node(), e.path, "%v", err)
 			} else {
 				r.MaxBody = v
@@ -266,9 +267,9 @@ func (d *decoder) secrets(m map[string]entry) ([]string, []entry) {
 func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]entry, secrets []entry) {
 	before := len(d.errs)
 	switch {
-	case r.Provider == "none" && len(r.Secrets) > 0:
+	case r.Provider == provider.NameNone && len(r.Secrets) > 0:
 		d.failf(n, join(path, "provider"), "a secret is set but provider is none, so requests would not be verified; set provider")
-	case r.Provider != "none" && len(r.Secrets) == 0:
+	case r.Provider != provider.NameNone && len(r.Secrets) == 0:
 		if _, written := m["secret"]; !written {
 			if _, written := m["secrets"]; !written {
 				d.failf(n, join(path, "secret"), "provider %s requires a secret", r.Provider)
@@ -313,7 +314,7 @@ func (d *decoder) provider(r *Route, n *yaml.Node, path string, m map[string]ent
 	}
 	d.hmac(r, n, path, m)
 	d.signature(r, n, path, m)
-	if len(r.Secrets) == 0 || r.Provider == "none" || len(d.errs) > before {
+	if len(r.Secrets) == 0 || r.Provider == provider.NameNone || len(d.errs) > before {
 		return
 	}
 	// Each secret alone, so that an unusable one is reported at its line.
@@ -359,7 +360,7 @@ func (r *Route) ProviderConfig() provider.Config { return r.providerConfig(r.Sec
 // hmac decodes the `hmac:` block of provider hmac.
 func (d *decoder) hmac(r *Route, n *yaml.Node, path string, m map[string]entry) {
 	e, ok := m["hmac"]
-	if r.Provider != "hmac" {
+	if r.Provider != provider.NameHMAC {
 		if ok {
 			d.failf(e.key, e.path, "hmac block requires provider hmac")
 		}

@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jethook/jethook/internal/size"
 	"github.com/jethook/jethook/transform"
 )
 
@@ -78,10 +79,10 @@ func (d *decoder) transform(e entry, maxBody int64) *Transform {
 		}
 		if v, ok := m["memory"]; ok {
 			if s, ok := d.str(v); ok {
-				if size, err := ParseSize(s); err != nil || size < 1<<20 {
+				if n, err := size.Parse(s); err != nil || n < 1<<20 {
 					d.failf(v.node(), v.path, "memory must be a size of at least 1MiB (64MiB, 256MiB)")
 				} else {
-					t.Memory = size
+					t.Memory = n
 				}
 			}
 		}

@@ -30,6 +30,8 @@ type Info struct {
 	SigningSecret bool
 	// Docs is the sender's documentation of its signature.
 	Docs string
+	// Sample is what the sender sends besides its signature.
+	Sample Sample
 }
 
 // preset is an Info and how to build the verifier.
@@ -96,12 +98,14 @@ func init() {
 		{Info{Name: NameSendGrid, Verifies: "ECDSA P-256 signature of timestamp + body with SendGrid's public key", Methods: postOnly, Tolerance: DefaultTolerance,
 			Docs: "https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/getting-started-event-webhook-security-features"},
 			newSendGrid},
-		{Info{Name: "twilio", Verifies: "X-Twilio-Signature: base64 HMAC-SHA1 of public_url + sorted form parameters (or bodySHA256 for JSON)", ID: "I-Twilio-Idempotency-Token header", Methods: postOnly, PublicURL: true,
-			Docs: "https://www.twilio.com/docs/usage/webhooks/webhooks-security"},
+		{Info{Name: NameTwilio, Verifies: "X-Twilio-Signature: base64 HMAC-SHA1 of public_url + sorted form parameters (or bodySHA256 for JSON)", ID: "I-Twilio-Idempotency-Token header", Methods: postOnly, PublicURL: true,
+			Docs:   "https://www.twilio.com/docs/usage/webhooks/webhooks-security",
+			Sample: Sample{Form: true, BodySHA256: true}},
 			newTwilio},
 		{Info{Name: NameGitLab, Verifies: "X-Gitlab-Token equals the secret; with signing_secret, also webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>",
 			ID: "webhook-id header with signing_secret, else Idempotency-Key, else X-Gitlab-Event-UUID", Methods: postOnly, SigningSecret: true,
-			Docs: "https://docs.gitlab.com/user/project/integrations/webhooks/"},
+			Docs:   "https://docs.gitlab.com/user/project/integrations/webhooks/",
+			Sample: Sample{EventHeader: "X-Gitlab-Event", Event: "Push Hook"}},
 			newGitLab},
 	} {
 		presets[p.Name] = p

@@ -26,20 +26,6 @@ import (
 	"time"
 )
 
-// Preset names that callers branch on; [Presets] lists them all.
-const (
-	NameNone             = "none"
-	NameGitHub           = "github"
-	NameGitLab           = "gitlab"
-	NameShopify          = "shopify"
-	NameStripe           = "stripe"
-	NameSlack            = "slack"
-	NameStandardWebhooks = "standard-webhooks"
-	NameHMAC             = "hmac"
-	NameSignature        = "signature"
-	NameSendGrid         = "sendgrid"
-)
-
 // DefaultTolerance is how far a signed timestamp may be from now, in either
 // direction, when neither [Config].Tolerance nor the preset sets one. Stripe,
 // Slack and Standard Webhooks all recommend five minutes.

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/telemetry"
 )
@@ -38,7 +39,7 @@ func newRouteSpan(r policy.Route) routeSpan {
 	}
 	prov := r.Provider
 	if prov == "" {
-		prov = "none"
+		prov = provider.NameNone
 	}
 	// Routes match whole paths: url.path is http.route, and said once.
 	return routeSpan{names: names, attrs: []attribute.KeyValue{

@@ -71,11 +71,30 @@ func (s *Store) OldestUnsettled(ctx context.Context, route, destination string) 
 const (
 	StateDelivered    = "delivered"     // settled by the forwarder and not dead-lettered
 	StatePending      = "pending"       // stored, not attempted yet
-	StateAttempting   = "attempting"    // attempted, in flight or waiting for its next attempt
+	StateInFlight     = "in_flight"     // an attempt is under way: its consumer delivered it and no outcome is logged since
+	StateInBackoff    = "in_backoff"    // an attempt failed and it waits for its next one (in its consumer, or parked)
 	StateDeadLettered = "dead_lettered" // in WEBHOOKS_DLQ
 	StateFiltered     = "filtered"      // the destination's filter did not match; acked, never attempted
 	StateUnknown      = "unknown"       // the destination has no consumer
+	// StateAttempting is not a state a delivery is in: a search for it
+	// matches both StateInFlight and StateInBackoff ([StateMatches]).
+	StateAttempting = "attempting"
 )
+
+// StateMatches reports whether a delivery in state is in the state want,
+// where want may be StateAttempting.
+func StateMatches(want, state string) bool {
+	if want == StateAttempting {
+		return state == StateInFlight || state == StateInBackoff
+	}
+	return state == want
+}
+
+// waitsInBackoff reports whether the latest logged attempt a, at now,
+// left its event waiting for a next attempt that is not due yet.
+func waitsInBackoff(a *Attempt, now time.Time) bool {
+	return a != nil && a.Outcome == "transient" && a.Next > 0 && now.Before(a.Time.Add(a.Next))
+}
 
 // Delivery is where one event stands at one destination.
 type Delivery struct {
@@ -106,8 +125,10 @@ func (s *Store) lastAttempt(ctx context.Context, e *Envelope, destination string
 // destination, following its latest replay if there is one. The consumer
 // keeps no per-message history: "delivered" means the consumer's ack floor
 // has passed the message, no dead letter names it and its latest logged
-// attempt did not park it for a later one; a message acked out of order,
-// above the floor, still reads "attempting" until the floor passes it.
+// attempt did not park it for a later one. An unacked message is in
+// backoff while its latest logged attempt's next one is not due, else in
+// flight; so a message acked out of order, above the floor, reads "in
+// flight" until the floor passes it.
 func (s *Store) Delivery(ctx context.Context, e *Envelope, seq uint64, destination string) (Delivery, error) {
 	for _, t := range s.tails[:2] {
 		if _, err := t.sync(ctx, time.Second); err != nil {
@@ -149,14 +170,21 @@ func (s *Store) delivery(ctx context.Context, e *Envelope, seq uint64, destinati
 		if last, err := s.lastAttempt(ctx, e, destination); err != nil {
 			return d, err
 		} else if last != nil && last.Outcome == "transient" && last.Next > 0 {
-			d.State = StateAttempting
+			d.State = StateInBackoff // parked (park.go), even once its next attempt is due
 		} else if last != nil && last.Outcome == OutcomeFiltered {
 			d.State = StateFiltered
 		}
 	case target > info.Delivered.Stream:
 		d.State = StatePending
 	default:
-		d.State = StateAttempting
+		d.State = StateInFlight
+		last, err := s.lastAttempt(ctx, e, destination)
+		if err != nil {
+			return d, err
+		}
+		if waitsInBackoff(last, time.Now()) {
+			d.State = StateInBackoff
+		}
 	}
 	return d, nil
 }

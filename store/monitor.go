@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/jethook/jethook/policy"
+	"github.com/jethook/jethook/internal/size"
 )
 
 // Health timing.
@@ -202,13 +202,13 @@ func (s *Store) check() {
 	case usageErr != nil:
 		h.Reason, h.Detail = ReasonUnavailable, fmt.Sprintf("JetStream does not answer: %v", usageErr)
 	case !diskOK:
-		h.Reason, h.Detail = ReasonDiskFull, fmt.Sprintf("%s free on %s, below the %s floor", policy.FormatSize(h.DiskFree), s.opts.DataDir, policy.FormatSize(h.DiskFloor))
+		h.Reason, h.Detail = ReasonDiskFull, fmt.Sprintf("%s free on %s, below the %s floor", size.Format(h.DiskFree), s.opts.DataDir, size.Format(h.DiskFloor))
 	case server.set():
 		h.Reason, h.Detail = ReasonWriteError, "the store failed to write: "+server.what
 	case noAck.set():
 		h.Reason, h.Detail = ReasonWriteError, noAck.what
 	case h.Limit > 0 && h.Used >= h.Limit:
-		h.Reason, h.Detail = ReasonQuota, fmt.Sprintf("the store holds %s, its limit", policy.FormatSize(h.Used))
+		h.Reason, h.Detail = ReasonQuota, fmt.Sprintf("the store holds %s, its limit", size.Format(h.Used))
 	case refused.set():
 		h.Reason, h.Detail = ReasonQuota, refused.what
 	}

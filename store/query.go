@@ -30,7 +30,7 @@ type DeadLetterQuery struct {
 // Validate reports a query that cannot match as the caller meant it.
 func (q DeadLetterQuery) Validate() error {
 	if q.Destination != "" && q.Route == "" {
-		return errors.New("a destination filter needs a route")
+		return errors.New("a query by destination needs a route")
 	}
 	// Names become subject tokens: anything but the characters a policy
 	// name may hold (letters, digits, "_" and "-") would make a subject

@@ -82,7 +82,7 @@ type Options struct {
 	// Replicas for the streams on an external cluster (default 1).
 	Replicas int
 	// MaxPayload is the largest message the embedded server accepts
-	// (default 8 MiB, so a 5 MiB body and its headers fit).
+	// (default DefaultMaxPayload).
 	MaxPayload int32
 	// MaxAckPending bounds the messages each consumer may have delivered
 	// and not yet acked, including those waiting in backoff (default 100,000).
@@ -108,6 +108,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultMaxPayload is the embedded server's max_payload when
+// Options.MaxPayload sets none: 8 MiB, so a 5 MiB body and its headers fit.
+const DefaultMaxPayload = 8 << 20
+
 func (o *Options) applyDefaults() {
 	if o.Retention <= 0 {
 		o.Retention = 72 * time.Hour
@@ -126,7 +130,7 @@ func (o *Options) applyDefaults() {
 		o.Replicas = 1
 	}
 	if o.MaxPayload <= 0 {
-		o.MaxPayload = 8 << 20
+		o.MaxPayload = DefaultMaxPayload
 	}
 	if o.MaxAckPending <= 0 {
 		o.MaxAckPending = 100_000
@@ -525,6 +529,9 @@ func (s *Store) expireIndex() {
 
 // MaxPayload is the largest message the server accepts (body plus headers).
 func (s *Store) MaxPayload() int64 { return s.nc.MaxPayload() }
+
+// Retention is how long the streams keep a message (Options.Retention).
+func (s *Store) Retention() time.Duration { return s.opts.Retention }
 
 // Close drains nothing: callers finish their publishes first. It closes the
 // connection and shuts the embedded server down, which flushes its files.

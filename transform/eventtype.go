@@ -4,17 +4,19 @@ import (
 	"net/http"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/jethook/jethook/provider"
 )
 
 // typeHeaders names, by provider preset, the header that carries the
 // event's type.
 var typeHeaders = map[string]string{
-	"github":      "X-GitHub-Event",
-	"gitlab":      "X-Gitlab-Event",
-	"shopify":     "X-Shopify-Topic",
-	"bitbucket":   "X-Event-Key",
-	"woocommerce": "X-WC-Webhook-Topic",
-	"twitch":      "Twitch-Eventsub-Subscription-Type",
+	provider.NameGitHub:      "X-GitHub-Event",
+	provider.NameGitLab:      "X-Gitlab-Event",
+	provider.NameShopify:     "X-Shopify-Topic",
+	provider.NameBitbucket:   "X-Event-Key",
+	provider.NameWooCommerce: "X-WC-Webhook-Topic",
+	provider.NameTwitch:      "Twitch-Eventsub-Subscription-Type",
 }
 
 // EventType is the type of an event a route with provider preset provider

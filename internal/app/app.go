@@ -42,9 +42,9 @@ type Options struct {
 	StoreOptions store.Options
 	// Logger gets what every part logs; nil discards it.
 	Logger *slog.Logger
-	// Load reads and checks a new configuration for Reload (the file and
-	// the rules of the process settings); nil makes Reload refuse, and the
-	// admin API answer 501.
+	// Load reads a new configuration for Reload (policy.Load), which
+	// runs Check on it; nil makes Reload refuse, and the admin API answer
+	// 501.
 	Load func() (*policy.Config, error)
 	// AdminToken is the bearer token the admin API's /v1/ requires, and
 	// what an operator logs in to the dashboard with.
@@ -104,6 +104,7 @@ type App struct {
 
 	log      *slog.Logger
 	load     func() (*policy.Config, error)
+	limits   Limits // what New and Reload check a configuration against
 	ownStore bool
 	stopRun  context.CancelFunc // ends watchStore and the catch-up loops
 	reload   sync.Mutex         // one reload at a time
@@ -133,15 +134,17 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 		}
 		a.ownStore = true
 	}
-	if err := CheckPayload(cfg, a.Store.MaxPayload()); err != nil {
+	// Deliveries, alert notices and catch-up's API calls all go where the
+	// policies file says: by the same egress rules.
+	rules := cmp.Or(o.Egress, egress.Default())
+	a.limits = Limits{Retention: a.Store.Retention(), MaxInFlightBytes: o.MaxInFlightBytes,
+		MaxPayload: a.Store.MaxPayload(), Egress: rules}
+	if err := Check(cfg, a.limits); err != nil {
 		return nil, err
 	}
 
 	a.Metrics, a.Registry = newMetrics(a.Store)
-	// Deliveries, alert notices and catch-up's API calls all go where the
-	// policies file says: by the same egress rules.
-	rules := cmp.Or(o.Egress, egress.Default())
-	a.Alerts = alert.New(cfg.Alerts, a.log)
+	a.Alerts = alert.New(alertConfig(cfg.Alerts), a.log)
 	alerts := http.DefaultTransport.(*http.Transport).Clone()
 	alerts.DialContext = rules.Dialer().DialContext
 	a.Alerts.Client = &http.Client{Transport: alerts}
@@ -214,12 +217,12 @@ func (a *App) Reload(ctx context.Context) error {
 		return err
 	}
 	if err := a.Ingress.Reload(cfg); err != nil {
-		// Checked in checked: only a bug gets here.
+		// policy.Load built every route's provider: only a bug gets here.
 		a.log.Error("ingress reload failed after the forwarder took the new configuration", "err", err)
 		return err
 	}
 	a.Pull.Reload(cfg)
-	a.Alerts.Reload(cfg.Alerts)
+	a.Alerts.Reload(alertConfig(cfg.Alerts))
 	a.CatchUp.Reload(cfg)
 	for _, w := range cfg.Warnings() {
 		a.log.Warn(w)
@@ -228,18 +231,14 @@ func (a *App) Reload(ctx context.Context) error {
 	return nil
 }
 
-// checked loads the new configuration and runs every check New runs.
+// checked loads the new configuration and runs the Check New runs.
 func (a *App) checked() (*policy.Config, error) {
 	cfg, err := a.load()
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckPayload(cfg, a.Store.MaxPayload()); err != nil {
+	if err := Check(cfg, a.limits); err != nil {
 		return nil, err
-	}
-	// A throwaway ingress checks the provider settings without a swap.
-	if _, err := proxy.New(cfg, a.Store, nil); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	return cfg, nil
 }
@@ -263,21 +262,12 @@ func (a *App) Close(grace time.Duration) {
 	}
 }
 
-// headerRoom is what a stored message may need beyond its body for the
-// original headers and jethook's own.
-const headerRoom = 256 << 10
-
-// CheckPayload refuses a route whose largest body, with room for its
-// headers, the store would not take: maxPayload is the NATS server's
-// max_payload (store.Store.MaxPayload); 0 checks nothing.
-func CheckPayload(cfg *policy.Config, maxPayload int64) error {
-	if maxPayload <= 0 {
+// alertConfig is the `alerts:` block as package alert takes it; nil for
+// none.
+func alertConfig(a *policy.Alerts) *alert.Config {
+	if a == nil {
 		return nil
 	}
-	for _, r := range cfg.Routes {
-		if r.MaxBody+headerRoom > maxPayload {
-			return fmt.Errorf("%s:%d: route %q: max_body %d is more than the NATS server's max_payload (%d) allows", cfg.File, r.Line, r.Name, r.MaxBody, maxPayload)
-		}
-	}
-	return nil
+	c := alert.Config(*a)
+	return &c
 }

@@ -105,10 +105,10 @@ func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
 func TestARouteTheStoreCouldNotTakeIsRefused(t *testing.T) {
 	t.Parallel()
 	cfg := parse(t, oneRoute, "http://127.0.0.1:9")
-	if err := CheckPayload(cfg, 1<<20); err == nil || !strings.Contains(err.Error(), `test.yaml:3: route "shop": max_body`) {
+	if err := Check(cfg, Limits{MaxPayload: 1 << 20}); err == nil || !strings.Contains(err.Error(), `test.yaml:3: route "shop": max_body`) {
 		t.Errorf("err = %v, want the route's file, line and max_body", err)
 	}
-	if err := CheckPayload(cfg, 8<<20); err != nil {
+	if err := Check(cfg, Limits{MaxPayload: 8 << 20}); err != nil {
 		t.Errorf("8 MiB max_payload: %v", err)
 	}
 }

@@ -1,0 +1,45 @@
+package provider
+
+// Preset names, as a route's `provider:` key takes them; [Presets] lists
+// the presets themselves. Code outside this package names a preset by its
+// constant, never by a string.
+const (
+	// NameNone verifies nothing; the empty name means it too.
+	NameNone             = "none"
+	NameHMAC             = "hmac"
+	NameSignature        = "signature"
+	NameBitbucket        = "bitbucket"
+	NameCalendly         = "calendly"
+	NameDocuSign         = "docusign"
+	NameDropbox          = "dropbox"
+	NameForgejo          = "forgejo"
+	NameGitea            = "gitea"
+	NameGitHub           = "github"
+	NameGitLab           = "gitlab"
+	NameHubSpot          = "hubspot"
+	NameIntercom         = "intercom"
+	NameLemonSqueezy     = "lemonsqueezy"
+	NameLinear           = "linear"
+	NameMailgun          = "mailgun"
+	NameMeta             = "meta"
+	NameMux              = "mux"
+	NameOkta             = "okta"
+	NamePaddle           = "paddle"
+	NamePagerDuty        = "pagerduty"
+	NamePostmark         = "postmark"
+	NameRazorpay         = "razorpay"
+	NameSendGrid         = "sendgrid"
+	NameSentry           = "sentry"
+	NameShopify          = "shopify"
+	NameSlack            = "slack"
+	NameSquare           = "square"
+	NameStandardWebhooks = "standard-webhooks"
+	NameStripe           = "stripe"
+	NameSvix             = "svix"
+	NameTwilio           = "twilio"
+	NameTwitch           = "twitch"
+	NameTypeform         = "typeform"
+	NameVercel           = "vercel"
+	NameWooCommerce      = "woocommerce"
+	NameZoom             = "zoom"
+)
