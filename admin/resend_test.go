@@ -142,16 +142,16 @@ func TestResendRetriesAnEventNakDelayedInItsConsumerNow(t *testing.T) {
 	var ev admin.Event
 	eventually(t, "app's first attempt failed and waits 5 minutes", func() bool {
 		r.call(http.MethodGet, "/v1/events/"+url.PathEscape(id), nil, &ev)
-		return states(ev) == "app=attempting audit=delivered" && len(ev.Destinations[0].Attempts) == 1
+		return states(ev) == "app=in_backoff audit=delivered" && len(ev.Destinations[0].Attempts) == 1
 	})
 	if n := r.store.ParkedCount("shop", "app"); n != 0 {
 		t.Fatalf("%d parked: the wait must be a nak's delay for this test", n)
 	}
 	r.app.failWith(0)
 	// The attempt's record can be read a moment before its message is
-	// nak'd; until then a resend finds it in flight and does nothing.
+	// nak'd; until then a resend finds nothing to bring forward and waits.
 	eventually(t, "a resend brings app's attempt forward", func() bool {
-		return outcomes(r.resend(id, admin.ResendRequest{Destination: "app"})) == "app=attempting:retrying"
+		return outcomes(r.resend(id, admin.ResendRequest{Destination: "app"})) == "app=in_backoff:retrying"
 	})
 	// Long before the 5 minutes are over.
 	eventually(t, "app delivered at its second attempt", func() bool { return r.app.attemptsOf(id) == "1,2" })
