@@ -9,9 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/egress"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
@@ -95,15 +98,30 @@ func TestADestinationSignedWithTwoSecretsVerifiesWithEitherDuringAKeyChange(t *t
 	}
 }
 
-func TestADestinationOnALinkLocalAddressIsRefusedAtEveryAttemptAsAPermanentFailure(t *testing.T) {
+// refuseLoopback has the rig refuse loopback addresses as it refuses the
+// cloud metadata ranges, so that "localhost" stands for a name that
+// resolves, at connection time, to an address the rules refuse: a literal
+// refused address is refused when the configuration is loaded already.
+func refuseLoopback(o *app.Options) {
+	o.Egress = egress.New([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, nil)
+}
+
+// refusedLoopback reports whether err's text is the rules' refusal of a
+// loopback address, whichever of localhost's addresses was dialled.
+func refusedLoopback(text string) bool {
+	return strings.Contains(text, "egress refused: ") &&
+		(strings.Contains(text, " is in 127.0.0.0/8") || strings.Contains(text, " is in ::1/128"))
+}
+
+func TestADestinationWhoseNameResolvesToARefusedAddressIsRefusedAtEveryAttempt(t *testing.T) {
 	t.Parallel()
-	cfg := apptest.Config(t, fastRetry, map[string]string{"BACKEND": "http://169.254.169.254/latest/meta-data"})
-	r := newRig(t, cfg, store.Options{})
+	cfg := apptest.Config(t, fastRetry, map[string]string{"BACKEND": "http://localhost:9/latest/meta-data"})
+	r := newRig(t, cfg, store.Options{}, refuseLoopback)
 	start := time.Now()
 	id := r.send(nil, `{"a":1}`)
 	eventually(t, "a dead letter", func() bool { return len(r.deadLetters()) == 1 })
 	dl := r.deadLetters()[0]
-	if dl.Reason != "permanent" || dl.Attempts != 1 || !strings.Contains(dl.LastError, "egress refused: 169.254.169.254 is in 169.254.0.0/16") {
+	if dl.Reason != "permanent" || dl.Attempts != 1 || !refusedLoopback(dl.LastError) {
 		t.Errorf("dead letter: reason %q, %d attempts, error %q", dl.Reason, dl.Attempts, dl.LastError)
 	}
 	// Refused before connecting, not after a connect timeout.
@@ -111,7 +129,7 @@ func TestADestinationOnALinkLocalAddressIsRefusedAtEveryAttemptAsAPermanentFailu
 		t.Errorf("the refusal took %v", took)
 	}
 	eventually(t, "the attempt logged", func() bool { return len(r.attemptLog(id)) == 1 })
-	if a := r.attemptLog(id)[0]; !strings.Contains(a.Error, "egress refused") || a.Outcome != "permanent" {
+	if a := r.attemptLog(id)[0]; !refusedLoopback(a.Error) || a.Outcome != "permanent" {
 		t.Errorf("attempt log: outcome %q, error %q", a.Outcome, a.Error)
 	}
 	// A second event is refused too: the rules hold at every attempt.

@@ -181,14 +181,17 @@ func TestATokenEndpointThatRefusesIsADestinationFailureWithItsOwnReason(t *testi
 	eventually(t, "the event delivered", func() bool { return r.state("shop", id, "app") == "delivered" })
 }
 
-func TestATokenEndpointOnAMetadataAddressIsRefusedAsAPermanentFailure(t *testing.T) {
+func TestATokenEndpointWhoseNameResolvesToARefusedAddressIsAPermanentFailure(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusOK))
-	env := map[string]string{"BACKEND": b.URL, "TOKEN_URL": "http://169.254.169.254/latest", "CLIENT_SECRET": "client-secret-1"}
-	r := newRig(t, apptest.Config(t, withDestination(t, oauthKeys), env), store.Options{})
+	// The backend by name too, so that the rules refusing loopback do not
+	// refuse the configuration; the token comes first, and is refused.
+	backend := strings.Replace(b.URL, "127.0.0.1", "localhost", 1)
+	env := map[string]string{"BACKEND": backend, "TOKEN_URL": "http://localhost:9/latest", "CLIENT_SECRET": "client-secret-1"}
+	r := newRig(t, apptest.Config(t, withDestination(t, oauthKeys), env), store.Options{}, refuseLoopback)
 	id := r.send(nil, `{"n":1}`)
 	eventually(t, "a dead letter", func() bool { return len(r.deadLetters()) == 1 })
-	if dl := r.deadLetters()[0]; dl.Reason != "permanent" || !strings.HasPrefix(dl.LastError, "egress refused: 169.254.169.254") {
+	if dl := r.deadLetters()[0]; dl.Reason != "permanent" || !refusedLoopback(dl.LastError) {
 		t.Errorf("dead letter: reason %q, error %q", dl.Reason, dl.LastError)
 	}
 	eventually(t, "the attempt logged", func() bool { return len(r.attemptLog(id)) == 1 })
