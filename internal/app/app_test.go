@@ -112,3 +112,26 @@ func TestARouteTheStoreCouldNotTakeIsRefused(t *testing.T) {
 		t.Errorf("8 MiB max_payload: %v", err)
 	}
 }
+
+// Check reports every mistake it finds, each with its file, line and key,
+// so that one run of `jethook check` shows them all.
+func TestCheckReportsEveryMistakeAtOnce(t *testing.T) {
+	t.Parallel()
+	cfg := parse(t, oneRoute, "http://169.254.169.254")
+	err := Check(cfg, Limits{MaxPayload: 1 << 20, Retention: time.Minute})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"test.yaml: a route's retry max_age",
+		`test.yaml:3: route "shop" destination "app": url: egress refused: 169.254.169.254`,
+		`test.yaml:3: route "shop": max_body`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 3 {
+		t.Errorf("%d lines, want one per mistake:\n%v", n, err)
+	}
+}

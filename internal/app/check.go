@@ -2,6 +2,7 @@ package app
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -38,27 +39,29 @@ const headerRoom = 256 << 10
 // it, beyond those policy.Load applies as it reads the file (which build
 // each route's provider to check its settings): the limits l, and that
 // each client certificate loads. `jethook check`, New and Reload run it,
-// so a file check passes, serve starts and a reload takes alike. An
-// error names the file, the route's line and the key at fault.
+// so a file check passes, serve starts and a reload takes alike. Each
+// error names the file, the route's line and the key at fault; all of
+// them are returned, one per line, so that one run shows every fix.
 func Check(cfg *policy.Config, l Limits) error {
+	var errs []error
 	if maxAge := cfg.MaxAge(); l.Retention > 0 && maxAge >= l.Retention {
-		return fmt.Errorf("%s: a route's retry max_age (%s) must be shorter than JETHOOK_RETENTION (%s), or messages would expire while still being retried", cfg.File, maxAge, l.Retention)
+		errs = append(errs, fmt.Errorf("%s: a route's retry max_age (%s) must be shorter than JETHOOK_RETENTION (%s), or messages would expire while still being retried", cfg.File, maxAge, l.Retention))
 	}
 	rules := cmp.Or(l.Egress, egress.Default())
 	for _, r := range cfg.Routes {
 		for _, d := range r.Destinations {
 			if err := checkEgress(rules, d); err != nil {
-				return fmt.Errorf("%s:%d: route %q destination %q: %w", cfg.File, r.Line, r.Name, d.Name, err)
+				errs = append(errs, fmt.Errorf("%s:%d: route %q destination %q: %w", cfg.File, r.Line, r.Name, d.Name, err))
 			}
 		}
 		if l.MaxInFlightBytes > 0 && r.MaxBody > l.MaxInFlightBytes {
-			return fmt.Errorf("%s:%d: route %q: max_body %d is more than JETHOOK_MAX_INFLIGHT_BYTES (%d): a body that large would never find room and always get 503", cfg.File, r.Line, r.Name, r.MaxBody, l.MaxInFlightBytes)
+			errs = append(errs, fmt.Errorf("%s:%d: route %q: max_body %d is more than JETHOOK_MAX_INFLIGHT_BYTES (%d): a body that large would never find room and always get 503", cfg.File, r.Line, r.Name, r.MaxBody, l.MaxInFlightBytes))
 		}
 		if l.MaxPayload > 0 && r.MaxBody+headerRoom > l.MaxPayload {
-			return fmt.Errorf("%s:%d: route %q: max_body %d is more than the NATS server's max_payload (%d) allows", cfg.File, r.Line, r.Name, r.MaxBody, l.MaxPayload)
+			errs = append(errs, fmt.Errorf("%s:%d: route %q: max_body %d is more than the NATS server's max_payload (%d) allows", cfg.File, r.Line, r.Name, r.MaxBody, l.MaxPayload))
 		}
 	}
-	return forward.CheckTLS(cfg)
+	return errors.Join(append(errs, forward.CheckTLS(cfg))...)
 }
 
 // checkEgress refuses a destination whose URL, or OAuth2 token URL, names
