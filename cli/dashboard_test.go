@@ -437,6 +437,11 @@ func TestABlockedOrderingKeyIsShownInTheDashboardAndTheCLI(t *testing.T) {
 	_, head := r.post("/hooks/shop", string(first), map[string]string{"app": "503"})
 	_, waiting := r.post("/hooks/shop", string(second), nil)
 	var st string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last status read:\n%s", st)
+		}
+	}()
 	// The head's first attempt fails after the rig's reload and the
 	// destination's start: under a loaded test run that takes a while.
 	storetest.Eventually(t, 30*time.Second, "one key blocked with one event waiting", func() bool {

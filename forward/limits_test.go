@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/store"
 )
 
@@ -81,14 +82,19 @@ func TestAnOpenBreakerSpendsNoAttemptsAndDeliversEverythingWhenTheBackendReturns
 	for i := range n {
 		r.post("/hooks/shop", nil, fmt.Appendf(nil, `{"i":%d}`, i))
 	}
-	// Three failures open the breaker; from then on only its probe reaches
-	// the backend, and a failed probe's event probes again. Ten events on
-	// a 20–200 ms schedule, one at a time, would take turns instead: the
-	// two attempts after the third would be of two events.
-	eventually(t, "two probes after three failures", func() bool { return b.count() >= 5 })
+	// Once the breaker is open only its probe reaches the backend, and a
+	// failed probe's event probes again. Ten events on a 20–200 ms
+	// schedule, one at a time, would take turns instead: the two attempts
+	// after it opened would be of two events.
+	var opened int
+	eventually(t, "the breaker open", func() bool {
+		opened = b.count()
+		return r.fwd.Status()[0].Gate.Breaker == forward.BreakerOpen
+	})
+	eventually(t, "two probes", func() bool { return b.count() >= opened+2 })
 	hits := b.all()
-	if string(hits[3].body) != string(hits[4].body) {
-		t.Fatalf("attempts 4 and 5 were of two events (%s, %s): the breaker let more than its probe through", hits[3].body, hits[4].body)
+	if p, q := hits[opened].body, hits[opened+1].body; string(p) != string(q) {
+		t.Fatalf("attempts %d and %d, with the breaker open, were of two events (%s, %s): it let more than its probe through", opened+1, opened+2, p, q)
 	}
 	up.Store(true)
 	eventually(t, "every event delivered", func() bool {
