@@ -434,8 +434,22 @@ func TestABlockedOrderingKeyIsShownInTheDashboardAndTheCLI(t *testing.T) {
 	}
 	first, _ := json.Marshal(map[string]string{"key": evilKey, "n": "1"})
 	second, _ := json.Marshal(map[string]string{"key": evilKey, "n": "2"})
-	_, head := r.post("/hooks/shop", string(first), map[string]string{"app": "503"})
-	_, waiting := r.post("/hooks/shop", string(second), nil)
+	// Each posted as a provider would: again until stored, so that the
+	// second is never stored without the first.
+	stored := func(body []byte, statuses map[string]string) string {
+		var id string
+		eventually(t, "the webhook stored", func() bool {
+			code, got := r.post("/hooks/shop", string(body), statuses)
+			if code != http.StatusOK {
+				t.Logf("post answered %d", code)
+			}
+			id = got
+			return code == http.StatusOK
+		})
+		return id
+	}
+	head := stored(first, map[string]string{"app": "503"})
+	waiting := stored(second, nil)
 	var st string
 	defer func() {
 		if t.Failed() {
