@@ -422,8 +422,11 @@ const evilKey = "<img src=x onerror=\"window.__pwned='key'\">\x1b[31m"
 // it, the page of the event waiting behind it names the head, and `jethook
 // events show` and `jethook status` say the same; the key, which comes
 // from the payload, is text in the page and escaped on the terminal.
+//
+// Not parallel: in the package's parallel run under -race its head was
+// sometimes delivered at its first attempt, never failing (the status
+// read then shows a success and no failure), which it is not alone.
 func TestABlockedOrderingKeyIsShownInTheDashboardAndTheCLI(t *testing.T) {
-	t.Parallel()
 	browser := chromium(t)
 	r := newOpsRig(t)
 	ordered := strings.Replace(opsConfig, `{name: app, url: "BACKEND/app", slow_start: 0s}`,
