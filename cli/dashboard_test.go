@@ -78,6 +78,27 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// browserSteps are the two ways a browser test drives its tab in ctx:
+// do runs steps, named what in a failure; eval evaluates a script
+// expression. Either fails the test on an error.
+func browserSteps(t *testing.T, ctx context.Context) (do func(what string, steps ...chromedp.Action[chromedp.Void]), eval func(expr string) any) {
+	do = func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	eval = func(expr string) any {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	return do, eval
+}
+
 // startChromium starts browser headless and returns its tab, which ends
 // with the test or with cancel.
 func startChromium(t *testing.T, browser string) (tab context.Context, cancel context.CancelFunc) {
@@ -201,20 +222,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	console := chromedp.Console(tab)
 	ctx, cancel := context.WithTimeout(tab, 45*time.Second)
 	t.Cleanup(cancel)
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	eval := func(expr string) any {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		return v
-	}
+	do, eval := browserSteps(t, ctx)
 	// Pages to photograph at both sizes at the end: name and how to get there.
 	shots := map[string][]chromedp.Action[chromedp.Void]{}
 	visit := func(path string) []chromedp.Action[chromedp.Void] {
@@ -485,12 +493,7 @@ func TestABlockedOrderingKeyIsShownInTheDashboardAndTheCLI(t *testing.T) {
 	tab, _ := startChromium(t, browser)
 	ctx, cancel := context.WithTimeout(tab, 45*time.Second)
 	t.Cleanup(cancel)
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	do, _ := browserSteps(t, ctx)
 	text := func(expr string) string {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))

@@ -119,20 +119,7 @@ func TestTheDashboardShowsASearchsEventsAsTheyAreFound(t *testing.T) {
 	console := chromedp.Console(tab)
 	ctx, cancel := context.WithTimeout(tab, 45*time.Second)
 	t.Cleanup(cancel)
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	eval := func(expr string) any {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		return v
-	}
+	do, eval := browserSteps(t, ctx)
 	rows := `document.querySelectorAll("table.events tbody tr").length`
 	search := func(expr string) {
 		t.Helper()
