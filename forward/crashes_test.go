@@ -35,20 +35,7 @@ func TestAWebhookThatKeepsKillingJethookIsDeadLettered(t *testing.T) {
 	// Stored while jethook was down, with what MaxCrashes processes that
 	// died during the evaluation, and one fewer, left behind: begun,
 	// never ended.
-	seqs := map[string]uint64{}
-	for id, crashes := range map[string]int{"evt-poison": forward.MaxCrashes, "evt-unlucky": forward.MaxCrashes - 1} {
-		s, err := st.Publish(ctx, &store.Envelope{Route: "shop", EventID: id, Method: http.MethodPost,
-			ReceivedAt: time.Now(), Body: []byte(`{"type":"x"}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs[id] = s.Seq
-		for range crashes {
-			if _, err := st.BeginWork("shop", "app", s.Seq, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	seqs := storeCrashedOn(t, ctx, st)
 	r.start(tune)
 	defer func() {
 		if t.Failed() {
@@ -86,20 +73,7 @@ func TestAWebhookWhoseTransformKeepsKillingJethookIsDeadLettered(t *testing.T) {
 	r := newRig(t, cfg, store.Options{}, tune)
 	st := r.store
 	r.stop()
-	seqs := map[string]uint64{}
-	for id, crashes := range map[string]int{"evt-poison": forward.MaxCrashes, "evt-unlucky": forward.MaxCrashes - 1} {
-		s, err := st.Publish(ctx, &store.Envelope{Route: "shop", EventID: id, Method: http.MethodPost,
-			ReceivedAt: time.Now(), Body: []byte(`{"type":"x"}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs[id] = s.Seq
-		for range crashes {
-			if _, err := st.BeginWork("shop", "app", s.Seq, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	seqs := storeCrashedOn(t, ctx, st)
 	r.start(tune)
 	eventually(t, "the other event delivered", func() bool { return be.count() == 1 })
 	storetest.Settled(t, st)
@@ -118,4 +92,26 @@ func TestAWebhookWhoseTransformKeepsKillingJethookIsDeadLettered(t *testing.T) {
 	if n, err := st.BeginWork("shop", "app", seqs["evt-unlucky"], time.Now()); err != nil || n != 0 {
 		t.Errorf("after its transform ended, the delivered event counts %d crashes (%v)", n, err)
 	}
+}
+
+// storeCrashedOn stores two webhooks of route shop as if processes had
+// died working on them for destination app: evt-poison MaxCrashes times,
+// evt-unlucky one fewer (begun, never ended). It returns their sequences.
+func storeCrashedOn(t *testing.T, ctx context.Context, st *store.Store) map[string]uint64 {
+	t.Helper()
+	seqs := map[string]uint64{}
+	for id, crashes := range map[string]int{"evt-poison": forward.MaxCrashes, "evt-unlucky": forward.MaxCrashes - 1} {
+		s, err := st.Publish(ctx, &store.Envelope{Route: "shop", EventID: id, Method: http.MethodPost,
+			ReceivedAt: time.Now(), Body: []byte(`{"type":"x"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[id] = s.Seq
+		for range crashes {
+			if _, err := st.BeginWork("shop", "app", s.Seq, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return seqs
 }
