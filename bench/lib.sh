@@ -40,3 +40,10 @@ wait_http() {
 
 # cpu_ticks PID: user plus system clock ticks the process has used.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# machine_ticks: the clock ticks all CPUs were busy, then all ticks.
+machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
+
+# cpu_wait_ns PID: nanoseconds the process's threads have been runnable
+# without a CPU (the kernel's schedstat run delay), summed.
+cpu_wait_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{w += $2} END {printf "%d", w}'; }

@@ -9,7 +9,9 @@
 # for DURATION. Runs alternate between the binaries, REPEAT times, so a
 # before/after comparison shares the machine's state. Prints each run's
 # p50, p99 and max ack latency, the share of 2xx, jethook's CPU per
-# webhook, and the load average before the run.
+# webhook, how busy the machine's CPUs were, how long jethook's threads
+# waited for a CPU for each second they ran (the kernel's run delay), and
+# the load average before the run.
 #
 #   bench/rate.sh                                   # this tree, 1000, 2000 and 5000/s, 10 s each
 #   BINARIES="/tmp/jethook-before /tmp/jethook-after" RATES=5000 REPEAT=3 bench/rate.sh
@@ -23,7 +25,9 @@
 # TRACE=DIR takes a runtime trace of jethook (/debug/pprof/trace) for 3 s
 # from the second second of each run into DIR, and prints, from its
 # scheduler-latency profile, where goroutines waited to run: the time each
-# was runnable but had no CPU, by what it was about to do.
+# was runnable but had no CPU, by what it was about to do; then, from
+# bench/acktrace, how long requests were blocked waiting for their acks and
+# runnable after them, and what held the CPU during the longest waits.
 # PAUSED=1 pauses the destination before each run, so that the ack latency
 # is the ingress's alone, with nothing delivered beside it.
 # KEEP=PREFIX keeps each run's vegeta results and jethook log under PREFIX.
@@ -97,7 +101,7 @@ token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 delivery="delivery running"
 [ "${PAUSED:-}" = 1 ] && delivery="the destination paused"
 echo "vegeta at a constant rate for $DURATION, $BODY-byte JSON bodies unique per request, $delivery, loopback; $(nproc) CPUs"
-printf '%-40s %6s %9s %9s %9s %7s %11s %7s\n' BINARY RATE P50 P99 MAX 2XX "CPU/WEBHOOK" LOAD
+printf '%-40s %6s %9s %9s %9s %7s %11s %6s %7s %7s\n' BINARY RATE P50 P99 MAX 2XX "CPU/WEBHOOK" BUSY WAIT/RUN LOAD
 run=0
 for _ in $(seq "$REPEAT"); do
 	for rate in $RATES; do
@@ -117,6 +121,8 @@ for _ in $(seq "$REPEAT"); do
 			targets "$n" "$run" >"$tmp/targets"
 			load=$(cut -d' ' -f1 /proc/loadavg)
 			c0=$(cpu_ticks "$jpid")
+			w0=$(cpu_wait_ns "$jpid")
+			read -r b0 t0 < <(machine_ticks)
 			prof=
 			if [ -n "${PROFILE:-}" ] && [ "$seconds" -gt 3 ]; then
 				mkdir -p "$PROFILE"
@@ -136,17 +142,21 @@ for _ in $(seq "$REPEAT"); do
 			"$vegeta" attack -format=json -targets="$tmp/targets" -rate="$rate/s" -duration="$DURATION" \
 				-timeout=10s -max-workers=${WORKERS:-2000} >"$tmp/results.bin"
 			c1=$(cpu_ticks "$jpid")
+			w1=$(cpu_wait_ns "$jpid")
+			read -r b1 t1 < <(machine_ticks)
 			"$vegeta" report -type=json <"$tmp/results.bin" >"$tmp/report.json"
 			[ -n "${KEEP:-}" ] && cp "$tmp/results.bin" "$KEEP-$run.bin" && cp "$tmp/jethook-$run.log" "$KEEP-$run.log"
-			python3 - "$tmp/report.json" "$bin" "$rate" "$((c1 - c0))" "$(getconf CLK_TCK)" "$load" <<'PY'
+			python3 - "$tmp/report.json" "$bin" "$rate" "$((c1 - c0))" "$(getconf CLK_TCK)" "$load" \
+				"$((b1 - b0))" "$((t1 - t0))" "$((w1 - w0))" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 bin, rate, ticks, hz, load = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+busy, all_, wait_ns = int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
 lat = r["latencies"]
 ms = lambda ns: "%.2fms" % (ns / 1e6)
 cpu = ticks / hz * 1e6 / max(r["requests"], 1)
-print("%-40s %6s %9s %9s %9s %6.1f%% %10.0fµs %7s" % (bin[-40:], rate, ms(lat["50th"]), ms(lat["99th"]), ms(lat["max"]),
-      100 * r["success"], cpu, load))
+print("%-40s %6s %9s %9s %9s %6.1f%% %10.0fµs %5.0f%% %7.2f %7s" % (bin[-40:], rate, ms(lat["50th"]), ms(lat["99th"]), ms(lat["max"]),
+      100 * r["success"], cpu, 100 * busy / max(all_, 1), wait_ns / 1e9 / max(ticks / hz, 1e-9), load))
 codes = {k: v for k, v in r["status_codes"].items() if not k.startswith("2")}
 if codes:
     print("  answers other than 2xx: %s" % codes, file=sys.stderr)
@@ -160,6 +170,7 @@ PY
 				go tool trace -pprof=sched "$trc" >"$trc.sched.pprof"
 				echo "waiting to run, by what the goroutine was about to do (3 s of trace):"
 				go tool pprof -top -nodecount=25 "$trc.sched.pprof" 2>/dev/null | sed -n '/flat%/,$p'
+				(cd "$root" && go run ./bench/acktrace "$trc")
 			fi
 			kill "$jpid"
 			wait "$jpid" 2>/dev/null || true
@@ -167,5 +178,7 @@ PY
 		done
 	done
 done
-echo "(CPU/WEBHOOK: jethook's CPU during the attack, ingress and delivery, per request sent; the backend's is not counted)"
+echo "(CPU/WEBHOOK: jethook's CPU during the attack, ingress and delivery, per request sent; the backend's is not counted."
+echo " BUSY: the share of all CPUs busy during the attack, vegeta and the backend included. WAIT/RUN: the time jethook's"
+echo " threads were runnable but had no CPU, divided by the time they ran; above 0 when the machine has more work than CPUs)"
 echo "done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
