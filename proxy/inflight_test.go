@@ -152,3 +152,39 @@ func TestABodyThatFindsNoRoomGets503AndIsNotStored(t *testing.T) {
 		t.Fatalf("%d stored, want 1", n)
 	}
 }
+
+// A request refused for want of room is read to its end, into no buffer,
+// before its 503 is written. Answered in the middle of its upload, the
+// server would close the connection half a second after the answer
+// (net/http's wait for the client to read it): a sender still uploading
+// then, as a busy one may be, sees its connection reset under it, with no
+// answer and no reason.
+func TestALargeBodyRefusedForWantOfRoomIsReadToItsEndFirst(t *testing.T) {
+	t.Parallel()
+	// Room for the large request below to read a first 16 KiB beside
+	// the hog's 32 KiB, but not to grow its buffer: it is refused in the
+	// middle of its upload.
+	in := newWatched(t, func(h *proxy.Handler) { h.MaxInFlightBytes = 48 << 10 })
+	addr := strings.TrimPrefix(in.srv.URL, "http://")
+	const hogSent = 20 << 10
+	announce(t, addr, "/hooks/github", 1<<20, hogSent)
+	storetest.Eventually(t, 10*time.Second, "the large request to have read what it sent", func() bool {
+		return in.read.Load() == hogSent
+	})
+	const size = 1 << 20
+	resp, err := http.Post(in.srv.URL+"/hooks/github", "application/json", strings.NewReader(strings.Repeat("x", size)))
+	if err != nil {
+		t.Fatalf("post of a %d-byte body while over budget: %v, want a 503", size, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "overloaded") {
+		t.Fatalf("%d %s, want 503 overloaded", resp.StatusCode, body)
+	}
+	if got := in.read.Load() - hogSent; got != size {
+		t.Fatalf("answered after reading %d of the body's %d bytes, want all of them", got, size)
+	}
+	if n := in.stored(); n != 0 {
+		t.Fatalf("%d stored while over budget", n)
+	}
+}

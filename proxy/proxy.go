@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -144,6 +145,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case errors.As(err, &tooBig):
 			h.reject(w, r, rt, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over the route's limit of %d bytes", rt.MaxBody))
 		case errors.Is(err, errOverBudget):
+			// The rest of the body is read, into no buffer, before the
+			// answer: answered in the middle of its upload, the sender
+			// would see the connection closed under it half a second
+			// later (net/http's wait for it to read the answer) if it is
+			// slow to look, and never read the answer.
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, rt.MaxBody))
 			w.Header().Set("Retry-After", fmt.Sprint(int(h.retryAfter().Seconds())))
 			h.reject(w, r, rt, http.StatusServiceUnavailable, "overloaded", "too many request bodies in memory; retry later")
 		default:
