@@ -275,7 +275,7 @@ func TestADeadLetterItsReplayAFilterAndATransformStayInTheWebhooksTrace(t *testi
 	}
 	spans = recv.Await(t, 30*time.Second, "the replayed attempt's span", func(s []otlptest.Span) bool {
 		for _, sp := range named(s, "POST") {
-			if sp.Attributes["jethook.outcome"] == "delivered" {
+			if sp.Attributes["jethook.destination"] == "app" && sp.Attributes["jethook.outcome"] == "delivered" {
 				return true
 			}
 		}
