@@ -435,6 +435,7 @@ func (svc *Service) republish(ctx context.Context, dls []store.DeadLetter, to st
 	if err != nil {
 		return out, err
 	}
+	svc.traceReplays(ctx, dls, to)
 	log := svc.Logger
 	if to != "" {
 		log = log.With("to", to)

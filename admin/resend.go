@@ -110,6 +110,8 @@ func (svc *Service) Resend(ctx context.Context, id string, req ResendRequest) (R
 			o.Action = ResendReplayed
 			if res.Queued == 0 {
 				o.Action = ResendDuplicate
+			} else if err == nil {
+				svc.traceReplays(ctx, []store.DeadLetter{*d.DeadLetter}, "")
 			}
 		case store.StateInBackoff, store.StateInFlight:
 			o.Action = ResendRetrying

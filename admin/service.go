@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/store"
@@ -32,6 +34,9 @@ type Service struct {
 	Logger *slog.Logger
 	// Now is the clock for ages and relative times; nil is time.Now.
 	Now func() time.Time
+	// Tracer, when not nil, records each replay as a span of the
+	// replayed webhook's trace.
+	Tracer trace.Tracer
 
 	once     sync.Once
 	searches chan struct{} // one token per search running

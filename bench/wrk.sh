@@ -13,6 +13,9 @@
 #   bench/wrk.sh                        # wrk -t2 -c64 -d30s
 #   DURATION=10s CONNS=16 bench/wrk.sh
 #   JETHOOK=/tmp/jethook-before bench/wrk.sh   # a binary built before, instead of this tree
+#   OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:18080 OTEL_TRACES_SAMPLER=always_on bench/wrk.sh
+#       # tracing on, every webhook sampled, exported over OTLP/HTTP to the
+#       # bare handler, which reads each export and discards it
 set -euo pipefail
 
 DURATION=${DURATION:-30s}

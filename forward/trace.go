@@ -20,13 +20,15 @@ import (
 
 // Attribute keys of jethook's own span attributes.
 const (
-	attrDestination = attribute.Key("jethook.destination")
 	attrAttempt     = attribute.Key("jethook.attempt")
 	attrOutcome     = attribute.Key("jethook.outcome")
 	attrReason      = attribute.Key("jethook.outcome_reason")
 	attrNext        = attribute.Key("jethook.next_attempt_at")
 	attrDLReason    = attribute.Key("jethook.dead_letter_reason")
 	attrFilterError = attribute.Key("jethook.filter_error")
+	attrScript      = attribute.Key("jethook.transform.script")
+	attrChanged     = attribute.Key("jethook.transform.changed")
+	attrHeaders     = attribute.Key("jethook.transform.headers")
 )
 
 // eventContext is ctx with e's stored trace context as its parent: every
@@ -45,7 +47,7 @@ func attemptAttrs(r policy.Route, d policy.Destination) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{
 		semconv.URLFull(policy.RedactURL(d.URL)),
 		telemetry.AttrRoute.String(r.Name),
-		attrDestination.String(d.Name),
+		telemetry.AttrDestination.String(d.Name),
 	}
 	if u, err := url.Parse(d.URL); err == nil {
 		host, port := u.Hostname(), u.Port()
@@ -88,15 +90,23 @@ func (d *destination) startAttempt(ctx context.Context, e *store.Envelope, n int
 }
 
 // endAttempt records what attempt span's attempt came to and ends it:
-// the status, the outcome and, when the event waits for another attempt,
-// when that is due.
+// the status, the outcome, what the destination's transform decided (the
+// script and the parts and header names it changed, never a value) and,
+// when the event waits for another attempt, when that is due.
 func endAttempt(span trace.Span, o Outcome, next time.Time) {
 	if !span.IsRecording() {
 		span.End()
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 5)
-	attrs = append(attrs, attrOutcome.String(o.Kind.String()), attrReason.String(o.Reason))
+	attrs := make([]attribute.KeyValue, 0, 8)
+	if o.Dropped {
+		attrs = append(attrs, attrOutcome.String("dropped"), attrReason.String("the transform returned null"))
+	} else {
+		attrs = append(attrs, attrOutcome.String(o.Kind.String()), attrReason.String(o.Reason))
+	}
+	if o.Sent != nil {
+		attrs = append(attrs, attrScript.String(o.Sent.Script), attrChanged.StringSlice(o.Sent.Changed), attrHeaders.StringSlice(o.Sent.Headers))
+	}
 	if o.Status != 0 {
 		attrs = append(attrs, semconv.HTTPResponseStatusCode(o.Status))
 	}
@@ -134,7 +144,7 @@ func (d *destination) traceDeadLetter(ctx context.Context, e *store.Envelope, n 
 	}
 	_, span := d.f.Tracer.Start(eventContext(ctx, e), "dead letter", trace.WithAttributes(
 		telemetry.AttrRoute.String(d.route.Name),
-		attrDestination.String(d.dest.Name),
+		telemetry.AttrDestination.String(d.dest.Name),
 		telemetry.AttrEventID.String(e.EventID),
 		attrAttempt.Int(n),
 		attrDLReason.String(reason),
@@ -150,7 +160,7 @@ func (d *destination) traceFiltered(ctx context.Context, e *store.Envelope, kind
 	if d.f.Tracer == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{telemetry.AttrRoute.String(d.route.Name), attrDestination.String(d.dest.Name), telemetry.AttrEventID.String(e.EventID)}
+	attrs := []attribute.KeyValue{telemetry.AttrRoute.String(d.route.Name), telemetry.AttrDestination.String(d.dest.Name), telemetry.AttrEventID.String(e.EventID)}
 	if kind != "" {
 		attrs = append(attrs, attrFilterError.String(kind))
 	}

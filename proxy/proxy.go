@@ -173,7 +173,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if status, ctype, resp, ok := rt.verifier.Handshake(preq); ok {
-		h.spanAnswered(r, status, "handshake")
+		h.spanAnswered(r, rt, status, "handshake")
 		w.Header().Set("Content-Type", ctype)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(status)
@@ -224,7 +224,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, rt, http.StatusServiceUnavailable, "store_unavailable", "the webhook was not stored; retry later")
 		return
 	}
-	h.spanStored(r, env, stored)
+	h.spanStored(r, rt, env, stored)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	_, _ = w.Write(acceptedJSON(env.EventID, stored.Duplicate))
@@ -337,7 +337,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rt *route, stat
 	}
 	h.Logger.Log(r.Context(), level, "webhook rejected", "route", name, "status", status, "reason", reason, "remote", r.RemoteAddr)
 	h.Metrics.Rejected(name, reason)
-	h.spanAnswered(r, status, reason)
+	h.spanAnswered(r, rt, status, reason)
 	writeJSON(w, status, rejected{Error: reason, Message: msg})
 }
 

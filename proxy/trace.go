@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net"
 	"net/http"
 	"strconv"
 
@@ -28,8 +29,9 @@ const (
 // route rather than once per request: their names by method and their
 // attributes.
 type routeSpan struct {
-	names map[string]string // "POST /hooks/shop", by method
-	attrs []attribute.KeyValue
+	names    map[string]string // "POST /hooks/shop", by method
+	attrs    []attribute.KeyValue
+	verifies bool // the route has a provider, whose check a stored webhook passed
 }
 
 func newRouteSpan(r policy.Route) routeSpan {
@@ -44,7 +46,7 @@ func newRouteSpan(r policy.Route) routeSpan {
 	// Routes match whole paths: url.path is http.route, and said once.
 	return routeSpan{names: names, attrs: []attribute.KeyValue{
 		semconv.HTTPRoute(r.Path), telemetry.AttrRoute.String(r.Name), attrProvider.String(prov),
-	}}
+	}, verifies: prov != provider.NameNone}
 }
 
 // serverSpan is the option of every ingress span, made once.
@@ -78,7 +80,7 @@ func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Sp
 		attrs = append(attrs,
 			semconv.HTTPRequestMethodKey.String(r.Method),
 			semconv.URLScheme(scheme),
-			semconv.ClientAddress(r.RemoteAddr))
+			semconv.ClientAddress(clientAddress(r.RemoteAddr)))
 		if rt != nil {
 			attrs = append(attrs, rt.span.attrs...)
 		} else {
@@ -89,9 +91,18 @@ func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Sp
 	return r.WithContext(ctx), span
 }
 
-// spanStored records that the webhook passed its provider's check and
-// what the store made of it.
-func (h *Handler) spanStored(r *http.Request, env *store.Envelope, stored store.Stored) {
+// clientAddress is the host of a request's RemoteAddr, without the port
+// (client.address in the semantic conventions).
+func clientAddress(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}
+
+// spanStored records what the store made of the webhook and, on a route
+// with a provider, that it passed the provider's check.
+func (h *Handler) spanStored(r *http.Request, rt *route, env *store.Envelope, stored store.Stored) {
 	if h.Tracer == nil {
 		return
 	}
@@ -100,8 +111,10 @@ func (h *Handler) spanStored(r *http.Request, env *store.Envelope, stored store.
 		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 5)
+	if rt.span.verifies {
+		attrs = append(attrs, attrVerified.Bool(true))
+	}
 	attrs = append(attrs,
-		attrVerified.Bool(true),
 		telemetry.AttrEventID.String(env.EventID),
 		attrSequence.Int64(int64(stored.Seq)),
 		semconv.HTTPResponseStatusCode(http.StatusOK))
@@ -113,8 +126,9 @@ func (h *Handler) spanStored(r *http.Request, env *store.Envelope, stored store.
 
 // spanAnswered records an answer other than 200 and its reason; a 5xx
 // marks the span as an error (HTTP server semantic conventions), a
-// refused signature is recorded as not verified.
-func (h *Handler) spanAnswered(r *http.Request, status int, reason string) {
+// signature refused on a route rt with a provider is recorded as not
+// verified.
+func (h *Handler) spanAnswered(r *http.Request, rt *route, status int, reason string) {
 	if h.Tracer == nil {
 		return
 	}
@@ -124,7 +138,7 @@ func (h *Handler) spanAnswered(r *http.Request, status int, reason string) {
 	}
 	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs, semconv.HTTPResponseStatusCode(status), attrReason.String(reason))
-	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+	if rt != nil && rt.span.verifies && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
 		attrs = append(attrs, attrVerified.Bool(false))
 	}
 	if status >= 500 {

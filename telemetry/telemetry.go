@@ -7,14 +7,15 @@ package telemetry
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
-	"go.opentelemetry.io/otel/attribute"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -70,11 +71,13 @@ func Setup(ctx context.Context, version string) (*sdktrace.TracerProvider, error
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
-// The span attributes the ingress, the forwarder and catch-up share: the
-// route a span is about and the event it concerns.
+// The span attributes the ingress, the forwarder, catch-up and the admin
+// API share: the route and destination a span is about and the event it
+// concerns.
 const (
-	AttrRoute   = attribute.Key("jethook.route")
-	AttrEventID = attribute.Key("jethook.event_id")
+	AttrRoute       = attribute.Key("jethook.route")
+	AttrDestination = attribute.Key("jethook.destination")
+	AttrEventID     = attribute.Key("jethook.event_id")
 )
 
 // propagator is W3C Trace Context (traceparent and tracestate), the one
@@ -132,13 +135,31 @@ type Stored struct {
 }
 
 // Store returns ctx's span context in its stored form; empty when ctx has
-// no valid span.
+// no valid span. It writes what propagation.TraceContext would inject, in
+// one allocation rather than its three.
 func Store(ctx context.Context) Stored {
-	var c carrier
-	if trace.SpanContextFromContext(ctx).IsValid() {
-		propagator.Inject(ctx, &c)
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return Stored{}
 	}
-	return c.Stored
+	return Stored{Traceparent: traceparent(sc), Tracestate: sc.TraceState().String()}
+}
+
+// traceparent is sc's W3C traceparent header value, version 00:
+// "00-" trace-id "-" parent-id "-" trace-flags, in lower-case hex, with
+// the flags the specification defines, sampled and random, alone (W3C
+// Trace Context §3.2), as propagation.TraceContext writes it.
+func traceparent(sc trace.SpanContext) string {
+	var b [55]byte
+	tid, sid := sc.TraceID(), sc.SpanID()
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	flags := [1]byte{byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))}
+	hex.Encode(b[53:], flags[:])
+	return string(b[:])
 }
 
 // Restore returns ctx with the stored trace context s as its remote parent,
@@ -151,7 +172,8 @@ func Restore(ctx context.Context, s Stored) context.Context {
 	return propagator.Extract(ctx, &carrier{s})
 }
 
-// carrier is a propagation.TextMapCarrier over a Stored, without a map.
+// carrier is a propagation.TextMapCarrier over a Stored, without a map,
+// for Restore.
 type carrier struct{ Stored }
 
 func (c *carrier) Get(key string) string {

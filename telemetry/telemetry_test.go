@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -166,5 +167,28 @@ func TestSetupTakesTheDocumentedExportersAndRefusesAnUnknownOne(t *testing.T) {
 				_ = tp.Shutdown(context.Background())
 			}
 		})
+	}
+}
+
+// Store writes the same traceparent and tracestate as the W3C Trace
+// Context propagator would, sampled or not, with a tracestate or without.
+func TestAStoredTraceContextIsWhatThePropagatorWrites(t *testing.T) {
+	t.Parallel()
+	state, err := trace.ParseTraceState("vendor=abc,other=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range []trace.SpanContextConfig{
+		{TraceID: trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 15: 0x36}, SpanID: trace.SpanID{0x00, 0xf0, 7: 0xb7}, TraceFlags: trace.FlagsSampled},
+		{TraceID: trace.TraceID{1, 15: 0xff}, SpanID: trace.SpanID{0xab, 7: 1}, TraceFlags: 0, TraceState: state},
+		{TraceID: trace.TraceID{0xff, 15: 1}, SpanID: trace.SpanID{7: 0xfe}, TraceFlags: 0xff},
+	} {
+		ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(sc))
+		h := http.Header{}
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
+		want := telemetry.Stored{Traceparent: h.Get("Traceparent"), Tracestate: h.Get("Tracestate")}
+		if got := telemetry.Store(ctx); got != want {
+			t.Errorf("Store = %+v, want %+v", got, want)
+		}
 	}
 }

@@ -183,7 +183,7 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 
 	// One service for the API and the dashboard, and one budget of wrong
 	// bearer tokens for both.
-	a.Service = &admin.Service{Store: a.Store, Forwarder: a.Forwarder, CatchUp: a.CatchUp, Logger: a.log}
+	a.Service = &admin.Service{Store: a.Store, Forwarder: a.Forwarder, CatchUp: a.CatchUp, Logger: a.log, Tracer: o.Tracer}
 	if a.load != nil {
 		a.Service.ReloadConfig = a.Reload
 	}

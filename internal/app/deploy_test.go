@@ -240,3 +240,54 @@ func TestTheAlertRulesPassPromtool(t *testing.T) {
 		}
 	}
 }
+
+// Every alert rule has a promtool unit test that expects it to fire:
+// `promtool test rules` passes as well when an alert has no test at all.
+func TestEveryAlertHasAUnitTestThatFiresIt(t *testing.T) {
+	t.Parallel()
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	var tests struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string `yaml:"alertname"`
+				ExpAlerts []any  `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	for file, into := range map[string]any{"jethook-rules.yaml": &rules, "jethook-rules_test.yaml": &tests} {
+		raw, err := os.ReadFile("../../deploy/prometheus/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(raw, into); err != nil {
+			t.Fatalf("deploy/prometheus/%s: %v", file, err)
+		}
+	}
+	fired := map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			fired[a.Alertname] = fired[a.Alertname] || len(a.ExpAlerts) > 0
+		}
+	}
+	alerts := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue // a recording rule
+			}
+			alerts++
+			if !fired[r.Alert] {
+				t.Errorf("alert %s: no test in jethook-rules_test.yaml expects it to fire", r.Alert)
+			}
+		}
+	}
+	if alerts == 0 {
+		t.Error("no alert rules read")
+	}
+}

@@ -1,7 +1,12 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -114,9 +119,9 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 		}
 	}
 	if ingressSpan.Name != "POST /hooks/shop" || ingressSpan.ParentID != senderSpan ||
-		ingressSpan.Attributes["jethook.route"] != "shop" || ingressSpan.Attributes["jethook.verified"] != "true" ||
+		ingressSpan.Attributes["jethook.route"] != "shop" || ingressSpan.Attributes["jethook.provider"] != "none" || ingressSpan.Attributes["jethook.verified"] != "" ||
 		ingressSpan.Attributes["jethook.duplicate"] != "" || ingressSpan.Attributes["http.response.status_code"] != "200" {
-		t.Errorf("ingress span %+v: want POST /hooks/shop, child of the sender's span, route shop, verified, stored, 200", ingressSpan)
+		t.Errorf("ingress span %+v: want POST /hooks/shop, child of the sender's span, route shop, no provider and so nothing verified, stored, 200", ingressSpan)
 	}
 
 	mu.Lock()
@@ -156,13 +161,18 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 
 // A webhook the backend refuses for good is dead-lettered in its trace,
 // and its replay, a new message, is attempted in that same trace; a
-// destination whose filter does not match it records that in the trace.
-func TestADeadLetterItsReplayAndAFilterStayInTheWebhooksTrace(t *testing.T) {
+// destination whose filter does not match it records that in the trace,
+// and the attempt spans of destinations with a transform say what the
+// script changed, or that it dropped the event.
+func TestADeadLetterItsReplayAFilterAndATransformStayInTheWebhooksTrace(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var seen []string
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path != "/shop" {
+			return // the transformed destination
+		}
 		mu.Lock()
 		seen = append(seen, r.Header.Get("Traceparent"))
 		first := len(seen) == 1
@@ -180,6 +190,18 @@ func TestADeadLetterItsReplayAndAFilterStayInTheWebhooksTrace(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	a, err := New(context.Background(), parse(t, oneRoute+`      - {name: invoices, url: "${BACKEND}/invoices", slow_start: 0s, filter: 'body.type == "invoice"'}
+      - name: slim
+        url: "${BACKEND}/slim"
+        slow_start: 0s
+        transform:
+          script: |
+            addHandler('transform', (request) => { delete request.body.n; request.headers['x-kind'] = 'order'; return request; });
+      - name: none
+        url: "${BACKEND}/none"
+        slow_start: 0s
+        transform:
+          script: |
+            addHandler('transform', () => null);
 `, backend.URL), Options{
 		Store:     storetest.Open(t, store.Options{}),
 		FetchWait: 100 * time.Millisecond,
@@ -220,16 +242,40 @@ func TestADeadLetterItsReplayAndAFilterStayInTheWebhooksTrace(t *testing.T) {
 		t.Errorf("filtered span %+v, want one for invoices in trace %s", f, trace)
 	}
 
+	spans = recv.Await(t, 30*time.Second, "the transformed destinations' attempt spans", func(s []otlptest.Span) bool {
+		n := 0
+		for _, sp := range named(s, "POST") {
+			if d := sp.Attributes["jethook.destination"]; d == "slim" || d == "none" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	for _, sp := range named(spans, "POST") {
+		want := map[string]map[string]string{
+			"slim": {"jethook.outcome": "delivered", "jethook.transform.changed": "body", "jethook.transform.headers": "x-kind"},
+			"none": {"jethook.outcome": "dropped", "jethook.transform.changed": ""},
+		}[sp.Attributes["jethook.destination"]]
+		for k, v := range want {
+			if sp.Attributes[k] != v {
+				t.Errorf("attempt span to %s: %s = %q, want %q", sp.Attributes["jethook.destination"], k, sp.Attributes[k], v)
+			}
+		}
+		if want != nil && (sp.TraceID != trace || sp.Error) {
+			t.Errorf("attempt span %+v, want one in trace %s and no error", sp, trace)
+		}
+	}
+
 	dls, err := a.Store.DeadLetters(context.Background(), "", 10)
 	if err != nil || len(dls) != 1 {
 		t.Fatalf("dead letters: %v, %v", dls, err)
 	}
-	if _, err := a.Store.Replay(context.Background(), dls); err != nil {
+	if _, err := a.Service.ReplaySeqs(context.Background(), []uint64{dls[0].DLQSeq}, ""); err != nil {
 		t.Fatal(err)
 	}
 	spans = recv.Await(t, 30*time.Second, "the replayed attempt's span", func(s []otlptest.Span) bool {
 		for _, sp := range named(s, "POST") {
-			if sp.Attributes["jethook.outcome"] == "delivered" {
+			if sp.Attributes["jethook.destination"] == "app" && sp.Attributes["jethook.outcome"] == "delivered" {
 				return true
 			}
 		}
@@ -239,6 +285,10 @@ func TestADeadLetterItsReplayAndAFilterStayInTheWebhooksTrace(t *testing.T) {
 		if sp.TraceID != trace || sp.ParentID != ingressSpans[0].SpanID {
 			t.Errorf("attempt span %+v, want a child of the ingress span in trace %s", sp, trace)
 		}
+	}
+	if r := named(spans, "replay"); len(r) != 1 || r[0].TraceID != trace || r[0].Attributes["jethook.destination"] != "app" ||
+		r[0].Attributes["jethook.replay_of"] != fmt.Sprint(dls[0].DLQSeq) {
+		t.Errorf("replay spans %+v, want one for app in trace %s, of dead letter %d", r, trace, dls[0].DLQSeq)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -319,5 +369,68 @@ func TestLatencyHistogramsLinkToTracesByExemplar(t *testing.T) {
 	}
 	if text := scrape("text/plain"); strings.Contains(text, "trace_id") {
 		t.Error("the Prometheus text format holds an exemplar, which it cannot carry")
+	}
+}
+
+// The ingress span of a route with a provider says whether the webhook
+// passed the provider's check: verified when it was stored, not verified
+// when its signature was refused.
+func TestTheIngressSpanSaysWhetherTheSignatureWasVerified(t *testing.T) {
+	t.Parallel()
+	recv := otlptest.Start(t)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	const secret = "gh-s3cret"
+	a, err := New(context.Background(), parse(t, `
+routes:
+  - name: gh
+    path: /hooks/github
+    provider: github
+    secret: `+secret+`
+    destinations:
+      - {name: app, url: "${BACKEND}/github", slow_start: 0s}
+`, "http://127.0.0.1:9"), Options{Store: storetest.Open(t, store.Options{}), FetchWait: 100 * time.Millisecond, Tracer: tp.Tracer("jethook")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(time.Second) })
+	if err := a.Forwarder.Pause("gh", "app"); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"action":"opened","number":7}`)
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	for i, tc := range []struct {
+		signature string
+		status    int
+	}{
+		{"sha256=" + hex.EncodeToString(m.Sum(nil)), http.StatusOK},
+		{"sha256=" + strings.Repeat("0", 64), http.StatusUnauthorized},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/hooks/github", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("X-GitHub-Event", "pull_request")
+		r.Header.Set("X-GitHub-Delivery", fmt.Sprint("d-", i))
+		r.Header.Set("X-Hub-Signature-256", tc.signature)
+		w := httptest.NewRecorder()
+		a.Ingress.ServeHTTP(w, r)
+		if w.Code != tc.status {
+			t.Fatalf("post %d: status %d, want %d", i, w.Code, tc.status)
+		}
+	}
+	spans := recv.Await(t, 10*time.Second, "two ingress spans", func(s []otlptest.Span) bool { return len(s) == 2 })
+	verified := map[string]string{} // by status
+	for _, sp := range spans {
+		if sp.Attributes["jethook.provider"] != "github" {
+			t.Errorf("span %q: provider %q, want github", sp.Name, sp.Attributes["jethook.provider"])
+		}
+		verified[sp.Attributes["http.response.status_code"]] = sp.Attributes["jethook.verified"]
+	}
+	if verified["200"] != "true" || verified["401"] != "false" {
+		t.Errorf("jethook.verified by status: %v, want 200 true and 401 false", verified)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 )
 
 // Span is one received span, its ids in hex as traceparent writes them and
-// its attributes as strings.
+// its attributes as strings (an array's elements joined by commas).
 type Span struct {
 	TraceID, SpanID, ParentID string
 	Name                      string
@@ -102,21 +103,30 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 func attrs(kvs []*common.KeyValue) map[string]string {
 	m := make(map[string]string, len(kvs))
 	for _, kv := range kvs {
-		v := kv.GetValue()
-		switch x := v.GetValue().(type) {
-		case *common.AnyValue_StringValue:
-			m[kv.GetKey()] = x.StringValue
-		case *common.AnyValue_IntValue:
-			m[kv.GetKey()] = fmt.Sprint(x.IntValue)
-		case *common.AnyValue_BoolValue:
-			m[kv.GetKey()] = fmt.Sprint(x.BoolValue)
-		case *common.AnyValue_DoubleValue:
-			m[kv.GetKey()] = fmt.Sprint(x.DoubleValue)
-		default:
-			m[kv.GetKey()] = v.String()
-		}
+		m[kv.GetKey()] = value(kv.GetValue())
 	}
 	return m
+}
+
+func value(v *common.AnyValue) string {
+	switch x := v.GetValue().(type) {
+	case *common.AnyValue_StringValue:
+		return x.StringValue
+	case *common.AnyValue_IntValue:
+		return fmt.Sprint(x.IntValue)
+	case *common.AnyValue_BoolValue:
+		return fmt.Sprint(x.BoolValue)
+	case *common.AnyValue_DoubleValue:
+		return fmt.Sprint(x.DoubleValue)
+	case *common.AnyValue_ArrayValue:
+		var vs []string
+		for _, e := range x.ArrayValue.GetValues() {
+			vs = append(vs, value(e))
+		}
+		return strings.Join(vs, ",")
+	default:
+		return v.String()
+	}
 }
 
 // Spans returns the spans received so far, in the order they came.
