@@ -298,7 +298,7 @@ func (svc *Service) Search(ctx context.Context, s Search, found func(EventSummar
 			return false
 		}
 		if c.expr != nil {
-			if ok, _ := c.expr.Match(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body}); !ok {
+			if ok, _ := c.expr.Match(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body, JSON: e.JSON}); !ok {
 				return false
 			}
 		}

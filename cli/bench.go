@@ -528,7 +528,7 @@ func benchSearchReport(out io.Writer, r bench.SearchResult) {
 		r.Retained, r.Fill.Elapsed.Round(time.Second), r.Fill.PerSecond(), r.Idle.Concurrency)
 	fmt.Fprintf(out, "%-44s %9s %9s %10s %10s %9s %9s %7s\n", "SEARCH", "FIRST", "PAGE", "SCANNED", "SCANNED/S", "MIB/S", "P99", "÷ IDLE")
 	fmt.Fprintf(out, "%-44s %9s %9s %10s %10s %9s %9s %7s\n", "(idle)", "-", "-", "-", "-", "-", brief(r.Idle.P99), "1.00")
-	for _, s := range []bench.SearchRun{r.Full, r.Selective} {
+	for _, s := range []bench.SearchRun{r.Selective, r.Full} {
 		first := "-"
 		if s.Found > 0 {
 			first = brief(s.First)
@@ -538,7 +538,7 @@ func benchSearchReport(out io.Writer, r bench.SearchResult) {
 		if r.Idle.P99 > 0 {
 			ratio = float64(s.Ingest.P99) / float64(r.Idle.P99)
 		}
-		fmt.Fprintf(out, "%-44s %9s %9s %10d %10.0f %9.1f %9s %7.2f\n", clip("since "+s.Search.Since+": "+s.Search.Expr, 44), first,
+		fmt.Fprintf(out, "%-44s %9s %9s %10d %10.0f %9.1f %9s %7.2f\n", clip(s.Window+": "+s.Search.Expr, 44), first,
 			brief(s.Elapsed), s.End.Scanned, float64(s.End.Scanned)/secs, float64(s.End.Bytes)/secs/(1<<20), brief(s.Ingest.P99), ratio)
 	}
 }

@@ -99,6 +99,34 @@ func browserSteps(t *testing.T, ctx context.Context) (do func(what string, steps
 	return do, eval
 }
 
+// screenshots saves the tab's page as dir/dashboard-<name>-desktop.png and
+// -phone.png, for docs/dashboard.md, and leaves the tab at desktop size.
+func screenshots(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	desktop := chromedp.EmulateViewport(1280, 900)
+	for _, size := range []struct {
+		name string
+		set  chromedp.Action[chromedp.Void]
+	}{
+		{"desktop", desktop},
+		{"phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))},
+	} {
+		if err := chromedp.Do(ctx, size.set); err != nil {
+			t.Fatal(err)
+		}
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "dashboard-"+name+"-"+size.name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := chromedp.Do(ctx, desktop); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // startChromium starts browser headless and returns its tab, which ends
 // with the test or with cancel.
 func startChromium(t *testing.T, browser string) (tab context.Context, cancel context.CancelFunc) {
@@ -389,24 +417,9 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	shots["login"] = visit("/login")
 	shots["event"] = visit("/events/" + url.PathEscape(order) + "?route=shop")
 	if dir := os.Getenv("JETHOOK_SCREENSHOTS"); dir != "" {
-		for _, size := range []struct {
-			name string
-			set  chromedp.Action[chromedp.Void]
-		}{
-			{"desktop", chromedp.EmulateViewport(1280, 900)},
-			{"phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))},
-		} {
-			do("resize", size.set)
-			for name, steps := range shots {
-				do("open "+name, steps...)
-				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(dir, "dashboard-"+name+"-"+size.name+".png"), png, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+		for name, steps := range shots {
+			do("open "+name, steps...)
+			screenshots(t, ctx, dir, name)
 		}
 	}
 

@@ -148,6 +148,9 @@ func TestTheDashboardShowsASearchsEventsAsTheyAreFound(t *testing.T) {
 	if u := eval(`location.search`).(string); !strings.Contains(u, "q=body.order.id") {
 		t.Fatalf("the URL does not hold the search: %s", u)
 	}
+	if dir := os.Getenv("JETHOOK_SCREENSHOTS"); dir != "" {
+		screenshots(t, ctx, dir, "searching")
+	}
 	mu.Lock()
 	first := streams[len(streams)-1]
 	mu.Unlock()

@@ -62,14 +62,19 @@ func BenchmarkMatch(b *testing.B) {
 	// search` stores them.
 	search := &Event{Route: "bench", Method: "POST", Header: map[string][]string{"Content-Type": {"application/json"}},
 		Body: []byte(`{"id":"evt_000042","type":"order.updated","pad":"` + strings.Repeat("x", 1024-60) + `"}`)}
+	// The same events as the ingress stores them: known to be JSON.
+	knownJSON, invoiceJSON := *search, *invoice
+	knownJSON.JSON, invoiceJSON.JSON = true, true
 	for _, bc := range []struct {
 		name, expr string
 		ev         *Event
 		want       bool
 	}{
 		{"search: 1 KiB body field, no match", `body.id == "evt_none"`, search, false},
+		{"search: 1 KiB body field, no match, known JSON", `body.id == "evt_none"`, &knownJSON, false},
 		{"GitHub header in a list", `headers["x-github-event"] in ["push", "pull_request"]`, push, true},
 		{"Stripe body type prefix", `body.type.startsWith("invoice.")`, invoice, true},
+		{"Stripe body type prefix, known JSON", `body.type.startsWith("invoice.")`, &invoiceJSON, true},
 		{"Stripe nested amount and currency", `body.data.object.amount_paid >= 1000 && body.data.object.currency == "eur"`, invoice, true},
 		{"GitHub header and body branch", `headers["x-github-event"] == "push" && body.ref == "refs/heads/main"`, push, true},
 		{"GitHub raw body search", `string(raw).contains("forward/forward.go")`, push, true},

@@ -79,6 +79,15 @@ func TestMatch(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("Match = %v, want %v (err %v)", got, tt.want, err)
 			}
+			if IsJSON(tt.ev.Body) {
+				// Known to be JSON at ingress, the body reads the same
+				// without its check.
+				known := *tt.ev
+				known.JSON = true
+				if again, err2 := f.Match(&known); again != got || (err2 == nil) != (err == nil) {
+					t.Errorf("known JSON: Match = %v, %v; unknown: %v, %v", again, err2, got, err)
+				}
+			}
 			var fe *Error
 			switch {
 			case tt.kind == "" && err != nil:
@@ -194,5 +203,27 @@ func TestReadsNamesTheVariablesAnExpressionUses(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s reads %v, want %v", tc.expr, got, tc.want)
 		}
+	}
+}
+
+func TestIsJSONIsWhatBodyReadsAsJSON(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		body string
+		want bool
+	}{
+		{"an object", `{"id":"evt_1","n":[1,2,{"a":null}]}`, true},
+		{"a string", `"text"`, true},
+		{"a form", "kind=order&id=7", false},
+		{"a truncated object", `{"id":"evt_1"`, false},
+		{"empty", "", false},
+		{"nested past the depth limit", strings.Repeat("[", 200) + strings.Repeat("]", 200), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := IsJSON([]byte(tt.body)); got != tt.want {
+				t.Errorf("IsJSON(%.40q) = %v, want %v", tt.body, got, tt.want)
+			}
+		})
 	}
 }

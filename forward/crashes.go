@@ -52,6 +52,6 @@ func (d *destination) match(ctx context.Context, h held, e *store.Envelope) (ok,
 		return false, true, nil
 	}
 	defer end()
-	ok, err = d.filter.f.Match(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body})
+	ok, err = d.filter.f.Match(&filter.Event{Route: e.Route, Method: e.Method, Header: e.Header, Body: e.Body, JSON: e.JSON})
 	return ok, false, err
 }

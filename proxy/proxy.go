@@ -25,6 +25,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jethook/jethook/filter"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/provider"
@@ -191,6 +192,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ReceivedAt: h.now(),
 		Header:     r.Header,
 		Body:       body,
+		// Checked once here, so that searches and filters reading this
+		// webhook need not check it again.
+		JSON: filter.IsJSON(body),
 	}
 	if d := rt.verifier.SignedDigest(preq); d != "" {
 		// The event id is not signed: a captured webhook sent again

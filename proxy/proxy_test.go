@@ -288,3 +288,33 @@ func TestAStoreThatRefusesWritesDoesNotFloodTheLog(t *testing.T) {
 		t.Errorf("three refused webhooks logged at info or above:\n%s", logged.String())
 	}
 }
+
+// The ingress records whether a body is JSON, so that searches and
+// filters reading the webhook later need not check it again.
+func TestTheIngressRecordsWhetherTheBodyIsJSON(t *testing.T) {
+	t.Parallel()
+	in := newIngress(t)
+	for _, tt := range []struct {
+		name, body string
+		want       bool
+	}{
+		{"an object", `{"id":"order_1004","items":[1,2]}`, true},
+		{"a form", "kind=order&id=1004", false},
+		{"a truncated object", `{"id":"order_1004"`, false},
+	} {
+		a := in.do("POST", "/hooks/plain", nil, strings.NewReader(tt.body))
+		if a.status != 200 {
+			t.Fatalf("%s: got %d %s", tt.name, a.status, a.body)
+		}
+		id, _ := a.json["id"].(string)
+		var e *store.Envelope
+		storetest.Eventually(t, 5*time.Second, "the webhook indexed", func() bool {
+			var err error
+			e, _, err = in.store.Event(context.Background(), id, "plain")
+			return err == nil
+		})
+		if e.JSON != tt.want || string(e.Body) != tt.body {
+			t.Errorf("%s: stored JSON %v with body %q, want %v", tt.name, e.JSON, e.Body, tt.want)
+		}
+	}
+}

@@ -28,6 +28,10 @@ type Envelope struct {
 	// net/http gives them. http.Header converts to and from it directly.
 	Header map[string][]string
 	Body   []byte
+	// JSON says the ingress found Body to be JSON a filter reads as such
+	// (filter.IsJSON), so that a search need not check it again for every
+	// webhook it reads. False: not known.
+	JSON bool
 	// CaughtUp names the provider whose API catch-up fetched the event
 	// from; empty for a webhook ingress received. Senders cannot set it.
 	CaughtUp string
@@ -59,6 +63,7 @@ const (
 	hdrSignedKey  = "Jethook-Signed-Key"
 	hdrTraceState = "Jethook-Tracestate"
 	hdrTrace      = "Jethook-Traceparent"
+	hdrJSON       = "Jethook-Json"
 	hdrOrigPrefix = "H-"
 )
 
@@ -89,7 +94,7 @@ func EventToken(eventID string) string {
 }
 
 func (e *Envelope) msg(subject string) *nats.Msg {
-	h := make(nats.Header, len(e.Header)+7)
+	h := make(nats.Header, len(e.Header)+8)
 	for k, vs := range e.Header {
 		h[hdrOrigPrefix+k] = vs
 	}
@@ -108,6 +113,9 @@ func (e *Envelope) msg(subject string) *nats.Msg {
 	}
 	if e.SignedKey != "" {
 		h[hdrSignedKey] = []string{e.SignedKey}
+	}
+	if e.JSON {
+		h[hdrJSON] = []string{"1"}
 	}
 	if e.Traceparent != "" {
 		h[hdrTrace] = []string{e.Traceparent}
@@ -135,6 +143,7 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 		RemoteAddr: h.Get(hdrRemote),
 		CaughtUp:   h.Get(hdrCaughtUp),
 		SignedKey:  h.Get(hdrSignedKey),
+		JSON:       h.Get(hdrJSON) != "",
 		Header:     make(map[string][]string, len(h)),
 		Body:       data,
 	}

@@ -303,6 +303,7 @@ func (sc *scanner) matches(m *nats.Msg, seq uint64) bool {
 		}
 	}
 	e.Route, e.EventID, e.Method, e.Body = route, m.Header.Get(hdrEventID), m.Header.Get(hdrMethod), m.Data
+	e.JSON = m.Header.Get(hdrJSON) != ""
 	return sc.q.Match(e, seq)
 }
 

@@ -200,3 +200,26 @@ func TestSearchThatMatchesOnTheBodyGivesMatchNoHeaders(t *testing.T) {
 		t.Fatalf("match was given %d headers and found %v; want none and gh-003", headers, got)
 	}
 }
+
+// Match is told what the ingress recorded: whether the body is JSON, so
+// an expression reads it without checking it again.
+func TestSearchTellsMatchWhetherTheBodyIsKnownJSON(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	ctx := context.Background()
+	known := envelope("known", `{"order":1}`)
+	known.JSON = true
+	for _, e := range []*store.Envelope{known, envelope("unknown", `{"order":2}`)} {
+		if _, err := st.Publish(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	pages(t, st, store.Scan{Route: "github", Limit: 10, Match: func(e *store.Envelope, _ uint64) bool {
+		got[e.EventID] = e.JSON
+		return false
+	}})
+	if len(got) != 2 || !got["known"] || got["unknown"] {
+		t.Fatalf("Match saw JSON %v, want known true and unknown false", got)
+	}
+}
