@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/jethook/jethook/payload"
+	"github.com/jethook/jethook/provider"
 )
 
 // machine is one goja runtime with the script's top-level code run and its
@@ -229,17 +230,18 @@ func engineSafe(f func() error) (err error) {
 // script first reads it. connection holds the names Hookdeck scripts read
 // (context.connection.source.name).
 func (m *machine) context(c Context) *goja.Object {
-	return m.rt.NewDynamicObject(&contextObject{rt: m.rt, c: c})
+	return m.rt.NewDynamicObject(&contextObject{rt: m.rt, c: c, req: m.request.req})
 }
 
 // contextKeys are the fields of a handler's context, in order.
 var contextKeys = []string{"route", "destination", "event_id", "attempt", "event_type", "received_at", "connection"}
 
-// contextObject is a handler's context: its fields are made from c when
-// read, and a script may set its own.
+// contextObject is a handler's context: its fields are made from c, and
+// event_type from req, when read, and a script may set its own.
 type contextObject struct {
 	rt   *goja.Runtime
 	c    Context
+	req  *Request
 	vals map[string]goja.Value
 }
 
@@ -258,7 +260,9 @@ func (o *contextObject) Get(key string) goja.Value {
 	case "attempt":
 		v = o.rt.ToValue(o.c.Attempt)
 	case "event_type":
-		v = o.rt.ToValue(o.c.EventType)
+		// The type search, admin and the dashboard show: they cannot
+		// disagree.
+		v = o.rt.ToValue(provider.EventType(o.req.Header, o.req.Body))
 	case "received_at":
 		if o.c.ReceivedAt.IsZero() {
 			return nil

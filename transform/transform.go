@@ -93,10 +93,7 @@ type Context struct {
 	Destination string
 	EventID     string
 	Attempt     int
-	// EventType is the provider's name for the event ("push",
-	// "invoice.paid"), empty when jethook does not know it (EventType).
-	EventType  string
-	ReceivedAt time.Time
+	ReceivedAt  time.Time
 	// Now is what Date.now() and new Date() give inside the run; zero
 	// means the real time when the run starts.
 	Now time.Time
