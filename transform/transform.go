@@ -174,6 +174,7 @@ func Compile(name, src string, env map[string]string, l Limits) (*Script, error)
 		return nil, compileError(name, err)
 	}
 	l = l.withDefaults()
+	keepClock()
 	sum := sha256.Sum256([]byte(src))
 	s := &Script{name: name, digest: "sha256:" + hex.EncodeToString(sum[:8]), prg: prg, limits: l, env: env, pool: make(chan *machine, l.Pool)}
 	m, err := s.newMachine()
