@@ -108,7 +108,9 @@ func TestABuiltInThatWorksInOneStepIsBounded(t *testing.T) {
 		{"String.raw of a long array-like", "String.raw({raw: {length: 1e7}});", []string{KindThrew}},
 		{"String.prototype.concat of long strings", "const s = 'x'.repeat(4 << 20); ''.concat(s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s);", []string{KindThrew}},
 		{"JSON.stringify with a long replacer array", "const r = []; r.length = 1e7; JSON.stringify({}, r);", []string{KindThrew}},
-		{"replace of each match by the rest of the string", "'x'.repeat(2e4).replace(/x/g, \"$'\");", []string{KindThrew, KindMemory}},
+		// Few matches: Go's regexp takes its state for each from a
+		// sync.Pool, which -race empties at random.
+		{"replace of each match by the rest of the string", "('x'.repeat(100) + 'y'.repeat(1e6)).replace(/x/g, \"$'\");", []string{KindThrew, KindMemory}},
 		{"replaceAll of a string by what comes before it", "'x'.repeat(2e4).replaceAll('x', '$`');", []string{KindThrew, KindMemory}},
 		{"replaceAll of a string by a long one", "'x'.repeat(1e4).replaceAll('x', 'y'.repeat(1e5));", []string{KindThrew, KindMemory}},
 		{"replace by $' repeated", "'x'.repeat(1e6).replace('x', \"$'\".repeat(1e3));", []string{KindThrew, KindMemory}},
