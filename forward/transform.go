@@ -80,7 +80,6 @@ func (d *destination) transformed(req *http.Request, e *store.Envelope, n int, c
 	in := transformInput(req, e)
 	out, err := d.transform.s.Run(in, transform.Context{
 		Route: d.route.Name, Destination: d.dest.Name, EventID: e.EventID, Attempt: n,
-		EventType:  transform.EventType(d.route.Provider, e.Header, e.Body),
 		ReceivedAt: e.ReceivedAt, Now: d.f.Now(), Console: console,
 	})
 	if err != nil {

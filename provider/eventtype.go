@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -45,7 +46,9 @@ func EventType(header http.Header, body []byte) string {
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' || payload.TooDeep(body) || !gjson.ValidBytes(body) {
 		return ""
 	}
-	root := gjson.ParseBytes(body)
+	// Read in place, not a copy of the body: what is returned is copied
+	// (clipType).
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
 	for _, path := range typeFields {
 		v := root
 		for _, k := range path {
@@ -60,10 +63,11 @@ func EventType(header http.Header, body []byte) string {
 	return ""
 }
 
-// clipType bounds a type a sender wrote to maxTypeLen bytes of UTF-8.
+// clipType bounds a type a sender wrote to maxTypeLen bytes of UTF-8, in
+// a string of its own.
 func clipType(s string) string {
 	if len(s) > maxTypeLen {
 		s = s[:maxTypeLen]
 	}
-	return strings.ToValidUTF8(s, "")
+	return strings.Clone(strings.ToValidUTF8(s, ""))
 }

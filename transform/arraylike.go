@@ -33,15 +33,20 @@ type bounds struct {
 	// joining holds the arrays being joined, innermost last: an array met
 	// again inside itself joins as "", as in V8.
 	joining []*goja.Object
+	// sorting holds the comparators sort is given (sort.go).
+	sorting sorting
+	// stop ends the run in progress with an error, as its limits do.
+	stop func(*Error)
 }
 
 // boundArrayLikes replaces or wraps the built-ins that take an array-like
 // and work through it in one step, and takes Proxy out (a proxy's length
-// could change between the check and the work).
-func boundArrayLikes(rt *goja.Runtime, l Limits) {
+// could change between the check and the work); then those that replace
+// (replace.go) and match (regexp.go). stop ends the run in progress.
+func boundArrayLikes(rt *goja.Runtime, l Limits, stop func(*Error)) {
 	_ = rt.GlobalObject().Delete("Proxy")
 	gopd, _ := goja.AssertFunction(rt.Get("Object").ToObject(rt).Get("getOwnPropertyDescriptor"))
-	b := &bounds{rt: rt, maxLen: maxElements(l), maxChars: int(l.Memory / 2), gopd: gopd}
+	b := &bounds{rt: rt, maxLen: maxElements(l), maxChars: int(l.Memory / 2), gopd: gopd, sorting: newSorting(rt), stop: stop}
 
 	fproto := rt.Get("Function").ToObject(rt).Get("prototype").ToObject(rt)
 	b.wrap(fproto, "apply", func(orig goja.Callable, call goja.FunctionCall) goja.Value {
@@ -73,13 +78,16 @@ func boundArrayLikes(rt *goja.Runtime, l Limits) {
 			if n > b.maxLen {
 				panic(rangeError(rt, "Invalid array length"))
 			}
+			if name == "sort" || name == "toSorted" {
+				return b.call(orig, call.This, b.comparator(call.Argument(0)))
+			}
 			return b.call(orig, call.This, call.Arguments...)
 		})
 	}
 	b.define(aproto, "join", 1, func(call goja.FunctionCall) goja.Value {
 		sep := goja.String(nil)
 		if s := call.Argument(0); !goja.IsUndefined(s) {
-			sep = s.ToString().(goja.String)
+			sep = b.str(s)
 		}
 		return b.join(call.This, sep, "join", func(v goja.Value) goja.Value { return v })
 	})
@@ -109,8 +117,9 @@ func boundArrayLikes(rt *goja.Runtime, l Limits) {
 		size := len(call.This.String())
 		args := make([]goja.Value, len(call.Arguments))
 		for i, a := range call.Arguments {
-			args[i] = a.ToString()
-			if size += args[i].(goja.String).Length(); size > b.maxChars {
+			s := b.str(a)
+			args[i] = s
+			if size += s.Length(); size > b.maxChars {
 				panic(rangeError(rt, "Invalid string length"))
 			}
 		}
@@ -132,6 +141,8 @@ func boundArrayLikes(rt *goja.Runtime, l Limits) {
 		}
 		return b.flat(call.This, 1, f, call.Argument(1))
 	})
+	b.boundReplace()
+	b.boundRegExps()
 }
 
 // maxElements is the longest array a built-in may go through in one step
@@ -155,6 +166,15 @@ func (b *bounds) define(o *goja.Object, name string, n int, f func(goja.Function
 	_ = fn.DefineDataProperty("name", b.rt.ToValue(name), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 	_ = fn.DefineDataProperty("length", b.rt.ToValue(n), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE)
 	_ = o.DefineDataProperty(name, fn, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+}
+
+// str is v as a string, as the language makes one of it: goja's ToString
+// gives numbers and booleans back as they are.
+func (b *bounds) str(v goja.Value) goja.String {
+	if s, ok := v.ToString().(goja.String); ok {
+		return s
+	}
+	return b.rt.ToValue(v.String()).(goja.String)
 }
 
 // call calls f, rethrowing what it throws.
@@ -261,7 +281,7 @@ func (b *bounds) join(this goja.Value, sep goja.String, what string, str func(go
 			add(sep)
 		}
 		if e := o.Get(strconv.FormatInt(i, 10)); e != nil && !goja.IsUndefined(e) && !goja.IsNull(e) {
-			add(str(e).ToString().(goja.String))
+			add(b.str(str(e)))
 		}
 	}
 	return sb.String()
@@ -280,7 +300,7 @@ func (b *bounds) raw(raw *goja.Object, subs []goja.Value) goja.Value {
 		if v == nil {
 			v = goja.Undefined()
 		}
-		s := v.ToString().(goja.String)
+		s := b.str(v)
 		if size += s.Length(); size > b.maxChars {
 			panic(rangeError(b.rt, "Invalid string length"))
 		}

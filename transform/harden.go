@@ -16,7 +16,7 @@ import (
 // and strings are JavaScript (iterators.go); and JSON.stringify is
 // jethook's own encoder, bounded in depth and size. Everything that grows
 // step by step is bounded by the watchdog.
-func harden(rt *goja.Runtime, l Limits) {
+func harden(rt *goja.Runtime, l Limits, stop func(*Error)) {
 	for _, name := range []string{"ArrayBuffer", "SharedArrayBuffer", "DataView", "Int8Array", "Uint8Array",
 		"Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array", "Float32Array",
 		"Float64Array", "BigInt64Array", "BigUint64Array"} {
@@ -72,7 +72,7 @@ func harden(rt *goja.Runtime, l Limits) {
 	wrap("padEnd", pad)
 	boundSplit(rt, proto, maxElements(l))
 	boundArrayFrom(rt, l)
-	boundArrayLikes(rt, l)
+	boundArrayLikes(rt, l, stop)
 	scriptIterators(rt)
 	boundStringify(rt, l.Memory/4, maxElements(l)) // growing its buffer allocates about twice that
 }

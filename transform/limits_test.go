@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,6 +49,10 @@ func TestAHostileScriptIsStoppedWithItsReason(t *testing.T) {
 		{"Array.from a billion-long array-like", "Array.from({length: 1e9});", []string{KindThrew}},
 		{"Array.from a billion-long array-like with a map", "Array.from({length: 1e9}, (_, i) => i);", []string{KindThrew}},
 		{"an argument list 2^53 long", "Math.max.apply(null, {length: 2 ** 53 - 1});", []string{KindThrew}},
+		// One step each, without the bounds: for years, or for hours.
+		{"a regular expression that backtracks, in test", "/^(a|aa)+\\1$/.test('a'.repeat(50) + 'b');", []string{KindTimeout}},
+		{"sort of long strings that differ at their ends", "const s = 'x'.repeat(2e6); const v = []; for (let i = 0; i < 24; i++) v.push(s + String.fromCharCode(65 + i)); const a = []; for (let i = 0; i < 1 << 16; i++) a.push(v[i * 7 % 24]); a.sort();", []string{KindTimeout}},
+		{"sort of them with Math.max, a comparator written in Go", "const s = 'x'.repeat(2e6); const v = []; for (let i = 0; i < 24; i++) v.push(s + String.fromCharCode(65 + i)); const a = []; for (let i = 0; i < 1 << 16; i++) a.push(v[i * 7 % 24]); a.sort(Math.max);", []string{KindTimeout, KindMemory}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,6 +108,13 @@ func TestABuiltInThatWorksInOneStepIsBounded(t *testing.T) {
 		{"String.raw of a long array-like", "String.raw({raw: {length: 1e7}});", []string{KindThrew}},
 		{"String.prototype.concat of long strings", "const s = 'x'.repeat(4 << 20); ''.concat(s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s);", []string{KindThrew}},
 		{"JSON.stringify with a long replacer array", "const r = []; r.length = 1e7; JSON.stringify({}, r);", []string{KindThrew}},
+		// Few matches: Go's regexp takes its state for each from a
+		// sync.Pool, which -race empties at random.
+		{"replace of each match by the rest of the string", "('x'.repeat(100) + 'y'.repeat(1e6)).replace(/x/g, \"$'\");", []string{KindThrew, KindMemory}},
+		{"replaceAll of a string by what comes before it", "'x'.repeat(2e4).replaceAll('x', '$`');", []string{KindThrew, KindMemory}},
+		{"replaceAll of a string by a long one", "'x'.repeat(1e4).replaceAll('x', 'y'.repeat(1e5));", []string{KindThrew, KindMemory}},
+		{"replace by $' repeated", "'x'.repeat(1e6).replace('x', \"$'\".repeat(1e3));", []string{KindThrew, KindMemory}},
+		{"replaceAll of the empty string in a long one", "'x'.repeat(4e6).replaceAll('', '');", []string{KindThrew}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -198,5 +210,73 @@ func TestAGoPanicInsideTheEngineFailsTheRunAndItsMachineGoes(t *testing.T) {
 	}
 	if out, err := s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{"boom":false}`)}, Context{}); err != nil || out == nil {
 		t.Fatalf("the next run: %v, %v", out, err)
+	}
+}
+
+// TestARegularExpressionCutShortStopsTheRun runs, under a time limit a
+// match never reaches, regular expressions that regexp2 backtracks on
+// for years: each built-in that matches must end the run as a timeout
+// once regexp2 cuts its match short, not go on as if nothing matched.
+func TestARegularExpressionCutShortStopsTheRun(t *testing.T) {
+	const re, s = `/^(a|aa)+\1$/`, `('a'.repeat(50) + 'b')`
+	cases := []struct{ name, body string }{
+		{"test", re + ".test(" + s + ");"},
+		{"match", s + ".match(" + re + ");"},
+		{"search", s + ".search(" + re + ");"},
+		{"split", s + ".split(" + re + ");"},
+		{"replace by a string", s + ".replace(" + re + ", 'x');"},
+		{"replace by a function", s + ".replace(" + re + ", () => 'x');"},
+		{"replaceAll", s + ".replaceAll(" + re + "g, 'x');"},
+		// Not timed by jethook: a run whose timeout is the default or less
+		// has passed its limit by the wall clock when regexp2 gives up.
+		{"exec, under the default limits", re + ".exec(" + s + ");"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := Limits{Timeout: time.Minute}
+			if strings.HasPrefix(c.name, "exec") {
+				l = Limits{}
+			}
+			e, took := hostile(t, c.body, l)
+			t.Logf("%v in %v", e, took.Round(time.Millisecond))
+			if e.Kind != KindTimeout || l.Timeout != 0 && !strings.Contains(e.Msg, "regular expression") {
+				t.Errorf("%v; want a timeout of the regular expression", e)
+			}
+		})
+	}
+}
+
+func TestReplaceWritesWhatTheLanguageSays(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ expr, want string }{
+		{"'abc'.replace('b', \"[$&|$`|$'|$$|$1]\")", "a[b|a|c|$|$1]c"},
+		{"'abcb'.replaceAll('b', '<$&>')", "a<b>c<b>"},
+		{"'ab'.replaceAll('', '-')", "-a-b-"},
+		{"'a-b-c'.replace(/-(.)/g, '[$1$2$01$10]')", "a[b$2bb0][c$2cc0]"},
+		{"'abc'.replace(/c/, \"[$']\")", "ab[]"},
+		{"'é😀é'.replace(/😀/u, \"[$`$']\")", "é[éé]é"},
+		{"'abc'.replace(/b/, (m, p, s) => m.toUpperCase() + p + s)", "aB1abcc"},
+		{"'abc'.replace({toString: () => 'c'}, '$$')", "ab$"},
+		{"'a.b.c'.split(/\\./).join('')", "abc"},
+		{"'a1b22'.match(/\\d+/g).join()", "1,22"},
+		{"String(/b/.test('abc')) + 'abc'.search(/c/)", "true2"},
+		{"[3, 1, undefined, 10, 2].sort().join()", "1,10,2,3,"},
+		{"[3, 1, 10, 2].sort((a, b) => a - b).join()", "1,2,3,10"},
+		{"[3, 1, 2].toSorted().join()", "1,2,3"},
+		{"[1, 2.5, true, null].join('|') + ''.concat(1, false)", "1|2.5|true|1false"},
+		{"String.raw({raw: ['a', 'b']}, 1) + [1, [2]].toLocaleString()", "a1b1,2"},
+	}
+	for _, c := range cases {
+		s, err := Compile("replace.js", "addHandler('transform', (request, context) => { request.body = "+c.expr+"; return request; });", nil, Limits{Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{}`)}, Context{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if string(out.Body) != c.want {
+			t.Errorf("%s = %s, want %s", c.expr, out.Body, c.want)
+		}
 	}
 }

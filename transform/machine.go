@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/jethook/jethook/payload"
+	"github.com/jethook/jethook/provider"
 )
 
 // machine is one goja runtime with the script's top-level code run and its
@@ -33,11 +34,19 @@ type machine struct {
 	bodyUsed bool       // read or set: the body must be encoded from bodyVal
 	decoded  goja.Value // the body as decodeBody made it, nil if it did not
 	failMsg  string     // $transform.fail's message
+	stopped  *Error     // why a built-in stopped the run (stop)
 	request  *requestObject
 }
 
 // errFail interrupts a run that called $transform.fail.
 var errFail = errors.New("failed")
+
+// stop ends the run in progress with e: a built-in found that it went
+// past a bound it could only see after the step (regexp.go).
+func (m *machine) stop(e *Error) {
+	m.stopped = e
+	m.rt.Interrupt(e)
+}
 
 // newMachine makes a runtime for s and runs its top-level code, under the
 // run limits with ten times the timeout.
@@ -46,7 +55,7 @@ func (s *Script) newMachine() (*machine, error) {
 	m := &machine{s: s, rt: rt, now: time.Now()}
 	rt.SetMaxCallStackSize(MaxCallDepth)
 	rt.SetTimeSource(func() time.Time { return m.now })
-	harden(rt, s.limits)
+	harden(rt, s.limits, m.stop)
 	m.install()
 	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory)
 	err := engineSafe(func() error {
@@ -56,6 +65,9 @@ func (s *Script) newMachine() (*machine, error) {
 	tripped := w.end()
 	if err == nil && tripped != "" {
 		err = &Error{Kind: tripped, Msg: "while running the script's top-level code"}
+	}
+	if m.stopped != nil {
+		err = m.stopped
 	}
 	if err != nil {
 		if e := runError(err, m); e != nil {
@@ -181,7 +193,7 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 		m.now = time.Now()
 	}
 	m.console, m.query, m.body = c.Console, req.Query, req.Body
-	m.bodyVal, m.bodyUsed, m.decoded, m.failMsg = nil, false, nil, ""
+	m.bodyVal, m.bodyUsed, m.decoded, m.failMsg, m.stopped = nil, false, nil, "", nil
 	m.request = &requestObject{m: m, req: req}
 	defer func() { m.console, m.body, m.bodyVal, m.decoded, m.request = nil, nil, nil, nil, nil }()
 
@@ -199,6 +211,11 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	if tripped := w.end(); tripped != "" {
 		rt.ClearInterrupt()
 		return nil, false, &Error{Kind: tripped, Msg: limitText(tripped, m.s.limits)}
+	}
+	if m.stopped != nil {
+		// The run may have ended before it saw the interrupt.
+		rt.ClearInterrupt()
+		return nil, false, m.stopped
 	}
 	if err != nil {
 		if e := runError(err, m); e != nil {
@@ -229,17 +246,18 @@ func engineSafe(f func() error) (err error) {
 // script first reads it. connection holds the names Hookdeck scripts read
 // (context.connection.source.name).
 func (m *machine) context(c Context) *goja.Object {
-	return m.rt.NewDynamicObject(&contextObject{rt: m.rt, c: c})
+	return m.rt.NewDynamicObject(&contextObject{rt: m.rt, c: c, req: m.request.req})
 }
 
 // contextKeys are the fields of a handler's context, in order.
 var contextKeys = []string{"route", "destination", "event_id", "attempt", "event_type", "received_at", "connection"}
 
-// contextObject is a handler's context: its fields are made from c when
-// read, and a script may set its own.
+// contextObject is a handler's context: its fields are made from c, and
+// event_type from req, when read, and a script may set its own.
 type contextObject struct {
 	rt   *goja.Runtime
 	c    Context
+	req  *Request
 	vals map[string]goja.Value
 }
 
@@ -258,7 +276,9 @@ func (o *contextObject) Get(key string) goja.Value {
 	case "attempt":
 		v = o.rt.ToValue(o.c.Attempt)
 	case "event_type":
-		v = o.rt.ToValue(o.c.EventType)
+		// The type search, admin and the dashboard show: they cannot
+		// disagree.
+		v = o.rt.ToValue(provider.EventType(o.req.Header, o.req.Body))
 	case "received_at":
 		if o.c.ReceivedAt.IsZero() {
 			return nil

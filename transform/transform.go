@@ -93,10 +93,7 @@ type Context struct {
 	Destination string
 	EventID     string
 	Attempt     int
-	// EventType is the provider's name for the event ("push",
-	// "invoice.paid"), empty when jethook does not know it (EventType).
-	EventType  string
-	ReceivedAt time.Time
+	ReceivedAt  time.Time
 	// Now is what Date.now() and new Date() give inside the run; zero
 	// means the real time when the run starts.
 	Now time.Time
@@ -177,6 +174,7 @@ func Compile(name, src string, env map[string]string, l Limits) (*Script, error)
 		return nil, compileError(name, err)
 	}
 	l = l.withDefaults()
+	keepClock()
 	sum := sha256.Sum256([]byte(src))
 	s := &Script{name: name, digest: "sha256:" + hex.EncodeToString(sum[:8]), prg: prg, limits: l, env: env, pool: make(chan *machine, l.Pool)}
 	m, err := s.newMachine()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/provider"
 )
 
 // example is one testdata/examples/NAME.json: a request, the context, and
@@ -18,7 +20,6 @@ type example struct {
 	Context struct {
 		Route       string    `json:"route"`
 		Destination string    `json:"destination"`
-		EventType   string    `json:"event_type"`
 		Attempt     int       `json:"attempt"`
 		Now         time.Time `json:"now"`
 	} `json:"context"`
@@ -63,8 +64,7 @@ func TestTheExamplesGiveTheirExpectedRequests(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := &Request{Method: ex.In.Method, Path: ex.In.Path, Query: ex.In.Query, Header: ex.In.Headers, Body: []byte(ex.In.Body)}
-			c := Context{Route: ex.Context.Route, Destination: ex.Context.Destination, EventType: ex.Context.EventType,
-				Attempt: ex.Context.Attempt, Now: ex.Context.Now}
+			c := Context{Route: ex.Context.Route, Destination: ex.Context.Destination, Attempt: ex.Context.Attempt, Now: ex.Context.Now}
 			out, err := s.Run(in, c)
 			switch {
 			case ex.Error != "":
@@ -85,6 +85,46 @@ func TestTheExamplesGiveTheirExpectedRequests(t *testing.T) {
 			got := exampleRequest{Method: out.Method, Path: out.Path, Query: out.Query, Headers: out.Header, Body: string(out.Body)}
 			if !reflect.DeepEqual(got, *ex.Out) {
 				t.Errorf("got\n%+v\nwant\n%+v", got, *ex.Out)
+			}
+		})
+	}
+}
+
+func TestTheContextsEventTypeIsTheOneTheProviderPackageFinds(t *testing.T) {
+	t.Parallel()
+	s, err := Compile("type.js", `addHandler('transform', (request, context) => {
+  request.headers['x-type'] = context.event_type;
+  return request;
+});`, nil, Limits{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		header http.Header
+		body   string
+		want   string
+	}{
+		{"Gitea's header", http.Header{"X-Gitea-Event": {"push"}}, `{"action":"opened"}`, "push"},
+		{"Forgejo's header", http.Header{"X-Forgejo-Event": {"pull_request"}}, `{}`, "pull_request"},
+		{"GitHub's header", http.Header{"X-Github-Event": {"issues"}}, `{"type":"x"}`, "issues"},
+		{"Shopify's newer header", http.Header{"Shopify-Topic": {"orders/create"}}, `{}`, "orders/create"},
+		{"Slack's event inside its envelope", http.Header{}, `{"type":"event_callback","event":{"type":"app_mention"}}`, "app_mention"},
+		{"Stripe's type", http.Header{}, `{"type":"invoice.paid"}`, "invoice.paid"},
+		{"Paddle's event_type", http.Header{}, `{"event_type":"transaction.completed"}`, "transaction.completed"},
+		{"Lemon Squeezy's meta.event_name", http.Header{}, `{"meta":{"event_name":"order_created"}}`, "order_created"},
+		{"a body that names none", http.Header{}, `{"id":1}`, ""},
+		{"a body that is not JSON", http.Header{}, `type=push`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := s.Run(&Request{Method: "POST", Path: "/", Header: c.header, Body: []byte(c.body)}, Context{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, found := out.Header.Get("X-Type"), provider.EventType(c.header, []byte(c.body))
+			if got != c.want || found != c.want {
+				t.Errorf("context.event_type %q, provider.EventType %q; want %q", got, found, c.want)
 			}
 		})
 	}

@@ -72,11 +72,18 @@ func watch(rt *goja.Runtime, timeout time.Duration, memory int64) *guard {
 // went past, or "". Once end returns, the watchdog no longer interrupts
 // the runtime.
 func (g *guard) end() string {
+	now := time.Now()
 	dog.mu.Lock()
 	defer dog.mu.Unlock()
 	if _, ok := dog.runs[g]; ok {
 		delete(dog.runs, g)
 		g.release()
+	}
+	if g.tripped == "" && now.After(g.last) {
+		// Past its wall limit before the watchdog's tick saw it: inside
+		// one step, such as a regular expression match regexp2 cut short
+		// (regexp.go), whose result cannot be trusted.
+		g.tripped = KindTimeout
 	}
 	return g.tripped
 }
