@@ -15,8 +15,8 @@ import (
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 const token = "s3cret-admin-token"
@@ -104,8 +104,8 @@ type rig struct {
 	store      *store.Store
 	admin      *httptest.Server
 	app, audit *backend
-	log        *storetest.LogBuffer // what jethook logs
-	api        *admin.Service       // what the admin API serves
+	log        *testkit.LogBuffer // what jethook logs
+	api        *admin.Service     // what the admin API serves
 	jethook    *apptest.Rig
 }
 
@@ -196,5 +196,5 @@ func (r *rig) waitDeadLetters(n int) {
 
 func eventually(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
-	storetest.Eventually(t, 10*time.Second, msg, cond)
+	testkit.Eventually(t, 10*time.Second, msg, cond)
 }

@@ -17,8 +17,8 @@ import (
 
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 const adminToken = "cli-test-token"
@@ -148,5 +148,5 @@ func (r *opsRig) deadLetterCount() int {
 
 func eventually(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
-	storetest.Eventually(t, 10*time.Second, msg, cond)
+	testkit.Eventually(t, 10*time.Second, msg, cond)
 }

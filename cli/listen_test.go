@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
@@ -166,13 +167,13 @@ func TestListenDeliversEachWebhookAsSentAndAcksOnlyA2xx(t *testing.T) {
 		}
 		return http.StatusNoContent
 	})
-	var out storetest.LogBuffer
+	var out testkit.LogBuffer
 	listen(t, r.public.URL, l.URL+"/webhooks?from=listen", &out)
 
 	binary := []byte("\x00\xff\r\n{\"é\":1}\n")
 	r.send(t, failOnce, nil, "")
 	r.send(t, binary, http.Header{"X-Signature": {"t=1,v1=abc"}, "Content-Type": {"application/octet-stream"}}, "?a=1&b=%2F")
-	storetest.Eventually(t, 10*time.Second, "both webhooks delivered", func() bool { return l.delivered() == 2 })
+	testkit.Eventually(t, 10*time.Second, "both webhooks delivered", func() bool { return l.delivered() == 2 })
 	storetest.Settled(t, r.app.Store)
 
 	l.mu.Lock()
@@ -302,7 +303,7 @@ func TestAListenerKilledMidBatchOrCutOffLosesNothing(t *testing.T) {
 		}
 	}
 	send(40)
-	var out1 storetest.LogBuffer
+	var out1 testkit.LogBuffer
 	stop := listen(t, r.public.URL, l.URL, &out1)
 	<-killed
 	stop()
@@ -312,16 +313,16 @@ func TestAListenerKilledMidBatchOrCutOffLosesNothing(t *testing.T) {
 
 	// A second listener, through a connection the test cuts.
 	c := newCutter(t, r.public.Listener.Addr().String())
-	var out2 storetest.LogBuffer
+	var out2 testkit.LogBuffer
 	listen(t, "http://"+c.ln.Addr().String(), l.URL, &out2)
-	storetest.Eventually(t, 15*time.Second, "the first 40 delivered", func() bool { return l.delivered() == 40 })
+	testkit.Eventually(t, 15*time.Second, "the first 40 delivered", func() bool { return l.delivered() == 40 })
 	c.cut()
 	send(20)
-	storetest.Eventually(t, 10*time.Second, "the listener to say it lost jethook", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the listener to say it lost jethook", func() bool {
 		return strings.Contains(out2.String(), "jethook unreachable")
 	})
 	c.mend()
-	storetest.Eventually(t, 15*time.Second, "all 60 delivered", func() bool { return l.delivered() == 60 })
+	testkit.Eventually(t, 15*time.Second, "all 60 delivered", func() bool { return l.delivered() == 60 })
 	storetest.Settled(t, r.app.Store)
 	if !strings.Contains(out2.String(), "connected again") {
 		t.Errorf("the listener did not say it was connected again:\n%s", out2.String())

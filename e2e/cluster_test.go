@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -56,8 +58,8 @@ func startCluster(t *testing.T, size int) *natsCluster {
 	c := &natsCluster{t: t}
 	routePorts := make([]int, size)
 	for i := range size {
-		c.nodes = append(c.nodes, &natsNode{name: fmt.Sprintf("n%d", i+1), port: freePort(t)})
-		routePorts[i] = freePort(t)
+		c.nodes = append(c.nodes, &natsNode{name: fmt.Sprintf("n%d", i+1), port: testkit.FreePort(t)})
+		routePorts[i] = testkit.FreePort(t)
 	}
 	for i, n := range c.nodes {
 		var routes []string

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/telemetry/otlptest"
 )
 
@@ -82,7 +82,7 @@ routes:
 	if ack.ID == "" {
 		t.Fatalf("ingress %d", resp.StatusCode)
 	}
-	storetest.Eventually(t, 30*time.Second, "five dead letters", func() bool {
+	testkit.Eventually(t, 30*time.Second, "five dead letters", func() bool {
 		var c struct{ Count int }
 		p.adminJSON(t, http.MethodGet, "/v1/deadletters/count", &c)
 		return c.Count == 5

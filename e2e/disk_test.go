@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // readyz asks jethook's /readyz, giving up after within. It returns the
@@ -71,7 +71,7 @@ func TestAFullDiskAnswers503AndRecoversWithoutARestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("full disk: skipped with -short")
 	}
-	dir := storetest.Tmpfs(t, "128m")
+	dir := testkit.Tmpfs(t, "128m")
 	be := newBackend(t, healthy)
 	jh := newProcess(t, policies(be.URL, fastRetry), map[string]string{"JETHOOK_DATA_DIR": dir})
 	jh.start()
@@ -88,7 +88,7 @@ func TestAFullDiskAnswers503AndRecoversWithoutARestart(t *testing.T) {
 	}
 	eventually(t, 15*time.Second, "webhooks posted before the disk filled delivered", func() []int { return be.missing(acked) })
 
-	filler := storetest.FillDisk(t, dir, 0)
+	filler := testkit.FillDisk(t, dir, 0)
 	jh.mark("disk filled")
 	// At once, before jethook's monitor (once a second) sees the disk:
 	// some of these reach nats-server and fail there.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // startTimeout bounds how long jethook may take to open its listener,
@@ -54,12 +55,12 @@ func newProcess(t *testing.T, policies string, env map[string]string) *process {
 	p := &process{
 		t:       t,
 		bin:     binary(t),
-		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
+		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(testkit.FreePort(t))),
 		logPath: filepath.Join(dir, "jethook.log"),
 	}
 	settings := map[string]string{
 		"JETHOOK_LISTEN":         p.addr,
-		"JETHOOK_ADMIN_LISTEN":   net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
+		"JETHOOK_ADMIN_LISTEN":   net.JoinHostPort("127.0.0.1", strconv.Itoa(testkit.FreePort(t))),
 		"JETHOOK_ADMIN_TOKEN":    "e2e-admin-token-0123456789",
 		"JETHOOK_CONFIG":         config,
 		"JETHOOK_DATA_DIR":       filepath.Join(dir, "data"),
@@ -276,38 +277,6 @@ func (p *process) awaitSettled(t *testing.T, route, destination string, within t
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
-// freePort is a loopback TCP port nobody listens on now, taken below the
-// kernel's ephemeral range (ip_local_port_range starts at 32768 by
-// default): a port from that range can be taken by any outgoing connection
-// between this check and jethook's bind, or by a restart later on the same
-// port, and the test would then dial someone else's listener.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ports.mu.Lock()
-	defer ports.mu.Unlock()
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		if ports.given[port] {
-			continue // given out before, perhaps not bound yet
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		ports.given[port] = true
-		return port
-	}
-	t.Fatal("no free loopback port between 20000 and 32000")
-	return 0
-}
-
-// ports remembers what freePort gave out: each port goes to one listener.
-var ports = struct {
-	mu    sync.Mutex
-	given map[int]bool
-}{given: map[int]bool{}}
 
 // envInt reads a positive integer knob from the environment.
 func envInt(t *testing.T, name string, def int) int {

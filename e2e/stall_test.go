@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // natsProcess is one JetStream nats-server process on a loopback port,
@@ -31,7 +33,7 @@ type natsProcess struct {
 func startNATSProcess(t *testing.T) *natsProcess {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	conf := filepath.Join(dir, "nats.conf")
 	text := fmt.Sprintf("server_name: e2e\nhost: 127.0.0.1\nport: %d\nmax_payload: %d\njetstream { store_dir: %q }\n",
 		port, 8<<20, filepath.Join(dir, "store"))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
@@ -220,5 +221,5 @@ func edit(t testing.TB, config, old, new string) string {
 
 func eventually(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
-	storetest.Eventually(t, 10*time.Second, msg, cond)
+	testkit.Eventually(t, 10*time.Second, msg, cond)
 }

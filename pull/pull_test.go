@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
@@ -151,7 +152,7 @@ func (r *rig) settle(dest, verb string, body map[string]any) settled {
 func (r *rig) attempts(id string, n int) []store.Attempt {
 	r.t.Helper()
 	var as []store.Attempt
-	storetest.Eventually(r.t, 10*time.Second, fmt.Sprintf("%d attempts of %s logged", n, id), func() bool {
+	testkit.Eventually(r.t, 10*time.Second, fmt.Sprintf("%d attempts of %s logged", n, id), func() bool {
 		all, err := r.app.Store.Attempts(context.Background(), id)
 		as = as[:0]
 		for _, a := range all {
@@ -234,7 +235,7 @@ func TestANakAndALeaseThatRunsOutAreFailedAttemptsAndTheLastIsADeadLetter(t *tes
 		t.Fatalf("attempt log %+v", as)
 	}
 	var dead []store.DeadLetter
-	storetest.Eventually(t, 10*time.Second, "the dead letter", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the dead letter", func() bool {
 		dead, _ = r.app.Store.DeadLetters(context.Background(), "dlq.shop.alice.>", 10)
 		return len(dead) == 1
 	})
@@ -437,7 +438,7 @@ func TestTheStatusShowsAPullDestinationAndWhatItHasLeased(t *testing.T) {
 	r.settle("alice", "ack", map[string]any{"leases": []string{w[0].Lease}})
 	r.settle("alice", "nak", map[string]any{"leases": []string{w[1].Lease}, "delay": "5s"})
 	var d dest
-	storetest.Eventually(t, 10*time.Second, "one leased and one in backoff", func() bool {
+	testkit.Eventually(t, 10*time.Second, "one leased and one in backoff", func() bool {
 		d = alice()
 		return d.Leased == 1 && d.InBackoff == 1
 	})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
@@ -72,10 +73,10 @@ func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
 	if code := post("/hooks/shop"); code != http.StatusOK {
 		t.Fatalf("post: %d", code)
 	}
-	storetest.Eventually(t, 10*time.Second, "the delivery", func() bool { return delivered.Load() == 1 })
+	testkit.Eventually(t, 10*time.Second, "the delivery", func() bool { return delivered.Load() == 1 })
 	// The backend has the request before the forwarder has its answer
 	// and counts it: wait for the count.
-	storetest.Eventually(t, 10*time.Second, "the metrics to count the delivery", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the metrics to count the delivery", func() bool {
 		metrics := httptest.NewRecorder()
 		a.Metrics.Handler().ServeHTTP(metrics, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		return strings.Contains(metrics.Body.String(), `jethook_delivered_total{destination="app",route="shop"} 1`)
@@ -99,7 +100,7 @@ func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
 	if code := post("/hooks/orders"); code != http.StatusOK {
 		t.Fatalf("post to the reloaded route: %d", code)
 	}
-	storetest.Eventually(t, 10*time.Second, "the reloaded route's delivery", func() bool { return delivered.Load() == 2 })
+	testkit.Eventually(t, 10*time.Second, "the reloaded route's delivery", func() bool { return delivered.Load() == 2 })
 }
 
 func TestARouteTheStoreCouldNotTakeIsRefused(t *testing.T) {

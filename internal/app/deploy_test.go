@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -63,7 +64,7 @@ routes:
 	a.Metrics.Limit("shop", "app", 10)
 
 	var families map[string]string
-	storetest.Eventually(t, 10*time.Second, "the delivery and the dead letter in /metrics", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the delivery and the dead letter in /metrics", func() bool {
 		rec := httptest.NewRecorder()
 		a.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		families = map[string]string{}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -23,7 +24,7 @@ func TestAnAlertURLOnAMetadataAddressIsRefused(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 	cfg := parse(t, oneRoute+"alerts: {url: \"http://169.254.169.254/latest/meta-data/\", batch: 100ms}\n", backend.URL)
-	logs := &storetest.LogBuffer{}
+	logs := &testkit.LogBuffer{}
 	a, err := New(context.Background(), cfg, Options{
 		Store:     storetest.Open(t, store.Options{}),
 		Logger:    slog.New(slog.NewJSONHandler(logs, nil)),
@@ -40,7 +41,7 @@ func TestAnAlertURLOnAMetadataAddressIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	storetest.Eventually(t, 10*time.Second, "the alert refused", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the alert refused", func() bool {
 		return strings.Contains(logs.String(), `"msg":"alert not sent","err":"dial tcp 169.254.169.254:80: egress refused: 169.254.169.254 is in 169.254.0.0/16`)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -83,7 +84,7 @@ routes:
 			t.Errorf("the webhook replayed as delivery %s was stored again", replay)
 		}
 	}
-	storetest.Eventually(t, 30*time.Second, "the delivery", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the delivery", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(ids) > 0

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
@@ -28,7 +29,7 @@ type Rig struct {
 	Public *httptest.Server
 	Admin  *httptest.Server
 	// Log is what jethook logs, unless the options gave a Logger.
-	Log *storetest.LogBuffer
+	Log *testkit.LogBuffer
 }
 
 // fetchWait is how long a test's destination loops wait for a message
@@ -40,7 +41,7 @@ const fetchWait = 100 * time.Millisecond
 // loops wait fetchWait for messages, and the log goes to Rig.Log.
 func Start(t testing.TB, cfg *policy.Config, o app.Options) *Rig {
 	t.Helper()
-	r := &Rig{Log: &storetest.LogBuffer{}}
+	r := &Rig{Log: &testkit.LogBuffer{}}
 	if o.Store == nil {
 		o.Store = storetest.Open(t, store.Options{})
 	}
