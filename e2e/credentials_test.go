@@ -107,9 +107,9 @@ routes:
 		}
 		out.Write(body)
 	}
-	cliEnv := append(append([]string(nil), p.env...), "JETHOOK_ADMIN_URL=http://"+p.admin)
+	cliEnv := append(append([]string(nil), p.Env...), "JETHOOK_ADMIN_URL=http://"+p.admin)
 	for _, args := range [][]string{{"check"}, {"status"}, {"events", "show", ack.ID}, {"events", "show", ack.ID, "-json"}, {"dlq", "ls"}, {"dlq", "ls", "-json"}} {
-		cmd := exec.Command(p.bin, args...)
+		cmd := exec.Command(p.Bin, args...)
 		cmd.Env = cliEnv
 		got, err := cmd.CombinedOutput()
 		if err != nil {
@@ -117,7 +117,7 @@ routes:
 		}
 		out.Write(got)
 	}
-	log, err := os.ReadFile(p.logPath)
+	log, err := os.ReadFile(p.LogPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func TestStoreOutageAnswers503AndRecovers(t *testing.T) {
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
-	jh.mark("nats-server stopped")
+	jh.Mark("nats-server stopped")
 	outage := time.Now()
 	var (
 		wg      sync.WaitGroup
@@ -108,7 +108,7 @@ func TestStoreOutageAnswers503AndRecovers(t *testing.T) {
 	jh.checkAlive()
 
 	startNATS(t, port, storeDir)
-	jh.mark("nats-server restarted")
+	jh.Mark("nats-server restarted")
 	back := time.Now()
 	// The first webhook after the restart is posted until it is acknowledged:
 	// jethook has to notice the server is back (nats.go reconnects every 2 s).

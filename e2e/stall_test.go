@@ -162,7 +162,7 @@ func TestAFrozenNATSServerGets503WithinThePublishTimeout(t *testing.T) {
 
 	ns.signal(t, syscall.SIGSTOP)
 	frozen := time.Now()
-	jh.mark("nats-server frozen (SIGSTOP)")
+	jh.Mark("nats-server frozen (SIGSTOP)")
 	reason, slowestReadyz := jh.awaitReadyz(t, http.StatusServiceUnavailable, 10*time.Second)
 	notReady := time.Since(frozen)
 	// The load stops in time for every request to end within the publish
@@ -185,7 +185,7 @@ func TestAFrozenNATSServerGets503WithinThePublishTimeout(t *testing.T) {
 	allEnded := time.Since(frozen)
 	ns.signal(t, syscall.SIGCONT)
 	thawed := time.Now()
-	jh.mark("nats-server thawed (SIGCONT)")
+	jh.Mark("nats-server thawed (SIGCONT)")
 
 	var during, refused, cut int
 	var slowest time.Duration
