@@ -15,9 +15,8 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/internal/testkit"
-	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
 
@@ -42,20 +41,8 @@ type remote struct {
 
 func newRemote(t *testing.T) *remote {
 	t.Helper()
-	cfg, err := policy.Parse("test.yaml", []byte(laptopRoute), func(k string) (string, bool) { return laptopToken, k == "TOKEN" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(context.Background(), cfg, app.Options{Store: storetest.Open(t, store.Options{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &remote{app: a, public: httptest.NewServer(a.Public)}
-	t.Cleanup(func() {
-		r.public.Close()
-		a.Close(time.Second)
-	})
-	return r
+	jh := apptest.Start(t, apptest.Config(t, laptopRoute, map[string]string{"TOKEN": laptopToken}), app.Options{})
+	return &remote{app: jh.App, public: jh.Public}
 }
 
 func (r *remote) send(t *testing.T, body []byte, header http.Header, query string) {

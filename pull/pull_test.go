@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
@@ -46,24 +47,19 @@ type rig struct {
 	admin  *httptest.Server
 }
 
+// pullEnv holds the tokens the pull configs name.
+var pullEnv = map[string]string{"TOKEN_A": tokenA, "TOKEN_B": tokenB}
+
 func newRig(t *testing.T, yaml string) *rig {
 	t.Helper()
-	env := map[string]string{"TOKEN_A": tokenA, "TOKEN_B": tokenB}
-	cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(context.Background(), cfg, app.Options{Store: storetest.Open(t, store.Options{}), AdminToken: adminToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, app: a, public: httptest.NewServer(a.Public), admin: httptest.NewServer(a.Admin)}
-	t.Cleanup(func() {
-		r.public.Close()
-		r.admin.Close()
-		a.Close(time.Second)
-	})
-	return r
+	return startRig(t, yaml, app.Options{AdminToken: adminToken})
+}
+
+// startRig runs yaml with o on apptest's rig.
+func startRig(t *testing.T, yaml string, o app.Options) *rig {
+	t.Helper()
+	jh := apptest.Start(t, apptest.Config(t, yaml, pullEnv), o)
+	return &rig{t: t, app: jh.App, public: jh.Public, admin: jh.Admin}
 }
 
 func (r *rig) send(body string, header http.Header, query string) {
@@ -360,24 +356,11 @@ func TestBadPullsAreRefusedWithAReason(t *testing.T) {
 
 func TestLeasesOutliveAReloadAndARemovedDestinationsTokenStopsWorking(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"TOKEN_A": tokenA, "TOKEN_B": tokenB}
-	parse := func(yaml string) *policy.Config {
-		cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
 	next := twoListeners
-	a, err := app.New(context.Background(), parse(twoListeners), app.Options{
-		Store: storetest.Open(t, store.Options{}),
-		Load:  func() (*policy.Config, error) { return parse(next), nil },
+	r := startRig(t, twoListeners, app.Options{
+		Load: func() (*policy.Config, error) { return apptest.Config(t, next, pullEnv), nil },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, app: a, public: httptest.NewServer(a.Public), admin: httptest.NewServer(a.Admin)}
-	t.Cleanup(func() { r.public.Close(); r.admin.Close(); a.Close(time.Second) })
+	a := r.app
 
 	r.send(`{"type":"order.paid"}`, nil, "")
 	w := r.pull("alice", tokenA, 5*time.Second)

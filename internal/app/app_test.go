@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 const oneRoute = `
@@ -26,11 +26,7 @@ routes:
 
 func parse(t testing.TB, yaml, backend string) *policy.Config {
 	t.Helper()
-	cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) { return backend, k == "BACKEND" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return apptest.Config(t, yaml, map[string]string{"BACKEND": backend})
 }
 
 // The assembled application delivers what its ingress takes, counts it in
@@ -50,17 +46,10 @@ func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
       - {name: app, url: "${BACKEND}/orders", slow_start: 0s}
 `, backend.URL)
 	var load atomic.Pointer[func() (*policy.Config, error)]
-	a, err := New(context.Background(), parse(t, oneRoute, backend.URL), Options{
-		Store:     storetest.Open(t, store.Options{}),
-		Load:      func() (*policy.Config, error) { return (*load.Load())() },
-		FetchWait: 100 * time.Millisecond,
+	jh := apptest.Start(t, parse(t, oneRoute, backend.URL), app.Options{
+		Load: func() (*policy.Config, error) { return (*load.Load())() },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+	a, ingress := jh.App, jh.Public
 	post := func(path string) int {
 		resp, err := http.Post(ingress.URL+path, "application/json", strings.NewReader(`{"n":1}`))
 		if err != nil {
@@ -106,10 +95,10 @@ func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
 func TestARouteTheStoreCouldNotTakeIsRefused(t *testing.T) {
 	t.Parallel()
 	cfg := parse(t, oneRoute, "http://127.0.0.1:9")
-	if err := Check(cfg, Limits{MaxPayload: 1 << 20}); err == nil || !strings.Contains(err.Error(), `test.yaml:3: route "shop": max_body`) {
+	if err := app.Check(cfg, app.Limits{MaxPayload: 1 << 20}); err == nil || !strings.Contains(err.Error(), `test.yaml:3: route "shop": max_body`) {
 		t.Errorf("err = %v, want the route's file, line and max_body", err)
 	}
-	if err := Check(cfg, Limits{MaxPayload: 8 << 20}); err != nil {
+	if err := app.Check(cfg, app.Limits{MaxPayload: 8 << 20}); err != nil {
 		t.Errorf("8 MiB max_payload: %v", err)
 	}
 }
@@ -119,7 +108,7 @@ func TestARouteTheStoreCouldNotTakeIsRefused(t *testing.T) {
 func TestCheckReportsEveryMistakeAtOnce(t *testing.T) {
 	t.Parallel()
 	cfg := parse(t, oneRoute, "http://169.254.169.254")
-	err := Check(cfg, Limits{MaxPayload: 1 << 20, Retention: time.Minute})
+	err := app.Check(cfg, app.Limits{MaxPayload: 1 << 20, Retention: time.Minute})
 	if err == nil {
 		t.Fatal("no error")
 	}

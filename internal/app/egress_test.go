@@ -1,7 +1,6 @@
-package app
+package app_test
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/internal/testkit"
-	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // Alert notices go where the policies file says, so they are held to the
@@ -25,17 +24,10 @@ func TestAnAlertURLOnAMetadataAddressIsRefused(t *testing.T) {
 	t.Cleanup(backend.Close)
 	cfg := parse(t, oneRoute+"alerts: {url: \"http://169.254.169.254/latest/meta-data/\", batch: 100ms}\n", backend.URL)
 	logs := &testkit.LogBuffer{}
-	a, err := New(context.Background(), cfg, Options{
-		Store:     storetest.Open(t, store.Options{}),
-		Logger:    slog.New(slog.NewJSONHandler(logs, nil)),
-		FetchWait: 100 * time.Millisecond,
+	jh := apptest.Start(t, cfg, app.Options{
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+	ingress := jh.Public
 	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/telemetry/otlptest"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
@@ -62,17 +62,10 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 
-	a, err := New(context.Background(), parse(t, flakyRoute, backend.URL), Options{
-		Store:     storetest.Open(t, store.Options{}),
-		FetchWait: 100 * time.Millisecond,
-		Tracer:    tp.Tracer("jethook"),
+	jh := apptest.Start(t, parse(t, flakyRoute, backend.URL), app.Options{
+		Tracer: tp.Tracer("jethook"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+	ingress := jh.Public
 
 	const senderTrace, senderSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	req, _ := http.NewRequest(http.MethodPost, ingress.URL+"/hooks/shop", strings.NewReader(body))
@@ -179,18 +172,11 @@ func TestADeadLetterItsReplayAndAFilterStayInTheWebhooksTrace(t *testing.T) {
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	a, err := New(context.Background(), parse(t, oneRoute+`      - {name: invoices, url: "${BACKEND}/invoices", slow_start: 0s, filter: 'body.type == "invoice"'}
-`, backend.URL), Options{
-		Store:     storetest.Open(t, store.Options{}),
-		FetchWait: 100 * time.Millisecond,
-		Tracer:    tp.Tracer("jethook"),
+	jh := apptest.Start(t, parse(t, oneRoute+`      - {name: invoices, url: "${BACKEND}/invoices", slow_start: 0s, filter: 'body.type == "invoice"'}
+`, backend.URL), app.Options{
+		Tracer: tp.Tracer("jethook"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+	a, ingress := jh.App, jh.Public
 	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1,"type":"order"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -267,17 +253,10 @@ func TestLatencyHistogramsLinkToTracesByExemplar(t *testing.T) {
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	a, err := New(context.Background(), parse(t, oneRoute, backend.URL), Options{
-		Store:     storetest.Open(t, store.Options{}),
-		FetchWait: 100 * time.Millisecond,
-		Tracer:    tp.Tracer("jethook"),
+	jh := apptest.Start(t, parse(t, oneRoute, backend.URL), app.Options{
+		Tracer: tp.Tracer("jethook"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+	a, ingress := jh.App, jh.Public
 	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
 // Package apptest runs jethook for tests as `jethook serve` assembles it
 // (app.New) on a real embedded store, with its public and admin listeners
-// on test servers. The admin, dashboard and CLI tests share it, so each
-// tests the stack that ships.
+// on test servers, stopped and restarted on the same store where a test
+// needs it. The admin, dashboard, CLI, forward and pull tests share it,
+// so each tests the stack that ships.
 package apptest
 
 import (
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,11 +27,16 @@ import (
 type Rig struct {
 	App *app.App
 	// Public serves the public listener (the ingress and pull
-	// destinations), Admin the admin listener (the API and the dashboard).
+	// destinations), Admin the admin listener (the API and the dashboard),
+	// of the app running now: their URLs stay across a Restart.
 	Public *httptest.Server
 	Admin  *httptest.Server
 	// Log is what jethook logs, unless the options gave a Logger.
 	Log *testkit.LogBuffer
+
+	t       testing.TB
+	cfg     *policy.Config
+	running atomic.Pointer[app.App]
 }
 
 // fetchWait is how long a test's destination loops wait for a message
@@ -41,9 +48,31 @@ const fetchWait = 100 * time.Millisecond
 // loops wait fetchWait for messages, and the log goes to Rig.Log.
 func Start(t testing.TB, cfg *policy.Config, o app.Options) *Rig {
 	t.Helper()
-	r := &Rig{Log: &testkit.LogBuffer{}}
+	r := &Rig{Log: &testkit.LogBuffer{}, t: t, cfg: cfg}
+	r.Public = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.running.Load().Public.ServeHTTP(w, req)
+	}))
+	t.Cleanup(r.Public.Close)
+	r.Admin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.running.Load().Admin.ServeHTTP(w, req)
+	}))
+	t.Cleanup(r.Admin.Close)
+	r.Restart(o)
+	return r
+}
+
+// Restart runs the rig's config again with o, filled in as Start fills
+// it but for the store, which stays the one running now unless o gives
+// another. The app running now, if any, is stopped first. Requests to
+// Public and Admin go to the new app.
+func (r *Rig) Restart(o app.Options) {
+	r.t.Helper()
+	r.Stop()
+	if o.Store == nil && r.App != nil {
+		o.Store = r.App.Store
+	}
 	if o.Store == nil {
-		o.Store = storetest.Open(t, store.Options{})
+		o.Store = storetest.Open(r.t, store.Options{})
 	}
 	if o.FetchWait == 0 {
 		o.FetchWait = fetchWait
@@ -51,17 +80,21 @@ func Start(t testing.TB, cfg *policy.Config, o app.Options) *Rig {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(r.Log, nil))
 	}
-	a, err := app.New(context.Background(), cfg, o)
+	a, err := app.New(context.Background(), r.cfg, o)
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	t.Cleanup(func() { a.Close(time.Second) })
+	r.t.Cleanup(func() { a.Close(time.Second) })
 	r.App = a
-	r.Public = httptest.NewServer(a.Public)
-	t.Cleanup(r.Public.Close)
-	r.Admin = httptest.NewServer(a.Admin)
-	t.Cleanup(r.Admin.Close)
-	return r
+	r.running.Store(a)
+}
+
+// Stop stops the app running now, as a shutdown does: it no longer
+// delivers, and the store stays open for a Restart.
+func (r *Rig) Stop() {
+	if r.App != nil {
+		r.App.Close(time.Second)
+	}
 }
 
 // Config parses a policies file for a test; env holds its ${NAME} values.
