@@ -21,20 +21,6 @@ import (
 
 const token = "s3cret-admin-token"
 
-// fanOut is one route delivering to two destinations; a transient failure
-// waits 1s in backoff, permanent ones are dead-lettered at once.
-const fanOut = `
-defaults:
-  retry: {backoff: fixed, delay: 1s, jitter: none, max_attempts: 3, max_age: 1h}
-  timeout: 2s
-routes:
-  - name: shop
-    path: /hooks/shop
-    destinations:
-      - {name: app, url: "${APP}/hook", slow_start: 0s}
-      - {name: audit, url: "${AUDIT}/hook", slow_start: 0s}
-`
-
 // backend answers each request with the status in its X-Status-<Name>
 // header (200 when absent), unless fail is set, and counts requests per
 // event id.
@@ -111,7 +97,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	return newRigOf(t, fanOut)
+	return newRigOf(t, apptest.FanOut)
 }
 
 // newRigOf is newRig with another policies file, whose destinations are

@@ -209,7 +209,7 @@ func TestAThirdSearchAtOnceIsRefusedUntilOneEnds(t *testing.T) {
 	}
 }
 
-// orderedApp is fanOut with app ordered by the body's key; a failing
+// orderedApp is apptest.FanOut with app ordered by the body's key; a failing
 // head is parked (its message acked) for 10s between attempts.
 const orderedApp = `
 defaults:

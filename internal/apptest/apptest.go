@@ -39,6 +39,22 @@ type Rig struct {
 	running atomic.Pointer[app.App]
 }
 
+// FanOut is the policies file the admin and CLI tests share: one route,
+// shop at /hooks/shop, delivering to two destinations, app at ${APP}/hook
+// and audit at ${AUDIT}/hook. A transient failure waits 1s in backoff, up
+// to 3 attempts; a permanent one is dead-lettered at once.
+const FanOut = `
+defaults:
+  retry: {backoff: fixed, delay: 1s, jitter: none, max_attempts: 3, max_age: 1h}
+  timeout: 2s
+routes:
+  - name: shop
+    path: /hooks/shop
+    destinations:
+      - {name: app, url: "${APP}/hook", slow_start: 0s}
+      - {name: audit, url: "${AUDIT}/hook", slow_start: 0s}
+`
+
 // fetchWait is how long a test's destination loops wait for a message
 // before they look again: short, so that tests end soon.
 const fetchWait = 100 * time.Millisecond
