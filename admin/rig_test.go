@@ -21,6 +21,15 @@ import (
 
 const token = "s3cret-admin-token"
 
+// fanOutRetrying is apptest.FanOut with another retry schedule.
+func fanOutRetrying(retry string) string {
+	const base = "retry: {backoff: fixed, delay: 1s, jitter: none, max_attempts: 3, max_age: 1h}"
+	if !strings.Contains(apptest.FanOut, base) {
+		panic("apptest.FanOut has no " + base)
+	}
+	return strings.Replace(apptest.FanOut, base, "retry: "+retry, 1)
+}
+
 // backend answers each request with the status in its X-Status-<Name>
 // header (200 when absent), unless fail is set, and counts requests per
 // event id.
