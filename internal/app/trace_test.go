@@ -13,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/apptest"
@@ -31,6 +32,20 @@ routes:
         slow_start: 0s
         breaker: {failures: 0}
 `
+
+// traced is an OTLP receiver and a tracer that exports every span to it
+// as the span ends.
+func traced(t *testing.T) (*otlptest.Receiver, trace.Tracer) {
+	t.Helper()
+	recv := otlptest.Start(t)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return recv, tp.Tracer("jethook")
+}
 
 // A webhook that fails twice and is delivered on its third attempt is one
 // trace, exported over OTLP/HTTP: the ingress span continues the sender's
@@ -54,16 +69,10 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 
-	recv := otlptest.Start(t)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	recv, tracer := traced(t)
 
 	jh := apptest.Start(t, parse(t, flakyRoute, backend.URL), app.Options{
-		Tracer: tp.Tracer("jethook"),
+		Tracer: tracer,
 	})
 	ingress := jh.Public
 
@@ -165,16 +174,10 @@ func TestADeadLetterItsReplayAndAFilterStayInTheWebhooksTrace(t *testing.T) {
 		}
 	}))
 	t.Cleanup(backend.Close)
-	recv := otlptest.Start(t)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	recv, tracer := traced(t)
 	jh := apptest.Start(t, parse(t, oneRoute+`      - {name: invoices, url: "${BACKEND}/invoices", slow_start: 0s, filter: 'body.type == "invoice"'}
 `, backend.URL), app.Options{
-		Tracer: tp.Tracer("jethook"),
+		Tracer: tracer,
 	})
 	a, ingress := jh.App, jh.Public
 	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1,"type":"order"}`))
@@ -246,15 +249,9 @@ func TestLatencyHistogramsLinkToTracesByExemplar(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	t.Cleanup(backend.Close)
-	recv := otlptest.Start(t)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	recv, tracer := traced(t)
 	jh := apptest.Start(t, parse(t, oneRoute, backend.URL), app.Options{
-		Tracer: tp.Tracer("jethook"),
+		Tracer: tracer,
 	})
 	a, ingress := jh.App, jh.Public
 	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
