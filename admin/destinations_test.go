@@ -3,6 +3,7 @@ package admin_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/jethook/jethook/admin"
@@ -40,6 +41,14 @@ func TestPauseStopsDeliveriesAndResumeRestartsThem(t *testing.T) {
 		t.Fatalf("resume: %d %+v", code, out)
 	}
 	eventually(t, "app got all three after resume", func() bool { return r.app.total() == 3 })
+	for _, want := range []string{
+		`msg="destination paused by operator" route=shop destination=app paused=true`,
+		`msg="destination resumed by operator" route=shop destination=app paused=false`,
+	} {
+		if !strings.Contains(r.log.String(), want) {
+			t.Errorf("log has no %s:\n%s", want, r.log)
+		}
+	}
 	for _, id := range ids {
 		if n := r.app.count(id); n != 1 {
 			t.Errorf("event %s delivered %d times to app", id, n)

@@ -81,17 +81,7 @@ func TestResendReplaysADeadLetterOnce(t *testing.T) {
 }
 
 // longBackoff parks a failed attempt for an hour.
-const longBackoff = `
-defaults:
-  retry: {backoff: fixed, delay: 1h, jitter: none, max_attempts: 5, max_age: 24h}
-  timeout: 2s
-routes:
-  - name: shop
-    path: /hooks/shop
-    destinations:
-      - {name: app, url: "${APP}/hook", slow_start: 0s}
-      - {name: audit, url: "${AUDIT}/hook", slow_start: 0s}
-`
+var longBackoff = fanOutRetrying("{backoff: fixed, delay: 1h, jitter: none, max_attempts: 5, max_age: 24h}")
 
 func TestResendRetriesAnEventInBackoffNowWithItsNextAttemptNumber(t *testing.T) {
 	t.Parallel()
@@ -122,17 +112,7 @@ func TestResendRetriesAnEventInBackoffNowWithItsNextAttemptNumber(t *testing.T) 
 
 // shortBackoff has a failed attempt wait 5 minutes nak'd in its consumer:
 // the rig's ParkAfter is longer.
-const shortBackoff = `
-defaults:
-  retry: {backoff: fixed, delay: 5m, jitter: none, max_attempts: 5, max_age: 24h}
-  timeout: 2s
-routes:
-  - name: shop
-    path: /hooks/shop
-    destinations:
-      - {name: app, url: "${APP}/hook", slow_start: 0s}
-      - {name: audit, url: "${AUDIT}/hook", slow_start: 0s}
-`
+var shortBackoff = fanOutRetrying("{backoff: fixed, delay: 5m, jitter: none, max_attempts: 5, max_age: 24h}")
 
 func TestResendRetriesAnEventNakDelayedInItsConsumerNow(t *testing.T) {
 	t.Parallel()

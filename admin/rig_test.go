@@ -15,25 +15,20 @@ import (
 	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 const token = "s3cret-admin-token"
 
-// fanOut is one route delivering to two destinations; a transient failure
-// waits 1s in backoff, permanent ones are dead-lettered at once.
-const fanOut = `
-defaults:
-  retry: {backoff: fixed, delay: 1s, jitter: none, max_attempts: 3, max_age: 1h}
-  timeout: 2s
-routes:
-  - name: shop
-    path: /hooks/shop
-    destinations:
-      - {name: app, url: "${APP}/hook", slow_start: 0s}
-      - {name: audit, url: "${AUDIT}/hook", slow_start: 0s}
-`
+// fanOutRetrying is apptest.FanOut with another retry schedule.
+func fanOutRetrying(retry string) string {
+	const base = "retry: {backoff: fixed, delay: 1s, jitter: none, max_attempts: 3, max_age: 1h}"
+	if !strings.Contains(apptest.FanOut, base) {
+		panic("apptest.FanOut has no " + base)
+	}
+	return strings.Replace(apptest.FanOut, base, "retry: "+retry, 1)
+}
 
 // backend answers each request with the status in its X-Status-<Name>
 // header (200 when absent), unless fail is set, and counts requests per
@@ -104,14 +99,14 @@ type rig struct {
 	store      *store.Store
 	admin      *httptest.Server
 	app, audit *backend
-	log        *storetest.LogBuffer // what jethook logs
-	api        *admin.Service       // what the admin API serves
+	log        *testkit.LogBuffer // what jethook logs
+	api        *admin.Service     // what the admin API serves
 	jethook    *apptest.Rig
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	return newRigOf(t, fanOut)
+	return newRigOf(t, apptest.FanOut)
 }
 
 // newRigOf is newRig with another policies file, whose destinations are
@@ -196,5 +191,5 @@ func (r *rig) waitDeadLetters(n int) {
 
 func eventually(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
-	storetest.Eventually(t, 10*time.Second, msg, cond)
+	testkit.Eventually(t, 10*time.Second, msg, cond)
 }

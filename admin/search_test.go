@@ -209,19 +209,10 @@ func TestAThirdSearchAtOnceIsRefusedUntilOneEnds(t *testing.T) {
 	}
 }
 
-// orderedApp is fanOut with app ordered by the body's key; a failing
-// head is parked (its message acked) for 10s between attempts.
-const orderedApp = `
-defaults:
-  retry: {backoff: fixed, delay: 10s, jitter: none, max_attempts: 1000, max_age: 1h}
-  timeout: 2s
-routes:
-  - name: shop
-    path: /hooks/shop
-    destinations:
-      - {name: app, url: "${APP}/hook", slow_start: 0s, order: {key: 'body.key'}}
-      - {name: audit, url: "${AUDIT}/hook", slow_start: 0s}
-`
+// orderedApp is apptest.FanOut with app ordered by the body's key; a
+// failing head is parked (its message acked) for 10s between attempts.
+var orderedApp = strings.Replace(fanOutRetrying("{backoff: fixed, delay: 10s, jitter: none, max_attempts: 1000, max_age: 1h}"),
+	`{name: app, url: "${APP}/hook", slow_start: 0s}`, `{name: app, url: "${APP}/hook", slow_start: 0s, order: {key: 'body.key'}}`, 1)
 
 func TestSearchByStateTellsAnEventWaitingBehindItsKeyFromADeliveredOne(t *testing.T) {
 	t.Parallel()

@@ -77,6 +77,10 @@ func (svc *Service) Hold(route, destination string, on bool) error {
 	if err := act(route, destination); err != nil {
 		return err
 	}
-	svc.Logger.Info("destination paused by operator", "route", route, "destination", destination, "paused", on)
+	msg := "destination resumed by operator"
+	if on {
+		msg = "destination paused by operator"
+	}
+	svc.Logger.Info(msg, "route", route, "destination", destination, "paused", on)
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/alert"
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // sink is a chat webhook that records each notice and when it came.
@@ -120,7 +120,7 @@ func TestNoticesPastTheHourlyLimitAreCarriedNotDropped(t *testing.T) {
 	n.DeadLettered("shop", "app", "evt_2", "exhausted")
 	n.DeadLettered("shop", "app", "evt_3", "exhausted")
 	advance(time.Second)
-	storetest.Eventually(t, 5*time.Second, "the hourly limit holding the second notice", func() bool { return n.Held() > 0 })
+	testkit.Eventually(t, 5*time.Second, "the hourly limit holding the second notice", func() bool { return n.Held() > 0 })
 	if got := len(s.all()); got != 1 {
 		t.Fatalf("%d notices within the hour, want 1 (max_per_hour)", got)
 	}
@@ -167,7 +167,7 @@ func TestAFailedPostLogsNeitherTheURLNorThePayload(t *testing.T) {
 	t.Parallel()
 	s := newSink(t)
 	s.replyOK = false
-	var logs storetest.LogBuffer
+	var logs testkit.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	secretURL := s.URL + "/services/T000/B000/s3cr3t"
 	n := start(t, &alert.Notifier{URL: secretURL, Batch: 20 * time.Millisecond, Logger: log})

@@ -11,12 +11,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/jethook/jethook/internal/childproc"
 )
 
 // passThrough are the variables a child jethook takes from the bench's
@@ -28,16 +28,11 @@ var passThrough = []string{"GOGC", "GOMEMLIMIT", "JETHOOK_MEMORY_LIMIT"}
 // its own data directory and admin token, on loopback ports that stay the
 // same across restarts. Everything it logs goes to one file.
 type child struct {
-	bin     string
-	env     []string
-	public  string // 127.0.0.1:port of the ingress
-	admin   string // 127.0.0.1:port of the admin API
-	token   string
-	logPath string
-	client  *http.Client
-
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once cmd has been reaped
+	*childproc.Process
+	public string // 127.0.0.1:port of the ingress
+	admin  string // 127.0.0.1:port of the admin API
+	token  string
+	client *http.Client
 }
 
 // newChild prepares a jethook that reads config and stores in dataDir.
@@ -50,25 +45,21 @@ func newChild(bin, config, dataDir, logPath string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &child{bin: bin, public: public, admin: admin, token: rand.Text(), logPath: logPath,
+	c := &child{public: public, admin: admin, token: rand.Text(),
 		client: &http.Client{Transport: transport(4), Timeout: 30 * time.Second}}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JETHOOK_") {
-			c.env = append(c.env, kv)
-		}
+	settings := map[string]string{
+		"JETHOOK_LISTEN":       public,
+		"JETHOOK_ADMIN_LISTEN": admin,
+		"JETHOOK_ADMIN_TOKEN":  c.token,
+		"JETHOOK_CONFIG":       config,
+		"JETHOOK_DATA_DIR":     dataDir,
+		"JETHOOK_LOG_LEVEL":    "warn",
+		"JETHOOK_LOG_FORMAT":   "text",
 	}
 	if v, ok := os.LookupEnv("JETHOOK_MEMORY_LIMIT"); ok {
-		c.env = append(c.env, "JETHOOK_MEMORY_LIMIT="+v)
+		settings["JETHOOK_MEMORY_LIMIT"] = v
 	}
-	c.env = append(c.env,
-		"JETHOOK_LISTEN="+public,
-		"JETHOOK_ADMIN_LISTEN="+admin,
-		"JETHOOK_ADMIN_TOKEN="+c.token,
-		"JETHOOK_CONFIG="+config,
-		"JETHOOK_DATA_DIR="+dataDir,
-		"JETHOOK_LOG_LEVEL=warn",
-		"JETHOOK_LOG_FORMAT=text",
-	)
+	c.Process = &childproc.Process{Bin: bin, Args: []string{"serve"}, Env: childproc.Environ(settings), LogPath: logPath}
 	return c, nil
 }
 
@@ -85,24 +76,8 @@ func freeAddr() (string, error) {
 
 // start launches the process and returns at once.
 func (c *child) start() error {
-	f, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close() // the child holds its own descriptor
-	cmd := exec.Command(c.bin, "serve")
-	cmd.Env = c.env
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s serve: %w", c.bin, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	c.cmd, c.exited = cmd, exited
-	return nil
+	_, err := c.Start()
+	return err
 }
 
 // waitReady polls, every 10ms from start, the admin listener's /readyz
@@ -111,10 +86,8 @@ func (c *child) start() error {
 func (c *child) waitReady(ctx context.Context, started time.Time, timeout time.Duration) (ready, listening time.Duration, err error) {
 	deadline := started.Add(timeout)
 	for ready == 0 || listening == 0 {
-		select {
-		case <-c.exited:
-			return ready, listening, fmt.Errorf("jethook exited before it was ready (%v); log tail:\n%s", c.cmd.ProcessState, c.logTail(20))
-		default:
+		if gone, how := c.ExitedOnItsOwn(); gone {
+			return ready, listening, fmt.Errorf("jethook exited before it was ready (%v); log tail:\n%s", how, c.LogTail(20))
 		}
 		if ready == 0 {
 			if status, err := c.get(ctx, "http://"+c.admin+"/readyz", false); err == nil && status == http.StatusOK {
@@ -127,7 +100,7 @@ func (c *child) waitReady(ctx context.Context, started time.Time, timeout time.D
 			}
 		}
 		if time.Now().After(deadline) {
-			return ready, listening, fmt.Errorf("jethook not ready within %s; log tail:\n%s", timeout, c.logTail(20))
+			return ready, listening, fmt.Errorf("jethook not ready within %s; log tail:\n%s", timeout, c.LogTail(20))
 		}
 		if !sleep(ctx, 10*time.Millisecond) {
 			return ready, listening, ctx.Err()
@@ -186,51 +159,6 @@ func (c *child) settled(ctx context.Context) (bool, error) {
 		}
 	}
 	return len(s.Destinations) > 0, nil
-}
-
-// stop sends SIGTERM and waits for the process to exit, killing it after
-// timeout; it returns how long the exit took.
-func (c *child) stop(timeout time.Duration) (time.Duration, error) {
-	t0 := time.Now()
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return 0, fmt.Errorf("SIGTERM jethook: %w", err)
-	}
-	select {
-	case <-c.exited:
-		return time.Since(t0), nil
-	case <-time.After(timeout):
-		c.kill()
-		return 0, fmt.Errorf("jethook still running %s after SIGTERM; killed; log tail:\n%s", timeout, c.logTail(20))
-	}
-}
-
-// kill ends the process, if it runs, and waits until it is gone.
-func (c *child) kill() {
-	if c.cmd == nil {
-		return
-	}
-	select {
-	case <-c.exited:
-	default:
-		_ = c.cmd.Process.Kill()
-		<-c.exited
-	}
-}
-
-// pid is the running process's id.
-func (c *child) pid() int { return c.cmd.Process.Pid }
-
-// logTail is the last n lines jethook wrote.
-func (c *child) logTail(n int) string {
-	b, err := os.ReadFile(c.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }
 
 // dirSize is the sum of the sizes of the regular files under dir.

@@ -217,14 +217,14 @@ func Retention(ctx context.Context, o RetentionOptions) (RetentionResult, error)
 	if err != nil {
 		return r, err
 	}
-	defer c.kill()
+	defer c.Kill()
 	if err := c.start(); err != nil {
 		return r, err
 	}
 	if _, _, err := c.waitReady(ctx, time.Now(), o.Timeout); err != nil {
 		return r, err
 	}
-	fmt.Fprintf(o.Progress, "jethook ready (pid %d); reading it empty\n", c.pid())
+	fmt.Fprintf(o.Progress, "jethook ready (pid %d); reading it empty\n", c.Pid())
 	if r.Empty, err = read(ctx, c, data, o, 0); err != nil {
 		return r, err
 	}
@@ -267,7 +267,7 @@ func Retention(ctx context.Context, o RetentionOptions) (RetentionResult, error)
 	r.Delivered, r.Repeats = int(be.first.Load()), int(be.repeats.Load())
 
 	fmt.Fprintf(o.Progress, "restarting jethook on the same data directory\n")
-	if r.Stop, err = c.stop(o.Timeout); err != nil {
+	if r.Stop, err = c.Stop(o.Timeout); err != nil {
 		return r, err
 	}
 	started := time.Now()
@@ -285,7 +285,7 @@ func Retention(ctx context.Context, o RetentionOptions) (RetentionResult, error)
 			return r, err
 		}
 	}
-	_, err = c.stop(o.Timeout)
+	_, err = c.Stop(o.Timeout)
 	return r, err
 }
 
@@ -296,7 +296,7 @@ func read(ctx context.Context, c *child, data string, o RetentionOptions, retain
 	if !sleep(ctx, o.Settle) {
 		return rd, ctx.Err()
 	}
-	pid := strconv.Itoa(c.pid())
+	pid := strconv.Itoa(c.Pid())
 	samples := make([]uint64, 0, o.Readings)
 	for i := range o.Readings {
 		if i > 0 && !sleep(ctx, o.Interval) {
@@ -327,7 +327,7 @@ func waitDelivered(ctx context.Context, c *child, be *backend, want int, o Reten
 		return settled, note + "; waiting for jethook to settle them", err
 	})
 	if err != nil {
-		return fmt.Errorf("delivery: %w; jethook's log tail:\n%s", err, c.logTail(20))
+		return fmt.Errorf("delivery: %w; jethook's log tail:\n%s", err, c.LogTail(20))
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // githubRig is a github route whose hook is f.
@@ -38,7 +38,7 @@ func TestGitHubRedeliversWhatJethookMissedOnce(t *testing.T) {
 	f.set(func(f *fakeGitHub) { f.limitNext = 1 })
 
 	cu, _ := r.start()
-	storetest.Eventually(t, 10*time.Second, "the missed deliveries stored", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the missed deliveries stored", func() bool {
 		return r.has("gh", "missed-502") && r.has("gh", "missed-timeout")
 	})
 	passes(t, cu, "gh", 3)
@@ -75,10 +75,10 @@ func TestGitHubRestartWhileRedeliveryPendingStoresOnce(t *testing.T) {
 	f.set(func(f *fakeGitHub) { f.hold = hold })
 
 	_, stop := r.start()
-	storetest.Eventually(t, 10*time.Second, "a redelivery asked for", func() bool { return f.asks.get("pending") == 1 })
+	testkit.Eventually(t, 10*time.Second, "a redelivery asked for", func() bool { return f.asks.get("pending") == 1 })
 	stop() // jethook restarts before GitHub redelivers
 	cu, _ := r.start()
-	storetest.Eventually(t, 10*time.Second, "the redelivery asked for again", func() bool { return f.asks.get("pending") == 2 })
+	testkit.Eventually(t, 10*time.Second, "the redelivery asked for again", func() bool { return f.asks.get("pending") == 2 })
 	close(hold) // GitHub now delivers both
 	f.wg.Wait()
 	if !r.has("gh", "pending") {
@@ -116,7 +116,7 @@ func TestGitHubOutageLeavesJethookRunning(t *testing.T) {
 	}
 
 	f.set(func(f *fakeGitHub) { f.down = false })
-	storetest.Eventually(t, 10*time.Second, "the missed delivery stored", func() bool { return r.has("gh", "during-outage") })
+	testkit.Eventually(t, 10*time.Second, "the missed delivery stored", func() bool { return r.has("gh", "during-outage") })
 	passes(t, cu, "gh", 2)
 	if s, _ := status(cu, "gh"); s.LastError != "" || s.Recovered != 1 {
 		t.Errorf("status after the outage = %+v, want 1 recovered and no error", s)
@@ -134,7 +134,7 @@ func TestGitHubOrganizationHook(t *testing.T) {
 	r := githubRig(t, t.TempDir(), f)
 	f.missed("org-missed", http.StatusServiceUnavailable)
 	cu, _ := r.start()
-	storetest.Eventually(t, 10*time.Second, "the missed delivery stored", func() bool { return r.has("gh", "org-missed") })
+	testkit.Eventually(t, 10*time.Second, "the missed delivery stored", func() bool { return r.has("gh", "org-missed") })
 	passes(t, cu, "gh", 2)
 	if got := f.asks.get("org-missed"); got != 1 {
 		t.Errorf("redeliveries asked = %d, want 1", got)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // startNATS runs a JetStream nats-server, as replicas share it.
@@ -55,7 +55,7 @@ func TestTwoReplicasStoreEachMissedEventOnce(t *testing.T) {
 
 	ca, _ := a.start()
 	cb, _ := b.start()
-	storetest.Eventually(t, 10*time.Second, "the missed events stored", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the missed events stored", func() bool {
 		return b.has("gh", "missed-1") && b.has("gh", "missed-2") && a.has("st", "evt_missed_00") && a.has("st", "evt_missed_29")
 	})
 	for _, route := range []string{"gh", "st"} {

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/catchup"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
@@ -40,7 +41,7 @@ type rig struct {
 	yaml    string
 	cfg     *policy.Config
 	metrics *metrics.Metrics
-	logs    *storetest.LogBuffer
+	logs    *testkit.LogBuffer
 	tracer  trace.Tracer // the runner's, when set before start
 }
 
@@ -66,7 +67,7 @@ func newRigWith(t *testing.T, opts store.Options, yaml string) *rig {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &rig{t: t, store: st, ingress: srv, yaml: yaml, cfg: cfg, metrics: metrics.New(nil), logs: &storetest.LogBuffer{}}
+	return &rig{t: t, store: st, ingress: srv, yaml: yaml, cfg: cfg, metrics: metrics.New(nil), logs: &testkit.LogBuffer{}}
 }
 
 // start starts a runner until the test ends or stop is called.
@@ -113,7 +114,7 @@ func passes(t *testing.T, cu *catchup.Runner, route string, n int) {
 		last = *s.LastPassAt
 	}
 	for range n {
-		storetest.Eventually(t, 10*time.Second, "a catch-up pass of "+route, func() bool {
+		testkit.Eventually(t, 10*time.Second, "a catch-up pass of "+route, func() bool {
 			s, ok := status(cu, route)
 			if ok && s.LastPassAt != nil && s.LastPassAt.After(last) {
 				last = *s.LastPassAt

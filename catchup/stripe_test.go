@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/catchup"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/provider"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // stripeRig is a stripe route on account f, with a pass every 50ms.
@@ -131,7 +131,7 @@ func TestStripeRestartMidPassStoresOnceAndResumes(t *testing.T) {
 	f.set(func(f *fakeStripe) { f.holdNext = false })
 
 	cu, stop := r.start()
-	storetest.Eventually(t, 10*time.Second, "the missed events stored", func() bool { return r.has("st", "evt_missed_149") })
+	testkit.Eventually(t, 10*time.Second, "the missed events stored", func() bool { return r.has("st", "evt_missed_149") })
 	passes(t, cu, "st", 2)
 	if s, _ := status(cu, "st"); s.Recovered != 150 {
 		t.Errorf("status after the restart = %+v, want 150 recovered", s)
@@ -179,7 +179,7 @@ func TestStripeOutageLeavesJethookRunning(t *testing.T) {
 		t.Errorf("ingress answered %d during Stripe's outage", code)
 	}
 	f.set(func(f *fakeStripe) { f.down = false })
-	storetest.Eventually(t, 10*time.Second, "the missed event stored", func() bool { return r.has("st", "evt_missed") })
+	testkit.Eventually(t, 10*time.Second, "the missed event stored", func() bool { return r.has("st", "evt_missed") })
 	passes(t, cu, "st", 1)
 	if s, _ := status(cu, "st"); s.LastError != "" || s.Recovered != 1 {
 		t.Errorf("status after the outage = %+v, want 1 recovered and no error", s)
@@ -205,7 +205,7 @@ func TestStripeStoresOnlyTheEventTypesTheEndpointWants(t *testing.T) {
 	f.addType("evt_customer_updated", "customer.updated", now-397)
 
 	cu, _ := r.start()
-	storetest.Eventually(t, 10*time.Second, "the wanted events stored", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the wanted events stored", func() bool {
 		return r.has("st", "evt_invoice") && r.has("st", "evt_customer")
 	})
 	passes(t, cu, "st", 2)
@@ -227,7 +227,7 @@ func TestReloadKeepsAnUnchangedCatchUpAndRestartsAChangedOne(t *testing.T) {
 	}
 	f.add("evt_missed", now-400)
 	cu, _ := r.start()
-	storetest.Eventually(t, 10*time.Second, "the missed event stored", func() bool { return r.has("st", "evt_missed") })
+	testkit.Eventually(t, 10*time.Second, "the missed event stored", func() bool { return r.has("st", "evt_missed") })
 	passes(t, cu, "st", 1)
 
 	same, err := policy.Parse("policies.yaml", []byte(r.yaml), nil)

@@ -4,14 +4,14 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // serve's admin listener answers to its addresses, localhost and the
 // names in JETHOOK_ADMIN_HOSTS, and to no other name (DNS rebinding).
 func TestServesAdminListenerAnswersOnlyToItsNames(t *testing.T) {
 	t.Parallel()
-	adminAddr := storetest.FreeAddr(t)
+	adminAddr := testkit.FreeAddr(t)
 	serveForTest(t, func(s *Settings) { s.AdminListen, s.AdminHosts = adminAddr, "jethook.internal" })
 	for host, want := range map[string]int{
 		adminAddr:               http.StatusOK,

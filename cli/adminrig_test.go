@@ -17,25 +17,16 @@ import (
 
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 const adminToken = "cli-test-token"
 
-// opsConfig is the policies file of the operations tests; %s is the
-// backend's URL.
-const opsConfig = `
-defaults:
-  retry: {backoff: fixed, delay: 1s, jitter: none, max_attempts: 3, max_age: 1h}
-  timeout: 2s
-routes:
-  - name: shop
-    path: /hooks/shop
-    destinations:
-      - {name: app, url: "BACKEND/app", slow_start: 0s}
-      - {name: audit, url: "BACKEND/audit", slow_start: 0s}
-`
+// opsConfig is the policies file of the operations tests, apptest's
+// FanOut with its destinations on the rig's one backend: BACKEND becomes
+// the backend's URL when the file is written.
+var opsConfig = strings.NewReplacer("${APP}/hook", "BACKEND/app", "${AUDIT}/hook", "BACKEND/audit").Replace(apptest.FanOut)
 
 // opsRig is jethook assembled as Serve assembles it (apptest.Start),
 // with its public listener (the ingress and pull destinations) and admin
@@ -148,5 +139,5 @@ func (r *opsRig) deadLetterCount() int {
 
 func eventually(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
-	storetest.Eventually(t, 10*time.Second, msg, cond)
+	testkit.Eventually(t, 10*time.Second, msg, cond)
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // With no JETHOOK_ADMIN_TOKEN, serve keeps a token in its data dir that
@@ -17,7 +17,7 @@ import (
 // still refuses a request without it, and a remote admin URL never gets it.
 func TestTheLocalCLIReadsTheTokenServeKeepsInItsDataDir(t *testing.T) {
 	t.Parallel()
-	adminAddr := storetest.FreeAddr(t)
+	adminAddr := testkit.FreeAddr(t)
 	dataDir := t.TempDir()
 	serveForTest(t, func(s *Settings) { s.AdminListen = adminAddr; s.DataDir = dataDir; s.AdminToken = "" })
 
@@ -110,8 +110,8 @@ func TestATokenFileThatIsASymlinkIsRefused(t *testing.T) {
 // full) leaves no file without a token behind, so the next start makes one.
 func TestAFailedWriteLeavesNoEmptyTokenFile(t *testing.T) {
 	t.Parallel()
-	dir := storetest.Tmpfs(t, "1m")
-	filler := storetest.FillDisk(t, dir, 0)
+	dir := testkit.Tmpfs(t, "1m")
+	filler := testkit.FillDisk(t, dir, 0)
 	if _, _, err := localAdminToken(dir); err == nil {
 		t.Fatal("writing the token on a full disk did not fail")
 	}

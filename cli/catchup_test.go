@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/provider"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // catchUpConfig is a Stripe route whose catch-up asks API; without
@@ -58,7 +58,7 @@ func TestServeRunsCatchUpAndStatusShowsIt(t *testing.T) {
 		}
 	}
 	write("    catch_up:\n      stripe: {api_key: sk_test_cli, api_url: '" + api.URL + "'}\n      interval: 50ms\n")
-	adminAddr := storetest.FreeAddr(t)
+	adminAddr := testkit.FreeAddr(t)
 	addr := serveForTest(t, func(s *Settings) { s.Config, s.AdminListen, s.AdminToken = config, adminAddr, adminToken })
 	client := adminFromEnv(func(k string) string {
 		return map[string]string{"JETHOOK_ADMIN_URL": "http://" + adminAddr, "JETHOOK_ADMIN_TOKEN": adminToken}[k]

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/provider"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 func TestCheckListsTheShippedRoutesAndWarnsAboutUnverifiedOnes(t *testing.T) {
@@ -258,7 +258,7 @@ func TestCheckServeAndReloadRefuseABadConfigAlike(t *testing.T) {
 	const token = "check-serve-reload-alike-token"
 	settings := func(t *testing.T, file string) Settings {
 		s, err := loadSettings(map[string]string{"JETHOOK_CONFIG": file, "JETHOOK_DATA_DIR": t.TempDir(),
-			"JETHOOK_LISTEN": "127.0.0.1:0", "JETHOOK_ADMIN_LISTEN": storetest.FreeAddr(t), "JETHOOK_ADMIN_TOKEN": token,
+			"JETHOOK_LISTEN": "127.0.0.1:0", "JETHOOK_ADMIN_LISTEN": testkit.FreeAddr(t), "JETHOOK_ADMIN_TOKEN": token,
 			"JETHOOK_SHUTDOWN_GRACE": "2s"})
 		if err != nil {
 			t.Fatal(err)

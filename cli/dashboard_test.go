@@ -23,7 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/jethook/jethook/internal/apptest"
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // dashboardConfig has a route with two destinations and a pull
@@ -181,7 +181,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	if err := os.WriteFile(config, fmt.Appendf(nil, dashboardConfig, backend.URL), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	adminAddr := storetest.FreeAddr(t)
+	adminAddr := testkit.FreeAddr(t)
 	addr := serveForTest(t, func(s *Settings) {
 		s.Config, s.AdminListen, s.AdminToken = config, adminAddr, adminToken
 	})
@@ -211,7 +211,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	for i := range 5 {
 		order = post("/hooks/shop", fmt.Sprintf(`{"type":"order.created","order":{"id":%d,"total":"%d.90","items":["sku-1","sku-2"]}}`, 1000+i, 10+i), nil)
 	}
-	storetest.Eventually(t, 10*time.Second, "app has the 5 orders", func() bool {
+	testkit.Eventually(t, 10*time.Second, "app has the 5 orders", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(appBodies) == 5
@@ -220,7 +220,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	post("/hooks/shop", evilBody, map[string]string{"Content-Type": "text/html", "X-Evil": `"><img src=x onerror="window.__pwned='header'">`})
 	post("/hooks/billing", `{"invoice":"in_1"}`, nil)
 	post("/hooks/billing", `{"invoice":"in_2"}`, nil)
-	storetest.Eventually(t, 15*time.Second, "one dead letter on shop/app and two on billing", func() bool {
+	testkit.Eventually(t, 15*time.Second, "one dead letter on shop/app and two on billing", func() bool {
 		return deadLetters("route=shop&destination=app") == 1 && deadLetters("route=billing") == 2
 	})
 	// lease is a client of the pull destination laptop.
@@ -311,7 +311,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	do("open its event", chromedp.Click(chromedp.CSS(`dl.facts a[href^="/events/"]`)), chromedp.WaitVisible(chromedp.CSS(`section.panel`)))
 	eventURL := eval(`location.pathname + location.search`).(string)
 	delivered := `[...document.querySelectorAll("section.panel h3")].some(h => h.innerText.startsWith("app") && h.innerText.includes("delivered"))`
-	storetest.Eventually(t, 10*time.Second, "the event page shows the replay delivered to app", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the event page shows the replay delivered to app", func() bool {
 		do("reload the event", chromedp.Navigate(admin+eventURL), chromedp.WaitVisible(chromedp.CSS(`section.panel`)))
 		return eval(delivered) == true
 	})
@@ -330,7 +330,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	if text := eval(`document.querySelector(".notice").innerText`).(string); !strings.Contains(text, "Queued 1 for replay") {
 		t.Fatalf("after replay to laptop: %q", text)
 	}
-	storetest.Eventually(t, 10*time.Second, "laptop's client leases the replay", func() bool {
+	testkit.Eventually(t, 10*time.Second, "laptop's client leases the replay", func() bool {
 		return slices.ContainsFunc(lease(100), func(w leased) bool { return string(w.Body) == evilBody && w.Redelivered })
 	})
 
@@ -339,7 +339,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		chromedp.Navigate(admin+"/deadletters?route=billing"),
 		chromedp.Click(chromedp.CSS(`form[data-replay-all] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`progress:not([hidden])`)))
-	storetest.Eventually(t, 10*time.Second, "the progress says done", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the progress says done", func() bool {
 		return strings.HasPrefix(eval(`document.querySelector(".progress-text").textContent`).(string), "Done: queued 2")
 	})
 
@@ -402,7 +402,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 	if previewed := eval(auditPanel + `.querySelector("details.preview .sha").textContent`).(string); previewed != hex.EncodeToString(sum[:]) {
 		t.Fatalf("the preview's body SHA-256 is %q, the attempt's %x", previewed, sum)
 	}
-	storetest.Eventually(t, 10*time.Second, "app got order 1003 again", func() bool {
+	testkit.Eventually(t, 10*time.Second, "app got order 1003 again", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for body, n := range appBodies {
@@ -482,7 +482,7 @@ func TestABlockedOrderingKeyIsShownInTheDashboardAndTheCLI(t *testing.T) {
 	}()
 	// The head's first attempt fails after the rig's reload and the
 	// destination's start: under a loaded test run that takes a while.
-	storetest.Eventually(t, 30*time.Second, "one key blocked with one event waiting", func() bool {
+	testkit.Eventually(t, 30*time.Second, "one key blocked with one event waiting", func() bool {
 		st, _ = r.run(status)
 		return strings.Contains(st, "1 keys blocked by a failing event") && strings.Contains(st, "1 events waiting behind their key")
 	})

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // deadLetters makes n dead letters at audit (422) and returns their ids.
@@ -115,7 +115,7 @@ func TestDLQReplayToAPullDestinationReachesItsListener(t *testing.T) {
 		t.Fatalf("reload: %v", err)
 	}
 	l := newLocal(t, nil)
-	var terminal storetest.LogBuffer
+	var terminal testkit.LogBuffer
 	listen(t, r.ingress.URL, l.URL+"/webhooks", &terminal)
 
 	out, err := r.run(dlq, "replay", "-route", "shop", "-destination", "audit", "-to", "laptop")

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 const leakConfig = `
@@ -51,11 +51,11 @@ func TestASenderCannotMakeJethookShowADestinationsCredentials(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 	config := filepath.Join(t.TempDir(), "policies.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, leakConfig, backend.Listener.Addr(), storetest.FreeAddr(t)), 0o600); err != nil {
+	if err := os.WriteFile(config, fmt.Appendf(nil, leakConfig, backend.Listener.Addr(), testkit.FreeAddr(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs storetest.LogBuffer
-	adminAddr := storetest.FreeAddr(t)
+	var logs testkit.LogBuffer
+	adminAddr := testkit.FreeAddr(t)
 	addr, stop := startServeLogging(t, func(s *Settings) {
 		s.Config, s.AdminListen, s.AdminToken = config, adminAddr, adminToken
 	}, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
@@ -97,7 +97,7 @@ func TestASenderCannotMakeJethookShowADestinationsCredentials(t *testing.T) {
 			Destination string
 		} `json:"dead_letters"`
 	}
-	storetest.Eventually(t, 15*time.Second, "the app was sent the webhook (or dead-lettered it) and down dead-lettered it", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the app was sent the webhook (or dead-lettered it) and down dead-lettered it", func() bool {
 		list.DeadLetters = nil
 		if err := json.Unmarshal([]byte(admin("/v1/deadletters?route=plain")), &list); err != nil {
 			t.Fatal(err)

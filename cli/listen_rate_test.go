@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // Measures, does not judge (the machine is shared): how fast a listener
@@ -41,7 +41,7 @@ func TestListenDrainRateAndLatency(t *testing.T) {
 	wg.Wait()
 	start := time.Now()
 	listen(t, r.public.URL, l.URL, &bytes.Buffer{})
-	storetest.Eventually(t, 5*time.Minute, "the backlog drained", func() bool { return l.delivered() == backlog })
+	testkit.Eventually(t, 5*time.Minute, "the backlog drained", func() bool { return l.delivered() == backlog })
 	drained := time.Since(start)
 	t.Logf("drained %d webhooks in %s: %.0f webhooks/s", backlog, drained.Round(time.Millisecond), backlog/drained.Seconds())
 
@@ -50,7 +50,7 @@ func TestListenDrainRateAndLatency(t *testing.T) {
 		body := fmt.Sprintf(`{"new":%d}`, i)
 		stored := time.Now() // before the post: an upper bound
 		r.send(t, []byte(body), nil, "")
-		storetest.Eventually(t, 10*time.Second, "the new webhook", func() bool {
+		testkit.Eventually(t, 10*time.Second, "the new webhook", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			_, ok := seen[body]

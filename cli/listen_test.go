@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/internal/app"
-	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store/storetest"
 )
 
@@ -41,20 +41,8 @@ type remote struct {
 
 func newRemote(t *testing.T) *remote {
 	t.Helper()
-	cfg, err := policy.Parse("test.yaml", []byte(laptopRoute), func(k string) (string, bool) { return laptopToken, k == "TOKEN" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(context.Background(), cfg, app.Options{Store: storetest.Open(t, store.Options{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &remote{app: a, public: httptest.NewServer(a.Public)}
-	t.Cleanup(func() {
-		r.public.Close()
-		a.Close(time.Second)
-	})
-	return r
+	jh := apptest.Start(t, apptest.Config(t, laptopRoute, map[string]string{"TOKEN": laptopToken}), app.Options{})
+	return &remote{app: jh.App, public: jh.Public}
 }
 
 func (r *remote) send(t *testing.T, body []byte, header http.Header, query string) {
@@ -166,13 +154,13 @@ func TestListenDeliversEachWebhookAsSentAndAcksOnlyA2xx(t *testing.T) {
 		}
 		return http.StatusNoContent
 	})
-	var out storetest.LogBuffer
+	var out testkit.LogBuffer
 	listen(t, r.public.URL, l.URL+"/webhooks?from=listen", &out)
 
 	binary := []byte("\x00\xff\r\n{\"é\":1}\n")
 	r.send(t, failOnce, nil, "")
 	r.send(t, binary, http.Header{"X-Signature": {"t=1,v1=abc"}, "Content-Type": {"application/octet-stream"}}, "?a=1&b=%2F")
-	storetest.Eventually(t, 10*time.Second, "both webhooks delivered", func() bool { return l.delivered() == 2 })
+	testkit.Eventually(t, 10*time.Second, "both webhooks delivered", func() bool { return l.delivered() == 2 })
 	storetest.Settled(t, r.app.Store)
 
 	l.mu.Lock()
@@ -302,7 +290,7 @@ func TestAListenerKilledMidBatchOrCutOffLosesNothing(t *testing.T) {
 		}
 	}
 	send(40)
-	var out1 storetest.LogBuffer
+	var out1 testkit.LogBuffer
 	stop := listen(t, r.public.URL, l.URL, &out1)
 	<-killed
 	stop()
@@ -312,16 +300,16 @@ func TestAListenerKilledMidBatchOrCutOffLosesNothing(t *testing.T) {
 
 	// A second listener, through a connection the test cuts.
 	c := newCutter(t, r.public.Listener.Addr().String())
-	var out2 storetest.LogBuffer
+	var out2 testkit.LogBuffer
 	listen(t, "http://"+c.ln.Addr().String(), l.URL, &out2)
-	storetest.Eventually(t, 15*time.Second, "the first 40 delivered", func() bool { return l.delivered() == 40 })
+	testkit.Eventually(t, 15*time.Second, "the first 40 delivered", func() bool { return l.delivered() == 40 })
 	c.cut()
 	send(20)
-	storetest.Eventually(t, 10*time.Second, "the listener to say it lost jethook", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the listener to say it lost jethook", func() bool {
 		return strings.Contains(out2.String(), "jethook unreachable")
 	})
 	c.mend()
-	storetest.Eventually(t, 15*time.Second, "all 60 delivered", func() bool { return l.delivered() == 60 })
+	testkit.Eventually(t, 15*time.Second, "all 60 delivered", func() bool { return l.delivered() == 60 })
 	storetest.Settled(t, r.app.Store)
 	if !strings.Contains(out2.String(), "connected again") {
 		t.Errorf("the listener did not say it was connected again:\n%s", out2.String())

@@ -11,15 +11,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // serve refuses to open the embedded NATS client port without a token,
 // on loopback (every local user reaches it) as well as on every interface.
 func TestServeRefusesANATSClientPortWithoutAToken(t *testing.T) {
 	t.Parallel()
-	_, port, err := net.SplitHostPort(storetest.FreeAddr(t))
+	_, port, err := net.SplitHostPort(testkit.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestServeRefusesANATSClientPortWithoutAToken(t *testing.T) {
 // else, and jethook itself stores webhooks as before.
 func TestTheNATSClientPortTakesOnlyItsToken(t *testing.T) {
 	t.Parallel()
-	natsAddr := storetest.FreeAddr(t)
+	natsAddr := testkit.FreeAddr(t)
 	const token = "a-long-random-nats-token-for-tests"
 	addr := serveForTest(t, func(s *Settings) { s.NATSListen, s.NATSToken = natsAddr, token })
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 func runProbeFor(admin string, args ...string) (string, error) {
@@ -21,7 +21,7 @@ func runProbeFor(admin string, args ...string) (string, error) {
 
 func TestProbePassesAgainstARunningJethook(t *testing.T) {
 	t.Parallel()
-	admin := storetest.FreeAddr(t)
+	admin := testkit.FreeAddr(t)
 	serveForTest(t, func(s *Settings) { s.AdminListen = admin })
 	for _, tc := range []struct {
 		args []string
@@ -52,14 +52,14 @@ func TestProbeSaysNotReadyWhileTheNATSServerIsDownButStillLive(t *testing.T) {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server did not start")
 	}
-	admin := storetest.FreeAddr(t)
+	admin := testkit.FreeAddr(t)
 	serveForTest(t, func(s *Settings) { s.AdminListen, s.NATSURL = admin, ns.ClientURL() })
 	if _, err := runProbeFor(admin, "ready"); err != nil {
 		t.Fatalf("ready with NATS up: %v", err)
 	}
 	ns.Shutdown()
 	var notReady error
-	storetest.Eventually(t, 10*time.Second, "probe ready still passes with NATS down", func() bool {
+	testkit.Eventually(t, 10*time.Second, "probe ready still passes with NATS down", func() bool {
 		_, notReady = runProbeFor(admin, "ready")
 		return notReady != nil
 	})
@@ -73,7 +73,7 @@ func TestProbeSaysNotReadyWhileTheNATSServerIsDownButStillLive(t *testing.T) {
 
 func TestProbeFailsWhenNothingAnswers(t *testing.T) {
 	t.Parallel()
-	if _, err := runProbeFor(storetest.FreeAddr(t), "live"); err == nil {
+	if _, err := runProbeFor(testkit.FreeAddr(t), "live"); err == nil {
 		t.Fatal("probe passed with nothing listening")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/proxy"
@@ -396,7 +397,7 @@ func TestEveryPresetIsDeliveredByteExactThroughServe(t *testing.T) {
 			t.Fatalf("%s: %d %s", pr.name, code, answer)
 		}
 	}
-	storetest.Eventually(t, 20*time.Second, "every preset delivered", func() bool {
+	testkit.Eventually(t, 20*time.Second, "every preset delivered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == len(sent)

@@ -14,7 +14,7 @@ import (
 )
 
 // withOrders adds a route to opsConfig.
-const withOrders = opsConfig + `
+var withOrders = opsConfig + `
   - name: orders
     path: /hooks/orders
     destinations:

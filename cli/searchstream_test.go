@@ -19,7 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // gatedStream passes a streamed search's lines through as they come until
@@ -76,7 +76,7 @@ func TestTheDashboardShowsASearchsEventsAsTheyAreFound(t *testing.T) {
 	if err := os.WriteFile(config, fmt.Appendf(nil, dashboardConfig, backend.URL), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	adminAddr := storetest.FreeAddr(t)
+	adminAddr := testkit.FreeAddr(t)
 	addr := serveForTest(t, func(s *Settings) {
 		s.Config, s.AdminListen, s.AdminToken = config, adminAddr, adminToken
 	})

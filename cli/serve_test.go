@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -224,7 +225,7 @@ func TestAChunkedBodyOverMaxBodyGets413ThroughServeAndNothingIsStored(t *testing
 	if r2.StatusCode != http.StatusOK {
 		t.Fatalf("a body within the limit after a refused one: %d", r2.StatusCode)
 	}
-	storetest.Eventually(t, 10*time.Second, "the accepted body delivered", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the accepted body delivered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(delivered) == 1
@@ -250,7 +251,7 @@ func TestAChunkedBodyOverMaxBodyGets413ThroughServeAndNothingIsStored(t *testing
 // load balancer or kubelet takes the instance out before it stops.
 func TestReadyzSaysShuttingDownAsSoonAsShutdownBegins(t *testing.T) {
 	t.Parallel()
-	adminAddr := storetest.FreeAddr(t)
+	adminAddr := testkit.FreeAddr(t)
 	addr, stop := startServe(t, func(s *Settings) { s.AdminListen = adminAddr; s.ShutdownGrace = 5 * time.Second })
 	t.Cleanup(stop)
 	readyz := func() (int, string) {

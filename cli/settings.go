@@ -203,23 +203,11 @@ func (s Settings) egress() (*egress.Rules, error) {
 }
 
 // trustedProxies parses JETHOOK_TRUSTED_PROXIES: CIDRs ("10.0.0.0/8") or
-// single addresses, comma-separated.
+// single addresses, comma-separated, as the egress lists are written.
 func (s Settings) trustedProxies() ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for v := range strings.SplitSeq(s.TrustedProxies, ",") {
-		v = strings.TrimSpace(v)
-		if v == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(v)
-		if err != nil {
-			ip, ipErr := netip.ParseAddr(v)
-			if ipErr != nil {
-				return nil, fmt.Errorf("environment: JETHOOK_TRUSTED_PROXIES: %q is neither a CIDR (10.0.0.0/8) nor an address", v)
-			}
-			p = netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())
-		}
-		out = append(out, p.Masked())
+	out, err := egress.ParseList(s.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("environment: JETHOOK_TRUSTED_PROXIES: %w", err)
 	}
 	return out, nil
 }

@@ -170,6 +170,19 @@ func TestTrustedProxiesTakeCIDRsAndAddresses(t *testing.T) {
 		!strings.Contains(err.Error(), `JETHOOK_TRUSTED_PROXIES: "10.0.0.0/33"`) {
 		t.Errorf("a bad CIDR: err = %v", err)
 	}
+	// The list is read as the egress lists are: a mapped address is its
+	// IPv4 address, the form the ingress compares a client's address in.
+	s, err = loadSettings(map[string]string{"JETHOOK_TRUSTED_PROXIES": "::ffff:192.0.2.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.trustedProxies(); fmt.Sprint(got) != "[192.0.2.7/32]" {
+		t.Errorf("a mapped address: trusted proxies %v", got)
+	}
+	if _, err := loadSettings(map[string]string{"JETHOOK_TRUSTED_PROXIES": "::ffff:10.0.0.0/104"}); err == nil ||
+		!strings.Contains(err.Error(), `JETHOOK_TRUSTED_PROXIES: "::ffff:10.0.0.0/104": write an IPv4 range as IPv4`) {
+		t.Errorf("a mapped range: err = %v", err)
+	}
 }
 
 func TestTheAdminListenerAnswersToItsListenNameAndTheListedOnes(t *testing.T) {

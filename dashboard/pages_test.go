@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // evil is markup an attacker can put in an event id, a header and a body.
@@ -105,12 +105,12 @@ func TestADeadLetterIsReplayedFromItsPageAndThenPurged(t *testing.T) {
 	if got.code != http.StatusSeeOther || got.header.Get("Location") != back+"?missing=0&queued=1&skipped=0" {
 		t.Fatalf("replay: %d to %q", got.code, got.header.Get("Location"))
 	}
-	storetest.Eventually(t, 10*time.Second, "the replay is delivered", func() bool { return r.hits.Load() > hits })
+	testkit.Eventually(t, 10*time.Second, "the replay is delivered", func() bool { return r.hits.Load() > hits })
 	after := r.do(c, http.MethodGet, got.header.Get("Location"), nil, nil).body
 	if !strings.Contains(after, "Queued 1 for replay.") || !strings.Contains(after, "replayed") {
 		t.Errorf("the page after the replay does not say so")
 	}
-	storetest.Eventually(t, 10*time.Second, "the event page shows it delivered", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the event page shows it delivered", func() bool {
 		return strings.Contains(r.do(c, http.MethodGet, "/events/evt-1", nil, nil).body, `class="badge ok">delivered`)
 	})
 

@@ -16,8 +16,8 @@ import (
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 const token = "dashboard-test-token-0123456789"
@@ -83,7 +83,7 @@ func (r *rig) deadLetter(e *store.Envelope) uint64 {
 	r.status.Store(http.StatusBadRequest)
 	r.publish(e)
 	var seq uint64
-	storetest.Eventually(r.t, 10*time.Second, "the webhook is dead-lettered", func() bool {
+	testkit.Eventually(r.t, 10*time.Second, "the webhook is dead-lettered", func() bool {
 		p, err := r.store.QueryDeadLetters(context.Background(), store.DeadLetterQuery{}, 0, 100)
 		for _, d := range p.DeadLetters {
 			if d.Envelope.EventID == e.EventID {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 func TestTheEventsPageSearchesAsTheAPIDoesAndResends(t *testing.T) {
@@ -18,7 +18,7 @@ func TestTheEventsPageSearchesAsTheAPIDoesAndResends(t *testing.T) {
 		r.publish(&store.Envelope{EventID: "evt-" + order, Header: map[string][]string{"X-Github-Event": {"push"}},
 			Body: []byte(`{"order":{"id":"` + order + `"}}`)})
 	}
-	storetest.Eventually(t, 10*time.Second, "the three delivered", func() bool { return r.hits.Load() == 3 })
+	testkit.Eventually(t, 10*time.Second, "the three delivered", func() bool { return r.hits.Load() == 3 })
 	c := r.client()
 	csrf := r.login(c)
 	search := url.Values{"q": {`body.order.id == "1004"`}, "route": {"shop"}, "since": {"24h"}}
@@ -48,7 +48,7 @@ func TestTheEventsPageSearchesAsTheAPIDoesAndResends(t *testing.T) {
 	if res.code != http.StatusSeeOther || !strings.Contains(res.header.Get("Location"), "resent=app") {
 		t.Fatalf("resend: %d to %q", res.code, res.header.Get("Location"))
 	}
-	storetest.Eventually(t, 10*time.Second, "the backend got order 1004 again", func() bool { return r.hits.Load() == 4 })
+	testkit.Eventually(t, 10*time.Second, "the backend got order 1004 again", func() bool { return r.hits.Load() == 4 })
 	ev := r.do(c, http.MethodGet, res.header.Get("Location"), nil, nil)
 	if !strings.Contains(ev.body, `class="notice"`) || !strings.Contains(ev.body, "queued to be delivered again now") {
 		t.Fatalf("the event page does not say what the resend did: %s", ev.body)

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 func TestTheEventPageShowsWhatADestinationsTransformMakesOfIt(t *testing.T) {
@@ -28,7 +28,7 @@ func TestTheEventPageShowsWhatADestinationsTransformMakesOfIt(t *testing.T) {
 	c := r.client()
 	r.login(c)
 	var page string
-	storetest.Eventually(t, 10*time.Second, "the event is stored", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the event is stored", func() bool {
 		got := r.do(c, http.MethodGet, "/events/evt-t", nil, nil)
 		page = got.body
 		return got.code == http.StatusOK

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -56,8 +58,8 @@ func startCluster(t *testing.T, size int) *natsCluster {
 	c := &natsCluster{t: t}
 	routePorts := make([]int, size)
 	for i := range size {
-		c.nodes = append(c.nodes, &natsNode{name: fmt.Sprintf("n%d", i+1), port: freePort(t)})
-		routePorts[i] = freePort(t)
+		c.nodes = append(c.nodes, &natsNode{name: fmt.Sprintf("n%d", i+1), port: testkit.FreePort(t)})
+		routePorts[i] = testkit.FreePort(t)
 	}
 	for i, n := range c.nodes {
 		var routes []string
@@ -208,32 +210,18 @@ func TestClusterLosesNothingWhenANodeAndAReplicaDie(t *testing.T) {
 	pace := 15 * time.Second / time.Duration(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var postErr error
-	posted := make(chan struct{})
 	postStart := time.Now()
-	go func() {
-		defer close(posted)
-		postErr = po.postAll(ctx, n, workers, pace)
-	}()
-	reached := func(acked int) {
-		for po.ackedCount() < acked {
-			select {
-			case <-posted:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}
+	posting := po.postInBackground(ctx, n, workers, pace)
 
-	reached(n / 3)
+	posting.reached(n / 3)
 	leader := cl.leader("WEBHOOKS")
 	cl.kill(leader)
 	nodeKilled := time.Now()
-	a.mark("nats-server " + leader + " (stream leader) killed -9")
-	b.mark("nats-server " + leader + " (stream leader) killed -9")
+	a.Mark("nats-server " + leader + " (stream leader) killed -9")
+	b.Mark("nats-server " + leader + " (stream leader) killed -9")
 	ackedAtNodeKill := po.ackedCount()
 
-	reached(2 * n / 3)
+	posting.reached(2 * n / 3)
 	// Both replicas must have done part of the work before one dies: they
 	// share the consumers, they do not each own a copy.
 	for name, p := range map[string]*process{"a": a, "b": b} {
@@ -250,14 +238,7 @@ func TestClusterLosesNothingWhenANodeAndAReplicaDie(t *testing.T) {
 	b.kill()
 	replicaKilled := time.Now()
 
-	<-posted
-	if postErr != nil {
-		t.Fatalf("posting: %v", postErr)
-	}
-	acked := po.ackedIDs()
-	if len(acked) != n {
-		t.Fatalf("the replicas acknowledged %d of %d webhooks", len(acked), n)
-	}
+	acked := posting.wait(t, "the replicas")
 	lastAck := time.Now()
 
 	allIn := be.awaitAll(t, a, n, replicaKilled, "the replica was killed")

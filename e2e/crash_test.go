@@ -68,20 +68,11 @@ func TestKillNineLosesNothing(t *testing.T) {
 	pace := time.Duration(kills) * 1500 * time.Millisecond / time.Duration(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+time.Duration(n)*pace)
 	defer cancel()
-	var postErr error
-	posted := make(chan struct{})
-	go func() {
-		defer close(posted)
-		postErr = po.postAll(ctx, n, workers, pace)
-	}()
+	posting := po.postInBackground(ctx, n, workers, pace)
 
 	// Kill when the acknowledged count reaches random points spread over
 	// the run, plus up to 50 ms, so kills land at any stage of a request.
-	points := make([]int, kills)
-	for i := range points {
-		points[i] = n/20 + rand.IntN(max(1, n*9/10))
-	}
-	slices.Sort(points)
+	points := killPoints(kills, n/20, n*9/10)
 	type kill struct {
 		acked int
 		snap  snapshot
@@ -89,17 +80,8 @@ func TestKillNineLosesNothing(t *testing.T) {
 	}
 	var done []kill
 	var lastKill time.Time
-	reached := func(acked int) {
-		for po.ackedCount() < acked {
-			select {
-			case <-posted: // a post failed for good: no more acks will come
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}
 	for _, at := range points {
-		reached(at)
+		posting.reached(at)
 		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
 		k := kill{acked: po.ackedCount(), snap: be.snapshot(200 * time.Millisecond)}
 		jh.kill()
@@ -108,15 +90,8 @@ func TestKillNineLosesNothing(t *testing.T) {
 		k.down = time.Since(lastKill)
 		done = append(done, k)
 	}
-	<-posted
-	if postErr != nil {
-		t.Fatalf("posting: %v", postErr)
-	}
+	acked := posting.wait(t, "jethook")
 	postedIn := time.Since(began)
-	acked := po.ackedIDs()
-	if len(acked) != n {
-		t.Fatalf("jethook acknowledged %d of %d webhooks", len(acked), n)
-	}
 
 	allIn := be.awaitAll(t, jh, n, lastKill, "the last kill")
 
@@ -298,27 +273,19 @@ routes:
 	po := newPoster(jh.url("/hooks/crash"), t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	posted := make(chan error, 1)
-	go func() { posted <- po.postAll(ctx, n, workers, 15*time.Millisecond) }()
+	posting := po.postInBackground(ctx, n, workers, 15*time.Millisecond)
 	var lastStart time.Time
 	var killed []time.Time
 	var open []int // requests the backend had open at each kill
 	for k := range kills {
-		for po.ackedCount() < (k+1)*n/(kills+1) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		posting.reached((k + 1) * n / (kills + 1))
 		open = append(open, be.snapshot(0).inflight)
 		jh.kill()
 		killed = append(killed, time.Now()) // after every attempt it interrupted began
 		jh.start()
 		lastStart = time.Now()
 	}
-	if err := <-posted; err != nil {
-		t.Fatalf("posting: %v", err)
-	}
-	if acked := po.ackedCount(); acked != n {
-		t.Fatalf("jethook acknowledged %d of %d webhooks", acked, n)
-	}
+	posting.wait(t, "jethook")
 	ns := make([]int, n)
 	for i := range ns {
 		ns[i] = i + 1

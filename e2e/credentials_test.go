@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/telemetry/otlptest"
 )
 
@@ -82,7 +82,7 @@ routes:
 	if ack.ID == "" {
 		t.Fatalf("ingress %d", resp.StatusCode)
 	}
-	storetest.Eventually(t, 30*time.Second, "five dead letters", func() bool {
+	testkit.Eventually(t, 30*time.Second, "five dead letters", func() bool {
 		var c struct{ Count int }
 		p.adminJSON(t, http.MethodGet, "/v1/deadletters/count", &c)
 		return c.Count == 5
@@ -107,9 +107,9 @@ routes:
 		}
 		out.Write(body)
 	}
-	cliEnv := append(append([]string(nil), p.env...), "JETHOOK_ADMIN_URL=http://"+p.admin)
+	cliEnv := append(append([]string(nil), p.Env...), "JETHOOK_ADMIN_URL=http://"+p.admin)
 	for _, args := range [][]string{{"check"}, {"status"}, {"events", "show", ack.ID}, {"events", "show", ack.ID, "-json"}, {"dlq", "ls"}, {"dlq", "ls", "-json"}} {
-		cmd := exec.Command(p.bin, args...)
+		cmd := exec.Command(p.Bin, args...)
 		cmd.Env = cliEnv
 		got, err := cmd.CombinedOutput()
 		if err != nil {
@@ -117,7 +117,7 @@ routes:
 		}
 		out.Write(got)
 	}
-	log, err := os.ReadFile(p.logPath)
+	log, err := os.ReadFile(p.LogPath)
 	if err != nil {
 		t.Fatal(err)
 	}

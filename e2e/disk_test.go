@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // readyz asks jethook's /readyz, giving up after within. It returns the
@@ -71,7 +71,7 @@ func TestAFullDiskAnswers503AndRecoversWithoutARestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("full disk: skipped with -short")
 	}
-	dir := storetest.Tmpfs(t, "128m")
+	dir := testkit.Tmpfs(t, "128m")
 	be := newBackend(t, healthy)
 	jh := newProcess(t, policies(be.URL, fastRetry), map[string]string{"JETHOOK_DATA_DIR": dir})
 	jh.start()
@@ -88,8 +88,8 @@ func TestAFullDiskAnswers503AndRecoversWithoutARestart(t *testing.T) {
 	}
 	eventually(t, 15*time.Second, "webhooks posted before the disk filled delivered", func() []int { return be.missing(acked) })
 
-	filler := storetest.FillDisk(t, dir, 0)
-	jh.mark("disk filled")
+	filler := testkit.FillDisk(t, dir, 0)
+	jh.Mark("disk filled")
 	// At once, before jethook's monitor (once a second) sees the disk:
 	// some of these reach nats-server and fail there.
 	const during = 16
@@ -133,7 +133,7 @@ func TestAFullDiskAnswers503AndRecoversWithoutARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	freed := time.Now()
-	jh.mark("disk freed")
+	jh.Mark("disk freed")
 	// The provider retries until jethook takes it; before, this never
 	// ended without a restart.
 	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
@@ -154,10 +154,10 @@ func TestAFullDiskAnswers503AndRecoversWithoutARestart(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "acknowledged webhooks delivered after the disk had room", func() []int { return be.missing(acked) })
 	jh.checkAlive()
-	if jh.starts != 1 {
-		t.Errorf("jethook was started %d times", jh.starts)
+	if jh.Starts() != 1 {
+		t.Errorf("jethook was started %d times", jh.Starts())
 	}
-	log, _ := os.ReadFile(jh.logPath)
+	log, _ := os.ReadFile(jh.LogPath)
 	t.Logf("full disk: %d of %d webhooks refused with 503, /readyz said %q (slowest answer %s); JetStream restarted to clear a write error: %v",
 		refused, during, reason, slowest.Round(time.Millisecond), strings.Contains(string(log), "restarting the embedded JetStream"))
 	t.Logf("disk freed: first webhook taken after %s, /readyz 200 after %s; all %d acknowledged delivered",

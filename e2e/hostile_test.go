@@ -32,10 +32,7 @@ routes:
 // peakRSS is the most memory the process has held (VmHWM), in bytes.
 func (p *process) peakRSS(t *testing.T) int64 {
 	t.Helper()
-	p.mu.Lock()
-	pid := p.cmd.Process.Pid
-	p.mu.Unlock()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		t.Skipf("no /proc to read the peak memory from: %v", err)
 	}
@@ -83,7 +80,7 @@ func TestAHostileBodyIsFilteredWithoutBlowingUpMemory(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("after a minute, fewer than %v events filtered; log tail:\n%s", want, p.logTail(20))
+				t.Fatalf("after a minute, fewer than %v events filtered; log tail:\n%s", want, p.LogTail(20))
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

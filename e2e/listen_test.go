@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/internal/childproc"
 )
 
 // pullToken is the pull destination's token in pullPolicies.
@@ -36,35 +34,22 @@ routes:
 // listenProcess is one `jethook listen` from a jethook to a local URL,
 // restarted with the same arguments; every run appends to one log file.
 type listenProcess struct {
-	t       *testing.T
-	bin     string
-	args    []string
-	env     []string
-	logPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	*childproc.Process
+	t *testing.T
 }
 
 func newListenProcess(t *testing.T, from, to string, args ...string) *listenProcess {
 	t.Helper()
-	l := &listenProcess{
-		t:       t,
-		bin:     binary(t),
-		args:    append([]string{"listen", "laptop", "-destination", "dev", "-from", from, "-to", to}, args...),
-		logPath: filepath.Join(t.TempDir(), "listen.log"),
-	}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JETHOOK_") {
-			l.env = append(l.env, kv)
-		}
-	}
-	l.env = append(l.env, "JETHOOK_PULL_TOKEN="+pullToken)
+	l := &listenProcess{t: t, Process: &childproc.Process{
+		Bin:     binary(t),
+		Args:    append([]string{"listen", "laptop", "-destination", "dev", "-from", from, "-to", to}, args...),
+		Env:     childproc.Environ(map[string]string{"JETHOOK_PULL_TOKEN": pullToken}),
+		LogPath: filepath.Join(t.TempDir(), "listen.log"),
+	}}
 	t.Cleanup(func() {
-		if l.cmd != nil {
-			l.kill()
-		}
+		l.kill()
 		if t.Failed() {
-			t.Logf("listen log, last lines:\n%s", l.logTail(30))
+			t.Logf("listen log, last lines:\n%s", l.LogTail(30))
 		}
 	})
 	return l
@@ -72,46 +57,19 @@ func newListenProcess(t *testing.T, from, to string, args ...string) *listenProc
 
 func (l *listenProcess) start() {
 	l.t.Helper()
-	f, err := os.OpenFile(l.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
+	if _, err := l.Start(); err != nil {
 		l.t.Fatal(err)
 	}
-	defer f.Close()
-	fmt.Fprintf(f, "=== e2e: start at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(l.bin, l.args...)
-	cmd.Env = l.env
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		l.t.Fatalf("start jethook listen: %v", err)
-	}
-	l.cmd, l.exited = cmd, make(chan struct{})
-	go func(exited chan struct{}) {
-		_ = cmd.Wait()
-		close(exited)
-	}(l.exited)
 }
 
 // kill sends SIGKILL and waits until the process is gone; it fails the
 // test if the listener had exited on its own.
 func (l *listenProcess) kill() {
 	l.t.Helper()
-	select {
-	case <-l.exited:
-		l.t.Errorf("jethook listen exited on its own (%v)", l.cmd.ProcessState)
-	default:
-		_ = l.cmd.Process.Kill()
-		<-l.exited
+	if gone, how := l.ExitedOnItsOwn(); gone {
+		l.t.Errorf("jethook listen exited on its own (%v)", how)
 	}
-	l.cmd = nil
-}
-
-func (l *listenProcess) logTail(n int) string {
-	b, err := os.ReadFile(l.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	l.Kill()
 }
 
 // TestListenKilledMidStreamLosesNothing runs `jethook serve` with a pull
@@ -141,20 +99,11 @@ func TestListenKilledMidStreamLosesNothing(t *testing.T) {
 	pace := time.Duration(kills) * time.Second / time.Duration(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var postErr error
-	posted := make(chan struct{})
-	go func() {
-		defer close(posted)
-		postErr = po.postAll(ctx, n, workers, pace)
-	}()
+	posting := po.postInBackground(ctx, n, workers, pace)
 
 	// Kill when the app has taken random numbers of webhooks spread over
 	// the run, so kills land while batches are being delivered.
-	points := make([]int, kills)
-	for i := range points {
-		points[i] = n/10 + rand.IntN(max(1, n*7/10))
-	}
-	slices.Sort(points)
+	points := killPoints(kills, n/10, n*7/10)
 	all := make([]int, n)
 	for i := range all {
 		all[i] = i + 1
@@ -175,13 +124,7 @@ func TestListenKilledMidStreamLosesNothing(t *testing.T) {
 		l.kill()
 		l.start()
 	}
-	<-posted
-	if postErr != nil {
-		t.Fatalf("posting: %v", postErr)
-	}
-	if acked := po.ackedCount(); acked != n {
-		t.Fatalf("jethook acknowledged %d of %d webhooks", acked, n)
-	}
+	posting.wait(t, "jethook")
 
 	// What the killed listeners held comes back when its lease runs out
 	// (5 s) and goes to the listener running now.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
+
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -53,7 +55,7 @@ func TestStoreOutageAnswers503AndRecovers(t *testing.T) {
 		answerWithin   = 10 * time.Second
 		before, during = 10, 8
 	)
-	port, storeDir := freePort(t), t.TempDir()
+	port, storeDir := testkit.FreePort(t), t.TempDir()
 	ns := startNATS(t, port, storeDir)
 	be := newBackend(t, healthy)
 	jh := newProcess(t, policies(be.URL, fastRetry), map[string]string{"JETHOOK_NATS_URL": fmt.Sprintf("nats://127.0.0.1:%d", port)})
@@ -74,7 +76,7 @@ func TestStoreOutageAnswers503AndRecovers(t *testing.T) {
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
-	jh.mark("nats-server stopped")
+	jh.Mark("nats-server stopped")
 	outage := time.Now()
 	var (
 		wg      sync.WaitGroup
@@ -106,7 +108,7 @@ func TestStoreOutageAnswers503AndRecovers(t *testing.T) {
 	jh.checkAlive()
 
 	startNATS(t, port, storeDir)
-	jh.mark("nats-server restarted")
+	jh.Mark("nats-server restarted")
 	back := time.Now()
 	// The first webhook after the restart is posted until it is acknowledged:
 	// jethook has to notice the server is back (nats.go reconnects every 2 s).

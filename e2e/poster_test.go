@@ -9,7 +9,9 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -200,4 +202,63 @@ func (p *poster) slowestAck() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.slowest
+}
+
+// posting is postAll running in the background while a test kills
+// processes under it.
+type posting struct {
+	*poster
+	n    int
+	done chan struct{} // closed when postAll has returned
+	err  error
+}
+
+// postInBackground starts p.postAll(ctx, n, workers, pace) and returns at
+// once.
+func (p *poster) postInBackground(ctx context.Context, n, workers int, pace time.Duration) *posting {
+	ps := &posting{poster: p, n: n, done: make(chan struct{})}
+	go func() {
+		defer close(ps.done)
+		ps.err = p.postAll(ctx, n, workers, pace)
+	}()
+	return ps
+}
+
+// reached waits until jethook has acknowledged at least acked webhooks,
+// or posting has ended (a post failed for good: no more acks will come).
+func (ps *posting) reached(acked int) {
+	for ps.ackedCount() < acked {
+		select {
+		case <-ps.done:
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// wait waits until posting ends and fails the test unless every webhook
+// was acknowledged, by who; it returns the acknowledged event ids.
+func (ps *posting) wait(t *testing.T, who string) map[int]string {
+	t.Helper()
+	<-ps.done
+	if ps.err != nil {
+		t.Fatalf("posting: %v", ps.err)
+	}
+	acked := ps.ackedIDs()
+	if len(acked) != ps.n {
+		t.Fatalf("%s acknowledged %d of %d webhooks", who, len(acked), ps.n)
+	}
+	return acked
+}
+
+// killPoints are when to kill, in webhooks done (acknowledged, delivered):
+// kills counts, each from plus a random count below span, in order, so
+// that kills land all over a run.
+func killPoints(kills, from, span int) []int {
+	points := make([]int, kills)
+	for i := range points {
+		points[i] = from + rand.IntN(max(1, span))
+	}
+	slices.Sort(points)
+	return points
 }

@@ -1,21 +1,20 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/internal/childproc"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // startTimeout bounds how long jethook may take to open its listener,
@@ -26,18 +25,10 @@ const startTimeout = 30 * time.Second
 // directory and port as a supervisor would. Every run appends to one log
 // file, whose tail is printed when the test fails.
 type process struct {
-	t       *testing.T
-	bin     string
-	env     []string
-	addr    string // the public listener, 127.0.0.1:port
-	admin   string // the admin listener, 127.0.0.1:port
-	logPath string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been reaped
-	killed bool          // the test killed cmd on purpose
-	starts int
+	*childproc.Process
+	t     *testing.T
+	addr  string // the public listener, 127.0.0.1:port
+	admin string // the admin listener, 127.0.0.1:port
 }
 
 // newProcess writes policies.yaml into a new temporary directory and
@@ -51,15 +42,10 @@ func newProcess(t *testing.T, policies string, env map[string]string) *process {
 	if err := os.WriteFile(config, []byte(policies), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{
-		t:       t,
-		bin:     binary(t),
-		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
-		logPath: filepath.Join(dir, "jethook.log"),
-	}
+	p := &process{t: t, addr: testkit.FreeAddr(t)}
 	settings := map[string]string{
 		"JETHOOK_LISTEN":         p.addr,
-		"JETHOOK_ADMIN_LISTEN":   net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
+		"JETHOOK_ADMIN_LISTEN":   testkit.FreeAddr(t),
 		"JETHOOK_ADMIN_TOKEN":    "e2e-admin-token-0123456789",
 		"JETHOOK_CONFIG":         config,
 		"JETHOOK_DATA_DIR":       filepath.Join(dir, "data"),
@@ -70,15 +56,8 @@ func newProcess(t *testing.T, policies string, env map[string]string) *process {
 		settings[k] = v
 	}
 	p.admin = settings["JETHOOK_ADMIN_LISTEN"]
-	// The test's own JETHOOK_* variables must not leak into the process.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JETHOOK_") {
-			p.env = append(p.env, kv)
-		}
-	}
-	for k, v := range settings {
-		p.env = append(p.env, k+"="+v)
-	}
+	p.Process = &childproc.Process{Bin: binary(t), Args: []string{"serve"}, Env: childproc.Environ(settings),
+		LogPath: filepath.Join(dir, "jethook.log")}
 	t.Cleanup(p.cleanup)
 	return p
 }
@@ -125,40 +104,23 @@ func (p *process) start() {
 }
 
 // launch starts jethook without waiting for it; waitReady(launch()) waits.
-func (p *process) launch() (exited chan struct{}) {
+func (p *process) launch() (exited <-chan struct{}) {
 	p.t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.starts++
-	p.mark(fmt.Sprintf("start %d", p.starts))
-	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	exited, err := p.Start()
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	cmd := exec.Command(p.bin, "serve")
-	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = f, f
-	err = cmd.Start()
-	f.Close() // the child holds its own descriptor
-	if err != nil {
-		p.t.Fatalf("start jethook: %v", err)
-	}
-	exited = make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	p.cmd, p.exited, p.killed = cmd, exited, false
 	return exited
 }
 
-func (p *process) waitReady(exited chan struct{}) {
+func (p *process) waitReady(exited <-chan struct{}) {
 	p.t.Helper()
 	deadline := time.Now().Add(startTimeout)
 	for {
 		select {
 		case <-exited:
-			p.t.Fatalf("jethook exited before it was ready (%v); log tail:\n%s", p.cmd.ProcessState, p.logTail(40))
+			_, how := p.ExitedOnItsOwn()
+			p.t.Fatalf("jethook exited before it was ready (%v); log tail:\n%s", how, p.LogTail(40))
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", p.addr, 100*time.Millisecond); err == nil {
@@ -166,80 +128,32 @@ func (p *process) waitReady(exited chan struct{}) {
 			return
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("jethook not listening on %s after %s; log tail:\n%s", p.addr, startTimeout, p.logTail(40))
+			p.t.Fatalf("jethook not listening on %s after %s; log tail:\n%s", p.addr, startTimeout, p.LogTail(40))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// kill sends SIGKILL and waits until the process is gone.
+// kill sends SIGKILL and waits until the process is gone; it fails the
+// test if jethook had exited on its own.
 func (p *process) kill() {
 	p.t.Helper()
 	p.checkAlive()
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.killed = true
-	p.mu.Unlock()
-	if err := cmd.Process.Kill(); err != nil {
-		p.t.Fatalf("kill -9 jethook: %v", err)
-	}
-	<-exited
-	p.mark("killed -9")
+	p.Kill()
 }
 
 // checkAlive fails the test if jethook exited without being killed.
 func (p *process) checkAlive() {
 	p.t.Helper()
-	p.mu.Lock()
-	exited, killed, cmd := p.exited, p.killed, p.cmd
-	p.mu.Unlock()
-	if exited == nil || killed {
-		return
+	if gone, how := p.ExitedOnItsOwn(); gone {
+		p.t.Fatalf("jethook exited on its own (%v); log tail:\n%s", how, p.LogTail(40))
 	}
-	select {
-	case <-exited:
-		p.t.Fatalf("jethook exited on its own (%v); log tail:\n%s", cmd.ProcessState, p.logTail(40))
-	default:
-	}
-}
-
-// mark writes a line of the test's own into jethook's log.
-func (p *process) mark(what string) {
-	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "=== e2e: %s at %s\n", what, time.Now().Format(time.RFC3339Nano))
-}
-
-// logTail is the last n lines jethook wrote, across all its runs.
-func (p *process) logTail(n int) string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }
 
 func (p *process) cleanup() {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.mu.Unlock()
-	if cmd != nil {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
+	p.Kill()
 	if p.t.Failed() {
-		p.t.Logf("jethook log %s, last lines:\n%s", p.logPath, p.logTail(60))
+		p.t.Logf("jethook log %s, last lines:\n%s", p.LogPath, p.LogTail(60))
 	}
 }
 
@@ -276,38 +190,6 @@ func (p *process) awaitSettled(t *testing.T, route, destination string, within t
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
-// freePort is a loopback TCP port nobody listens on now, taken below the
-// kernel's ephemeral range (ip_local_port_range starts at 32768 by
-// default): a port from that range can be taken by any outgoing connection
-// between this check and jethook's bind, or by a restart later on the same
-// port, and the test would then dial someone else's listener.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ports.mu.Lock()
-	defer ports.mu.Unlock()
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		if ports.given[port] {
-			continue // given out before, perhaps not bound yet
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		ports.given[port] = true
-		return port
-	}
-	t.Fatal("no free loopback port between 20000 and 32000")
-	return 0
-}
-
-// ports remembers what freePort gave out: each port goes to one listener.
-var ports = struct {
-	mu    sync.Mutex
-	given map[int]bool
-}{given: map[int]bool{}}
 
 // envInt reads a positive integer knob from the environment.
 func envInt(t *testing.T, name string, def int) int {

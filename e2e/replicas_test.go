@@ -160,7 +160,7 @@ func cpuSeconds(t *testing.T, ps []*process) float64 {
 	t.Helper()
 	var ticks int64
 	for _, p := range ps {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,7 +60,7 @@ func TestTheDiskSizingRuleHolds(t *testing.T) {
 	be := newBackend(t, healthy)
 	jh := newProcess(t, policies(be.URL, fastRetry), nil)
 	jh.start()
-	data := filepath.Join(filepath.Dir(jh.logPath), "data")
+	data := filepath.Join(filepath.Dir(jh.LogPath), "data")
 	streams := filepath.Join(data, "jetstream", "$G", "streams")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // natsProcess is one JetStream nats-server process on a loopback port,
@@ -31,7 +33,7 @@ type natsProcess struct {
 func startNATSProcess(t *testing.T) *natsProcess {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	conf := filepath.Join(dir, "nats.conf")
 	text := fmt.Sprintf("server_name: e2e\nhost: 127.0.0.1\nport: %d\nmax_payload: %d\njetstream { store_dir: %q }\n",
 		port, 8<<20, filepath.Join(dir, "store"))
@@ -160,7 +162,7 @@ func TestAFrozenNATSServerGets503WithinThePublishTimeout(t *testing.T) {
 
 	ns.signal(t, syscall.SIGSTOP)
 	frozen := time.Now()
-	jh.mark("nats-server frozen (SIGSTOP)")
+	jh.Mark("nats-server frozen (SIGSTOP)")
 	reason, slowestReadyz := jh.awaitReadyz(t, http.StatusServiceUnavailable, 10*time.Second)
 	notReady := time.Since(frozen)
 	// The load stops in time for every request to end within the publish
@@ -183,7 +185,7 @@ func TestAFrozenNATSServerGets503WithinThePublishTimeout(t *testing.T) {
 	allEnded := time.Since(frozen)
 	ns.signal(t, syscall.SIGCONT)
 	thawed := time.Now()
-	jh.mark("nats-server thawed (SIGCONT)")
+	jh.Mark("nats-server thawed (SIGCONT)")
 
 	var during, refused, cut int
 	var slowest time.Duration

@@ -76,7 +76,7 @@ func TestAWebhookIsOneTraceAcrossAKillNine(t *testing.T) {
 	recv := otlptest.Start(t)
 	be := newTracedBackend(t)
 	jh := newProcess(t, policies(be.URL, "{backoff: fixed, delay: 2s, jitter: none, max_attempts: 10, max_age: 1h}"), nil)
-	jh.env = append(jh.env,
+	jh.Env = append(jh.Env,
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+recv.URL,
 		"OTEL_SERVICE_NAME=jethook-e2e",
 		"OTEL_BSP_SCHEDULE_DELAY=50",

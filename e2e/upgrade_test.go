@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // The data dir in testdata/datadir-per-event-subjects.tar.gz was written by
@@ -80,7 +80,7 @@ routes:
 	p.start()
 
 	// What waited in backoff is delivered.
-	storetest.Eventually(t, 30*time.Second, "orders 4 and 5 delivered to app", func() bool {
+	testkit.Eventually(t, 30*time.Second, "orders 4 and 5 delivered to app", func() bool {
 		return app.got(upgradeIDs[3]) && app.got(upgradeIDs[4])
 	})
 	// Every old event is found by id, with where it stands.
@@ -124,7 +124,7 @@ routes:
 	if code := p.adminJSONBody(t, http.MethodPost, "/v1/deadletters/replay", body, &replay); code != http.StatusOK || replay.Queued != 1 {
 		t.Fatalf("replay: %d %+v", code, replay)
 	}
-	storetest.Eventually(t, 30*time.Second, "the replayed dead letter delivered to audit", func() bool { return audit.got(upgradeIDs[0]) })
+	testkit.Eventually(t, 30*time.Second, "the replayed dead letter delivered to audit", func() bool { return audit.got(upgradeIDs[0]) })
 }
 
 // adminJSON calls the admin API with the test token and decodes the answer.

@@ -119,7 +119,10 @@ func (r *Rules) Dialer() *net.Dialer {
 }
 
 // ParseList parses a comma-separated list of CIDRs or single addresses,
-// as JETHOOK_EGRESS_DENY and JETHOOK_EGRESS_ALLOW hold them.
+// as JETHOOK_EGRESS_DENY, JETHOOK_EGRESS_ALLOW and JETHOOK_TRUSTED_PROXIES
+// hold them. An IPv4-mapped address is read as the IPv4 address it maps,
+// and a range written in mapped form is refused: addresses are compared
+// unmapped, so it would match nothing.
 func ParseList(s string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for v := range strings.SplitSeq(s, ",") {

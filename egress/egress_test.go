@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,24 @@ func TestParseListRefusesWhatIsNotARange(t *testing.T) {
 	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fe80::1/128")}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("ParseList = %v, want %v", got, want)
+	}
+}
+
+// An IPv4-mapped IPv6 address is the IPv4 address it maps: connections
+// and requests are compared unmapped, so a single one is kept as IPv4, and
+// a range written in mapped form, which would match nothing, is refused.
+func TestParseListReadsAnIPv4MappedAddressAsIPv4(t *testing.T) {
+	t.Parallel()
+	got, err := egress.ParseList("::ffff:192.0.2.7, ::ffff:10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("10.0.0.1/32")}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("ParseList = %v, want %v", got, want)
+	}
+	if _, err := egress.ParseList("::ffff:10.0.0.0/104"); err == nil || !strings.Contains(err.Error(), "write an IPv4 range as IPv4") {
+		t.Errorf("a mapped range: err = %v", err)
 	}
 }
 

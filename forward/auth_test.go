@@ -20,8 +20,8 @@ import (
 
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // withDestination is fastRetry with the app destination's flow mapping
@@ -187,7 +187,7 @@ routes:
 	for k, v := range secrets {
 		env[k] = v
 	}
-	logs := &storetest.LogBuffer{}
+	logs := &testkit.LogBuffer{}
 	const adminToken = "admin-token-for-the-leak-test-0123456789"
 	r := newRig(t, apptest.Config(t, yaml, env), store.Options{}, func(o *app.Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -24,7 +25,7 @@ func TestAWebhookThatKeepsKillingJethookIsDeadLettered(t *testing.T) {
 	be := newBackend(t, status(http.StatusOK))
 	cfg := parseConfig(t, edit(t, fastRetry, `{name: app, url: "${BACKEND}/hook"}`,
 		`{name: app, url: "${BACKEND}/hook", filter: 'body.type == "x"'}`), be.URL)
-	logs := &storetest.LogBuffer{}
+	logs := &testkit.LogBuffer{}
 	tune := func(o *app.Options) {
 		o.FetchWait = 100 * time.Millisecond
 		o.Logger = slog.New(slog.NewTextHandler(logs, nil))

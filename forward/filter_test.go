@@ -13,6 +13,7 @@ import (
 
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -84,7 +85,7 @@ func received(b *backend, path string, names map[string]string) []string {
 func TestAFanOutRouteDeliversEachDestinationOnlyWhatItsFilterMatches(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusOK))
-	logs := &storetest.LogBuffer{}
+	logs := &testkit.LogBuffer{}
 	r := filterRig(t, fanOut(t), b.URL, logs, forward.DefaultParkAfter)
 
 	events := []struct {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
@@ -137,7 +138,7 @@ func newCrafted(t *testing.T, addr string) *crafted {
 // loopback port, and a crafted publisher connected there.
 func newCraftedRig(t *testing.T, yaml, backendURL string, tune ...func(*app.Options)) (*rig, *crafted) {
 	t.Helper()
-	addr := storetest.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	r := newRig(t, parseConfig(t, yaml, backendURL), store.Options{ClientListen: addr}, tune...)
 	return r, newCrafted(t, addr)
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // orderedRetry is fastRetry with ordering on body.key and attempts enough
@@ -149,7 +149,7 @@ func TestEventsOfAKeyArriveOneAtATimeInOrderDespiteRandomFailures(t *testing.T) 
 	r := newRig(t, parseConfig(t, orderedRetry(t, `{key: 'body.key'}`), b.URL), store.Options{})
 	ks := keys(100)
 	postKeyed(r, ks, 10)
-	storetest.Eventually(t, time.Minute, "every event delivered", func() bool { return c.deliveries() == len(ks)*10 })
+	testkit.Eventually(t, time.Minute, "every event delivered", func() bool { return c.deliveries() == len(ks)*10 })
 	c.check(t)
 	if dls := r.deadLetters(); len(dls) > 0 {
 		t.Errorf("%d dead letters, the first %s: %s", len(dls), dls[0].Reason, dls[0].LastError)
@@ -175,7 +175,7 @@ func TestAFailingHeadHoldsOnlyItsKeyUntilMaxBlocked(t *testing.T) {
 		r.post("/hooks/shop", nil, fmt.Appendf(nil, `{"key":"bad","seq":%d}`, seq))
 	}
 	postKeyed(r, keys(50), 4)
-	storetest.Eventually(t, 30*time.Second, "the other keys delivered", func() bool { return c.deliveries() == 200 })
+	testkit.Eventually(t, 30*time.Second, "the other keys delivered", func() bool { return c.deliveries() == 200 })
 	if dls := r.deadLetters(); len(dls) > 0 {
 		t.Fatalf("the other keys were delivered only after bad#1 was dead-lettered")
 	}
@@ -193,7 +193,7 @@ func TestAFailingHeadHoldsOnlyItsKeyUntilMaxBlocked(t *testing.T) {
 	c.mu.Unlock()
 	// max_blocked runs from bad#1's first failure, which may come after
 	// the other keys were delivered.
-	storetest.Eventually(t, 30*time.Second, "bad#2 and bad#3 delivered after bad#1 is dead-lettered", func() bool { return c.deliveries() == 202 })
+	testkit.Eventually(t, 30*time.Second, "bad#2 and bad#3 delivered after bad#1 is dead-lettered", func() bool { return c.deliveries() == 202 })
 	c.check(t)
 	dls := r.deadLetters()
 	if len(dls) != 1 || dls[0].Reason != "max_blocked" || dls[0].OrderKey != "bad" {
@@ -215,7 +215,7 @@ func TestAKeyWhoseHeadWasDeletedFromTheStreamGoesOnAfterMaxBlocked(t *testing.T)
 		return http.StatusOK
 	})
 	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 3s}`), "max_attempts: 30", "max_attempts: 1000")
-	addr := storetest.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr})
 	_, answer := r.post("/hooks/shop", nil, []byte(`{"key":"lost","seq":1}`))
 	r.post("/hooks/shop", nil, []byte(`{"key":"lost","seq":2}`))
@@ -248,7 +248,7 @@ func TestAKeyWhoseHeadWasDeletedFromTheStreamGoesOnAfterMaxBlocked(t *testing.T)
 	if err := st.DeleteMsg(ctx, seq); err != nil {
 		t.Fatal(err)
 	}
-	storetest.Eventually(t, 30*time.Second, "lost#2 delivered", func() bool { return c.deliveries() == 1 })
+	testkit.Eventually(t, 30*time.Second, "lost#2 delivered", func() bool { return c.deliveries() == 1 })
 	c.check(t)
 	if dls := r.deadLetters(); len(dls) > 0 {
 		t.Errorf("%d dead letters, want none (lost#1 is gone, and lost#2 was delivered): %s", len(dls), dls[0].Reason)
@@ -336,8 +336,8 @@ func TestAKeyWhoseHeadLostItsParkedRecordGoesOn(t *testing.T) {
 	// (4s) after its failure: it waits parked.
 	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 4s}`), "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 1h, multiplier: 2, max_delay: 1h")
 	cfg = edit(t, cfg, "max_age: 1h", "max_age: 5h")
-	addr := storetest.FreeAddr(t)
-	logs := &storetest.LogBuffer{}
+	addr := testkit.FreeAddr(t)
+	logs := &testkit.LogBuffer{}
 	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr}, parkAfter(100*time.Millisecond),
 		func(o *app.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	r.post("/hooks/shop", nil, []byte(`{"key":"lost","seq":1}`))
@@ -365,7 +365,7 @@ func TestAKeyWhoseHeadLostItsParkedRecordGoesOn(t *testing.T) {
 	if err := parked.Purge(ctx); err != nil {
 		t.Fatal(err)
 	}
-	storetest.Eventually(t, 30*time.Second, "lost#1, then lost#2 delivered", func() bool { return c.deliveries() == 2 })
+	testkit.Eventually(t, 30*time.Second, "lost#1, then lost#2 delivered", func() bool { return c.deliveries() == 2 })
 	c.check(t)
 	mu.Lock()
 	if headAttempts != 2 {

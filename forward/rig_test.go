@@ -8,15 +8,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -106,32 +106,24 @@ func unavailableFirst(k int) func(int, http.ResponseWriter) {
 	}
 }
 
-// rig is jethook in one test, assembled as serve assembles it (app.New):
-// a real embedded store, the ingress behind a real HTTP server, the
-// forwarder, metrics and alerts.
+// rig is jethook in one test, assembled as serve assembles it
+// (apptest): a real embedded store, the ingress behind a real HTTP
+// server, the forwarder, metrics and alerts. A test may stop it and start
+// it again on the same store, or on another.
 type rig struct {
 	t       *testing.T
 	cfg     *policy.Config
 	store   *store.Store
+	jethook *apptest.Rig
 	app     *app.App
 	fwd     *forward.Forwarder // app.Forwarder
 	metrics *metrics.Metrics   // app.Metrics
 	ingress *httptest.Server   // serves the ingress of the app running now
-	handler atomic.Pointer[proxy.Handler]
 }
 
 func parseConfig(t *testing.T, yaml, backendURL string) *policy.Config {
 	t.Helper()
-	cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) {
-		if k == "BACKEND" {
-			return backendURL, true
-		}
-		return "", false
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return apptest.Config(t, yaml, map[string]string{"BACKEND": backendURL})
 }
 
 // newRig starts jethook on cfg over a new store opened with opts. Fetches
@@ -139,32 +131,35 @@ func parseConfig(t *testing.T, yaml, backendURL string) *policy.Config {
 func newRig(t *testing.T, cfg *policy.Config, opts store.Options, tune ...func(*app.Options)) *rig {
 	t.Helper()
 	r := &rig{t: t, cfg: cfg, store: storetest.Open(t, opts)}
-	r.ingress = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.handler.Load().ServeHTTP(w, req)
-	}))
-	t.Cleanup(r.ingress.Close)
-	r.start(tune...)
+	r.jethook = apptest.Start(t, cfg, r.options(tune))
+	r.ingress = r.jethook.Public
+	r.started()
 	return r
 }
 
-// start assembles jethook on the rig's store, with tune's options.
-func (r *rig) start(tune ...func(*app.Options)) {
-	r.t.Helper()
+// options are the app's options on the rig's store, with tune's.
+func (r *rig) options(tune []func(*app.Options)) app.Options {
 	o := app.Options{Store: r.store, FetchWait: 200 * time.Millisecond}
 	for _, f := range tune {
 		f(&o)
 	}
-	a, err := app.New(context.Background(), r.cfg, o)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Cleanup(func() { a.Close(time.Second) })
-	r.app, r.fwd, r.metrics = a, a.Forwarder, a.Metrics
-	r.handler.Store(a.Ingress)
+	return o
+}
+
+// start assembles jethook again on the rig's store, with tune's options.
+func (r *rig) start(tune ...func(*app.Options)) {
+	r.t.Helper()
+	r.jethook.Restart(r.options(tune))
+	r.started()
+}
+
+func (r *rig) started() {
+	r.app = r.jethook.App
+	r.fwd, r.metrics = r.app.Forwarder, r.app.Metrics
 }
 
 // stop stops delivering and the alerts; the store stays open.
-func (r *rig) stop() { r.app.Close(time.Second) }
+func (r *rig) stop() { r.jethook.Stop() }
 
 // fetchWait makes each fetch wait up to d for messages.
 func fetchWait(d time.Duration) func(*app.Options) {
@@ -220,5 +215,5 @@ func edit(t testing.TB, config, old, new string) string {
 
 func eventually(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
-	storetest.Eventually(t, 10*time.Second, msg, cond)
+	testkit.Eventually(t, 10*time.Second, msg, cond)
 }

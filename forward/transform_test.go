@@ -13,6 +13,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -104,7 +105,7 @@ func TestATransformedDestinationGetsTheScriptsRequestAndTheStoredWebhookStaysAsS
 func TestATransformThatFailsDeadLettersTheEventAndTheOtherDestinationsGoOn(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, status(http.StatusOK))
-	logs := &storetest.LogBuffer{}
+	logs := &testkit.LogBuffer{}
 	script := func(body string) string {
 		return "\n        transform:\n          timeout: 20ms\n          script: |\n            addHandler('transform', (request, context) => {\n              " + body + "\n              return request;\n            });"
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
@@ -107,7 +108,7 @@ func TestAnnouncedBodiesCostOnlyTheBytesThatArrive(t *testing.T) {
 	for i := range conns {
 		announce(t, addr, "/hooks/github", announced, i%100)
 	}
-	storetest.Eventually(t, 10*time.Second, fmt.Sprintf("%d requests reading their bodies", conns), func() bool {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d requests reading their bodies", conns), func() bool {
 		return in.reading.Load() > conns // and the warm-up's
 	})
 	if a := in.do("POST", "/hooks/plain", nil, strings.NewReader(`{"small":1}`)); a.status != 200 {
@@ -132,7 +133,7 @@ func TestABodyThatFindsNoRoomGets503AndIsNotStored(t *testing.T) {
 	in := newWatched(t, func(h *proxy.Handler) { h.MaxInFlightBytes = 32 << 10 })
 	addr := strings.TrimPrefix(in.srv.URL, "http://")
 	hog := announce(t, addr, "/hooks/github", 1<<20, 20<<10)
-	storetest.Eventually(t, 10*time.Second, "the large request to have read what it sent", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the large request to have read what it sent", func() bool {
 		return in.read.Load() == 20<<10
 	})
 	a := in.do("POST", "/hooks/plain", nil, strings.NewReader(`{"a":1}`))
@@ -145,7 +146,7 @@ func TestABodyThatFindsNoRoomGets503AndIsNotStored(t *testing.T) {
 	}
 	// Its sender gone, the large request gives its room back.
 	hog.Close()
-	storetest.Eventually(t, 10*time.Second, "a small request to be taken again", func() bool {
+	testkit.Eventually(t, 10*time.Second, "a small request to be taken again", func() bool {
 		return in.do("POST", "/hooks/plain", nil, strings.NewReader(`{"a":1}`)).status == http.StatusOK
 	})
 	if n := in.stored(); n != 1 {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/proxy"
@@ -229,7 +230,7 @@ func TestTheProvidersEventIDIsTheDedupKey(t *testing.T) {
 	// same event: stored once. Its signature differs, so the stream's
 	// short window (keyed on what the signature covers) does not catch it;
 	// the index does, once it holds the first.
-	storetest.Eventually(t, 5*time.Second, "the first delivery indexed", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the first delivery indexed", func() bool {
 		ok, err := in.store.Has(context.Background(), "github", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
 		return ok && err == nil
 	})
@@ -276,7 +277,7 @@ func TestWithTheStoreDownIngressAnswers503NeverA2xx(t *testing.T) {
 // alerts; ingress does not add a warning or an error line per webhook.
 func TestAStoreThatRefusesWritesDoesNotFloodTheLog(t *testing.T) {
 	t.Parallel()
-	var logged storetest.LogBuffer
+	var logged testkit.LogBuffer
 	in := newIngressLogging(t, slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	in.store.Close()
 	for i := range 3 {

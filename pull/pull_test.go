@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
@@ -45,24 +47,19 @@ type rig struct {
 	admin  *httptest.Server
 }
 
+// pullEnv holds the tokens the pull configs name.
+var pullEnv = map[string]string{"TOKEN_A": tokenA, "TOKEN_B": tokenB}
+
 func newRig(t *testing.T, yaml string) *rig {
 	t.Helper()
-	env := map[string]string{"TOKEN_A": tokenA, "TOKEN_B": tokenB}
-	cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(context.Background(), cfg, app.Options{Store: storetest.Open(t, store.Options{}), AdminToken: adminToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, app: a, public: httptest.NewServer(a.Public), admin: httptest.NewServer(a.Admin)}
-	t.Cleanup(func() {
-		r.public.Close()
-		r.admin.Close()
-		a.Close(time.Second)
-	})
-	return r
+	return startRig(t, yaml, app.Options{AdminToken: adminToken})
+}
+
+// startRig runs yaml with o on apptest's rig.
+func startRig(t *testing.T, yaml string, o app.Options) *rig {
+	t.Helper()
+	jh := apptest.Start(t, apptest.Config(t, yaml, pullEnv), o)
+	return &rig{t: t, app: jh.App, public: jh.Public, admin: jh.Admin}
 }
 
 func (r *rig) send(body string, header http.Header, query string) {
@@ -151,7 +148,7 @@ func (r *rig) settle(dest, verb string, body map[string]any) settled {
 func (r *rig) attempts(id string, n int) []store.Attempt {
 	r.t.Helper()
 	var as []store.Attempt
-	storetest.Eventually(r.t, 10*time.Second, fmt.Sprintf("%d attempts of %s logged", n, id), func() bool {
+	testkit.Eventually(r.t, 10*time.Second, fmt.Sprintf("%d attempts of %s logged", n, id), func() bool {
 		all, err := r.app.Store.Attempts(context.Background(), id)
 		as = as[:0]
 		for _, a := range all {
@@ -234,7 +231,7 @@ func TestANakAndALeaseThatRunsOutAreFailedAttemptsAndTheLastIsADeadLetter(t *tes
 		t.Fatalf("attempt log %+v", as)
 	}
 	var dead []store.DeadLetter
-	storetest.Eventually(t, 10*time.Second, "the dead letter", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the dead letter", func() bool {
 		dead, _ = r.app.Store.DeadLetters(context.Background(), "dlq.shop.alice.>", 10)
 		return len(dead) == 1
 	})
@@ -359,24 +356,11 @@ func TestBadPullsAreRefusedWithAReason(t *testing.T) {
 
 func TestLeasesOutliveAReloadAndARemovedDestinationsTokenStopsWorking(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"TOKEN_A": tokenA, "TOKEN_B": tokenB}
-	parse := func(yaml string) *policy.Config {
-		cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
 	next := twoListeners
-	a, err := app.New(context.Background(), parse(twoListeners), app.Options{
-		Store: storetest.Open(t, store.Options{}),
-		Load:  func() (*policy.Config, error) { return parse(next), nil },
+	r := startRig(t, twoListeners, app.Options{
+		Load: func() (*policy.Config, error) { return apptest.Config(t, next, pullEnv), nil },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, app: a, public: httptest.NewServer(a.Public), admin: httptest.NewServer(a.Admin)}
-	t.Cleanup(func() { r.public.Close(); r.admin.Close(); a.Close(time.Second) })
+	a := r.app
 
 	r.send(`{"type":"order.paid"}`, nil, "")
 	w := r.pull("alice", tokenA, 5*time.Second)
@@ -437,7 +421,7 @@ func TestTheStatusShowsAPullDestinationAndWhatItHasLeased(t *testing.T) {
 	r.settle("alice", "ack", map[string]any{"leases": []string{w[0].Lease}})
 	r.settle("alice", "nak", map[string]any{"leases": []string{w[1].Lease}, "delay": "5s"})
 	var d dest
-	storetest.Eventually(t, 10*time.Second, "one leased and one in backoff", func() bool {
+	testkit.Eventually(t, 10*time.Second, "one leased and one in backoff", func() bool {
 		d = alice()
 		return d.Leased == 1 && d.InBackoff == 1
 	})

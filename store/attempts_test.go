@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -31,7 +32,7 @@ func TestTheAttemptLogGivesBackAnEventsAttemptsInOrder(t *testing.T) {
 		st.LogAttempt(store.Attempt{Time: a.Time, Route: "shop", Destination: "app", EventID: "other", Attempt: a.Attempt, Outcome: "delivered"})
 	}
 	var got []store.Attempt
-	storetest.Eventually(t, 5*time.Second, "three attempts logged", func() bool {
+	testkit.Eventually(t, 5*time.Second, "three attempts logged", func() bool {
 		var err error
 		got, err = st.Attempts(ctx, id)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -19,7 +20,7 @@ import (
 // token; jethook's own connection presents it and works as before.
 func TestTheClientPortWantsTheToken(t *testing.T) {
 	t.Parallel()
-	addr := storetest.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	const token = "s3cret-nats-token-for-this-test"
 	st := storetest.Open(t, store.Options{ClientListen: addr, ClientToken: token})
 	ctx := context.Background()
@@ -55,7 +56,7 @@ func TestTheClientPortWantsTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatalf("with the token: %v", err)
 	}
-	storetest.Eventually(t, 5*time.Second, "the stored webhook is visible with the token", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the stored webhook is visible with the token", func() bool {
 		info, err := s.Info(ctx)
 		return err == nil && info.State.Msgs == 1
 	})
@@ -65,7 +66,7 @@ func TestTheClientPortWantsTheToken(t *testing.T) {
 // refuses to start rather than expose every webhook to the network.
 func TestAnOpenClientPortOffLoopbackIsRefused(t *testing.T) {
 	t.Parallel()
-	_, port, err := net.SplitHostPort(storetest.FreeAddr(t))
+	_, port, err := net.SplitHostPort(testkit.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}

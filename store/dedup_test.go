@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -143,7 +144,7 @@ func TestTheSignedKeyDedupsUnderAnyEventID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	storetest.Eventually(t, time.Second, "the stream's window to pass", func() bool { return time.Since(stored) > 3*opts.RaceWindow })
+	testkit.Eventually(t, time.Second, "the stream's window to pass", func() bool { return time.Since(stored) > 3*opts.RaceWindow })
 	got, err := st.Publish(ctx, signed("delivery-4", "signed:k1"))
 	if err != nil || !got.Duplicate || got.Seq != first.Seq {
 		t.Errorf("after the index was rebuilt: %+v, %v; want a duplicate of seq %d", got, err, first.Seq)

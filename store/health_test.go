@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -45,8 +46,8 @@ func TestAFreshStoreIsReadyAndKnowsItsLimitAndDisk(t *testing.T) {
 // everything acked before still there.
 func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T) {
 	storetest.SkipJetStreamRestartUnderRace(t)
-	dir := storetest.Tmpfs(t, "32m")
-	var log storetest.LogBuffer
+	dir := testkit.Tmpfs(t, "32m")
+	var log testkit.LogBuffer
 	st := storetest.Open(t, store.Options{DataDir: dir, DiskFloor: 64 << 10, PublishTimeout: time.Second,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	ctx := context.Background()
@@ -71,12 +72,12 @@ func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T)
 
 	// Room above the floor, but not for a 1 MiB webhook: it fails inside
 	// nats-server, whose stream then refuses every write.
-	filler := storetest.FillDisk(t, dir, 256<<10)
+	filler := testkit.FillDisk(t, dir, 256<<10)
 	if err := publish("too-big", 1<<20); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("publish of 1 MiB with 256 KiB free: %v, want ErrUnavailable", err)
 	}
 	n := 0
-	storetest.Eventually(t, 15*time.Second, "small webhooks still refused after a write failed for want of space", func() bool {
+	testkit.Eventually(t, 15*time.Second, "small webhooks still refused after a write failed for want of space", func() bool {
 		n++
 		return publish(fmt.Sprintf("small-%d", n), 100) == nil
 	})
@@ -85,14 +86,14 @@ func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T)
 	}
 	// The index reads the streams again: lookups and dedup find it.
 	last := acked[len(acked)-1]
-	storetest.Eventually(t, 5*time.Second, "webhook stored after the JetStream restart not indexed", func() bool {
+	testkit.Eventually(t, 5*time.Second, "webhook stored after the JetStream restart not indexed", func() bool {
 		_, _, err := st.Event(ctx, last, "github")
 		return err == nil
 	})
 
 	// No room above the floor: refused before nats-server sees it.
-	storetest.FillDisk(t, dir, 0)
-	storetest.Eventually(t, 5*time.Second, "store not disk_full with the disk full", func() bool {
+	testkit.FillDisk(t, dir, 0)
+	testkit.Eventually(t, 5*time.Second, "store not disk_full with the disk full", func() bool {
 		return st.Health().Reason == store.ReasonDiskFull
 	})
 	var nre *store.NotReadyError
@@ -106,7 +107,7 @@ func TestAFullDiskRefusesWritesAndTheStoreRecoversWhenSpaceReturns(t *testing.T)
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	storetest.Eventually(t, 15*time.Second, "store not ready again after the disk had room", func() bool { return st.Health().Ready() })
+	testkit.Eventually(t, 15*time.Second, "store not ready again after the disk had room", func() bool { return st.Health().Ready() })
 	if err := publish("after", 1000); err != nil {
 		t.Fatalf("publish after the disk had room again: %v", err)
 	}

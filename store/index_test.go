@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -36,7 +37,7 @@ func rawJetStream(t *testing.T, addr string) jetstream.JetStream {
 // attempts, are one subject.
 func TestManyWebhooksShareOneSubjectPerRoute(t *testing.T) {
 	t.Parallel()
-	addr := storetest.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	st := storetest.Open(t, store.Options{ClientListen: addr})
 	ctx := context.Background()
 	for i := range 200 {
@@ -60,7 +61,7 @@ func TestManyWebhooksShareOneSubjectPerRoute(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		storetest.Eventually(t, 5*time.Second, stream+" holds every record", func() bool {
+		testkit.Eventually(t, 5*time.Second, stream+" holds every record", func() bool {
 			info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
 			if stream == store.AttemptStreamName {
 				return err == nil && len(info.State.Subjects) == want
@@ -89,7 +90,7 @@ func TestManyWebhooksShareOneSubjectPerRoute(t *testing.T) {
 // whole dedup window, also across a restart.
 func TestDedupOutlastsTheStreamsOwnWindow(t *testing.T) {
 	t.Parallel()
-	dir, addr := t.TempDir(), storetest.FreeAddr(t)
+	dir, addr := t.TempDir(), testkit.FreeAddr(t)
 	ctx := context.Background()
 	opts := store.Options{DataDir: dir, ClientListen: addr, RaceWindow: 100 * time.Millisecond, DedupWindow: time.Hour}
 	st, err := store.Open(ctx, opts)
@@ -108,7 +109,7 @@ func TestDedupOutlastsTheStreamsOwnWindow(t *testing.T) {
 		return err == nil && !ack.Duplicate
 	}
 	probe()
-	storetest.Eventually(t, 10*time.Second, "the stream's own window to pass", probe)
+	testkit.Eventually(t, 10*time.Second, "the stream's own window to pass", probe)
 
 	second, err := st.Publish(ctx, envelope("evt-1", `{"n":1}`))
 	if err != nil || !second.Duplicate || second.Seq != first.Seq {
@@ -132,7 +133,7 @@ func TestDedupOutlastsTheStreamsOwnWindow(t *testing.T) {
 // Messages on the earlier layout's per-event subjects are found too.
 func TestTheIndexIsRebuiltFromTheStreams(t *testing.T) {
 	t.Parallel()
-	dir, addr := t.TempDir(), storetest.FreeAddr(t)
+	dir, addr := t.TempDir(), testkit.FreeAddr(t)
 	ctx := context.Background()
 	opts := store.Options{DataDir: dir, ClientListen: addr}
 	st, err := store.Open(ctx, opts)

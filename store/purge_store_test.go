@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,7 +39,7 @@ func TestNearItsLimitTheStorePurgesDeliveredWebhooksOldestFirst(t *testing.T) {
 		t.Helper()
 		e := envelope(id, fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", 2000)))
 		e.Route = route
-		storetest.Eventually(t, 10*time.Second, "webhook "+id+" still refused", func() bool {
+		testkit.Eventually(t, 10*time.Second, "webhook "+id+" still refused", func() bool {
 			_, err := st.Publish(ctx, e)
 			return err == nil
 		})

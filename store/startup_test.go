@@ -3,10 +3,11 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/internal/testkit"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -31,21 +32,11 @@ func natsOn(t *testing.T, port int, dir string) error {
 	return nil
 }
 
-func loopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // A jethook started beside its NATS server (docker compose up, a new
 // rollout) must wait for it rather than exit.
 func TestOpenWaitsForAnExternalServerThatIsStillStarting(t *testing.T) {
 	t.Parallel()
-	port, dir := loopbackPort(t), t.TempDir()
+	port, dir := testkit.FreePort(t), t.TempDir()
 	started := make(chan error, 1)
 	go func() {
 		time.Sleep(1500 * time.Millisecond) // the server comes up after jethook
@@ -74,7 +65,7 @@ func TestOpenWaitsForAnExternalServerThatIsStillStarting(t *testing.T) {
 // A mistake the cluster will not outgrow is reported at once.
 func TestOpenDoesNotWaitOnAConfigurationError(t *testing.T) {
 	t.Parallel()
-	port := loopbackPort(t)
+	port := testkit.FreePort(t)
 	if err := natsOn(t, port, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store/storetest"
 )
 
@@ -48,7 +49,7 @@ func (l *errorLog) lines() string {
 // every stored message and the consumer's ack floor.
 func TestFactAWriteErrorStaysUntilJetStreamRestarts(t *testing.T) {
 	storetest.SkipJetStreamRestartUnderRace(t)
-	dir := storetest.Tmpfs(t, "16m")
+	dir := testkit.Tmpfs(t, "16m")
 	srv, err := server.NewServer(&server.Options{ServerName: "jethook-facts", JetStream: true, StoreDir: dir,
 		DontListen: true, NoLog: true, NoSigs: true})
 	if err != nil {
@@ -83,7 +84,7 @@ func TestFactAWriteErrorStaysUntilJetStreamRestarts(t *testing.T) {
 		}
 	}
 
-	filler := storetest.FillDisk(t, dir, 0)
+	filler := testkit.FillDisk(t, dir, 0)
 	publish := func() error {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()

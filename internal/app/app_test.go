@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"context"
@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/policy"
-	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 const oneRoute = `
@@ -25,11 +26,7 @@ routes:
 
 func parse(t testing.TB, yaml, backend string) *policy.Config {
 	t.Helper()
-	cfg, err := policy.Parse("test.yaml", []byte(yaml), func(k string) (string, bool) { return backend, k == "BACKEND" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return apptest.Config(t, yaml, map[string]string{"BACKEND": backend})
 }
 
 // The assembled application delivers what its ingress takes, counts it in
@@ -49,17 +46,10 @@ func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
       - {name: app, url: "${BACKEND}/orders", slow_start: 0s}
 `, backend.URL)
 	var load atomic.Pointer[func() (*policy.Config, error)]
-	a, err := New(context.Background(), parse(t, oneRoute, backend.URL), Options{
-		Store:     storetest.Open(t, store.Options{}),
-		Load:      func() (*policy.Config, error) { return (*load.Load())() },
-		FetchWait: 100 * time.Millisecond,
+	jh := apptest.Start(t, parse(t, oneRoute, backend.URL), app.Options{
+		Load: func() (*policy.Config, error) { return (*load.Load())() },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+	a, ingress := jh.App, jh.Public
 	post := func(path string) int {
 		resp, err := http.Post(ingress.URL+path, "application/json", strings.NewReader(`{"n":1}`))
 		if err != nil {
@@ -72,10 +62,10 @@ func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
 	if code := post("/hooks/shop"); code != http.StatusOK {
 		t.Fatalf("post: %d", code)
 	}
-	storetest.Eventually(t, 10*time.Second, "the delivery", func() bool { return delivered.Load() == 1 })
+	testkit.Eventually(t, 10*time.Second, "the delivery", func() bool { return delivered.Load() == 1 })
 	// The backend has the request before the forwarder has its answer
 	// and counts it: wait for the count.
-	storetest.Eventually(t, 10*time.Second, "the metrics to count the delivery", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the metrics to count the delivery", func() bool {
 		metrics := httptest.NewRecorder()
 		a.Metrics.Handler().ServeHTTP(metrics, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		return strings.Contains(metrics.Body.String(), `jethook_delivered_total{destination="app",route="shop"} 1`)
@@ -99,16 +89,16 @@ func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
 	if code := post("/hooks/orders"); code != http.StatusOK {
 		t.Fatalf("post to the reloaded route: %d", code)
 	}
-	storetest.Eventually(t, 10*time.Second, "the reloaded route's delivery", func() bool { return delivered.Load() == 2 })
+	testkit.Eventually(t, 10*time.Second, "the reloaded route's delivery", func() bool { return delivered.Load() == 2 })
 }
 
 func TestARouteTheStoreCouldNotTakeIsRefused(t *testing.T) {
 	t.Parallel()
 	cfg := parse(t, oneRoute, "http://127.0.0.1:9")
-	if err := Check(cfg, Limits{MaxPayload: 1 << 20}); err == nil || !strings.Contains(err.Error(), `test.yaml:3: route "shop": max_body`) {
+	if err := app.Check(cfg, app.Limits{MaxPayload: 1 << 20}); err == nil || !strings.Contains(err.Error(), `test.yaml:3: route "shop": max_body`) {
 		t.Errorf("err = %v, want the route's file, line and max_body", err)
 	}
-	if err := Check(cfg, Limits{MaxPayload: 8 << 20}); err != nil {
+	if err := app.Check(cfg, app.Limits{MaxPayload: 8 << 20}); err != nil {
 		t.Errorf("8 MiB max_payload: %v", err)
 	}
 }
@@ -118,7 +108,7 @@ func TestARouteTheStoreCouldNotTakeIsRefused(t *testing.T) {
 func TestCheckReportsEveryMistakeAtOnce(t *testing.T) {
 	t.Parallel()
 	cfg := parse(t, oneRoute, "http://169.254.169.254")
-	err := Check(cfg, Limits{MaxPayload: 1 << 20, Retention: time.Minute})
+	err := app.Check(cfg, app.Limits{MaxPayload: 1 << 20, Retention: time.Minute})
 	if err == nil {
 		t.Fatal("no error")
 	}

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"encoding/json"
@@ -15,8 +15,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // exported returns the metric families a running jethook serves on
@@ -33,20 +34,15 @@ func exported(t *testing.T) map[string]string {
 		}
 	}))
 	t.Cleanup(backend.Close)
-	a, err := New(t.Context(), parse(t, `
+	jh := apptest.Start(t, parse(t, `
 routes:
   - name: shop
     path: /hooks/shop
     destinations:
       - {name: app, url: "${BACKEND}/app", slow_start: 0s}
       - {name: gone, url: "${BACKEND}/gone", slow_start: 0s}
-`, backend.URL), Options{Store: storetest.Open(t, store.Options{}), FetchWait: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+`, backend.URL), app.Options{})
+	a, ingress := jh.App, jh.Public
 	for _, method := range []string{http.MethodPost, http.MethodPost, http.MethodGet} {
 		req, _ := http.NewRequest(method, ingress.URL+"/hooks/shop", strings.NewReader(`{"n":1}`))
 		resp, err := http.DefaultClient.Do(req)
@@ -63,7 +59,7 @@ routes:
 	a.Metrics.Limit("shop", "app", 10)
 
 	var families map[string]string
-	storetest.Eventually(t, 10*time.Second, "the delivery and the dead letter in /metrics", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the delivery and the dead letter in /metrics", func() bool {
 		rec := httptest.NewRecorder()
 		a.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		families = map[string]string{}

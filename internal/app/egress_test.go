@@ -1,7 +1,6 @@
-package app
+package app_test
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // Alert notices go where the policies file says, so they are held to the
@@ -23,24 +23,17 @@ func TestAnAlertURLOnAMetadataAddressIsRefused(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 	cfg := parse(t, oneRoute+"alerts: {url: \"http://169.254.169.254/latest/meta-data/\", batch: 100ms}\n", backend.URL)
-	logs := &storetest.LogBuffer{}
-	a, err := New(context.Background(), cfg, Options{
-		Store:     storetest.Open(t, store.Options{}),
-		Logger:    slog.New(slog.NewJSONHandler(logs, nil)),
-		FetchWait: 100 * time.Millisecond,
+	logs := &testkit.LogBuffer{}
+	jh := apptest.Start(t, cfg, app.Options{
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+	ingress := jh.Public
 	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	storetest.Eventually(t, 10*time.Second, "the alert refused", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the alert refused", func() bool {
 		return strings.Contains(logs.String(), `"msg":"alert not sent","err":"dial tcp 169.254.169.254:80: egress refused: 169.254.169.254 is in 169.254.0.0/16`)
 	})
 }

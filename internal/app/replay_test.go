@@ -1,8 +1,7 @@
-package app
+package app_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -33,7 +35,7 @@ func TestASignedWebhookReplayedUnderANewIDIsADuplicate(t *testing.T) {
 	t.Cleanup(backend.Close)
 	const secret = "gh-s3cret"
 	st := storetest.Open(t, store.Options{})
-	a, err := New(context.Background(), parse(t, `
+	jh := apptest.Start(t, parse(t, `
 routes:
   - name: gh
     path: /hooks/github
@@ -41,13 +43,8 @@ routes:
     secret: `+secret+`
     destinations:
       - {name: app, url: "${BACKEND}/github", slow_start: 0s}
-`, backend.URL), Options{Store: st, FetchWait: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+`, backend.URL), app.Options{Store: st})
+	ingress := jh.Public
 
 	body := []byte(`{"action":"opened","number":7}`)
 	m := hmac.New(sha256.New, []byte(secret))
@@ -83,7 +80,7 @@ routes:
 			t.Errorf("the webhook replayed as delivery %s was stored again", replay)
 		}
 	}
-	storetest.Eventually(t, 30*time.Second, "the delivery", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the delivery", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(ids) > 0

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -45,13 +46,13 @@ func BenchmarkIngressTracing(b *testing.B) {
 			tracer = tp.Tracer("jethook")
 		}
 		b.Run(name, func(b *testing.B) {
-			a, err := New(context.Background(), parse(b, `
+			a, err := app.New(context.Background(), parse(b, `
 routes:
   - name: shop
     path: /hooks/shop
     destinations:
       - {name: app, url: "${BACKEND}/shop", slow_start: 0s}
-`, "http://127.0.0.1:9"), Options{Store: storetest.Open(b, store.Options{}), FetchWait: 100 * time.Millisecond, Tracer: tracer})
+`, "http://127.0.0.1:9"), app.Options{Store: storetest.Open(b, store.Options{}), FetchWait: 100 * time.Millisecond, Tracer: tracer})
 			if err != nil {
 				b.Fatal(err)
 			}

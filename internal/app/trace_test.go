@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bytes"
@@ -18,9 +18,10 @@ import (
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
-	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/telemetry/otlptest"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
@@ -36,6 +37,20 @@ routes:
         slow_start: 0s
         breaker: {failures: 0}
 `
+
+// traced is an OTLP receiver and a tracer that exports every span to it
+// as the span ends.
+func traced(t *testing.T) (*otlptest.Receiver, trace.Tracer) {
+	t.Helper()
+	recv := otlptest.Start(t)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return recv, tp.Tracer("jethook")
+}
 
 // A webhook that fails twice and is delivered on its third attempt is one
 // trace, exported over OTLP/HTTP: the ingress span continues the sender's
@@ -59,25 +74,12 @@ func TestAWebhookAndItsAttemptsAreOneTrace(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 
-	recv := otlptest.Start(t)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	recv, tracer := traced(t)
 
-	a, err := New(context.Background(), parse(t, flakyRoute, backend.URL), Options{
-		Store:     storetest.Open(t, store.Options{}),
-		FetchWait: 100 * time.Millisecond,
-		Tracer:    tp.Tracer("jethook"),
+	jh := apptest.Start(t, parse(t, flakyRoute, backend.URL), app.Options{
+		Tracer: tracer,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+	ingress := jh.Public
 
 	const senderTrace, senderSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	req, _ := http.NewRequest(http.MethodPost, ingress.URL+"/hooks/shop", strings.NewReader(body))
@@ -182,14 +184,8 @@ func TestADeadLetterItsReplayAFilterAndATransformStayInTheWebhooksTrace(t *testi
 		}
 	}))
 	t.Cleanup(backend.Close)
-	recv := otlptest.Start(t)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	a, err := New(context.Background(), parse(t, oneRoute+`      - {name: invoices, url: "${BACKEND}/invoices", slow_start: 0s, filter: 'body.type == "invoice"'}
+	recv, tracer := traced(t)
+	jh := apptest.Start(t, parse(t, oneRoute+`      - {name: invoices, url: "${BACKEND}/invoices", slow_start: 0s, filter: 'body.type == "invoice"'}
       - name: slim
         url: "${BACKEND}/slim"
         slow_start: 0s
@@ -202,17 +198,10 @@ func TestADeadLetterItsReplayAFilterAndATransformStayInTheWebhooksTrace(t *testi
         transform:
           script: |
             addHandler('transform', () => null);
-`, backend.URL), Options{
-		Store:     storetest.Open(t, store.Options{}),
-		FetchWait: 100 * time.Millisecond,
-		Tracer:    tp.Tracer("jethook"),
+`, backend.URL), app.Options{
+		Tracer: tracer,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+	a, ingress := jh.App, jh.Public
 	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1,"type":"order"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -310,24 +299,11 @@ func TestLatencyHistogramsLinkToTracesByExemplar(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	t.Cleanup(backend.Close)
-	recv := otlptest.Start(t)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	a, err := New(context.Background(), parse(t, oneRoute, backend.URL), Options{
-		Store:     storetest.Open(t, store.Options{}),
-		FetchWait: 100 * time.Millisecond,
-		Tracer:    tp.Tracer("jethook"),
+	recv, tracer := traced(t)
+	jh := apptest.Start(t, parse(t, oneRoute, backend.URL), app.Options{
+		Tracer: tracer,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
-	ingress := httptest.NewServer(a.Ingress)
-	t.Cleanup(ingress.Close)
+	a, ingress := jh.App, jh.Public
 	resp, err := http.Post(ingress.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
 	if err != nil {
 		t.Fatal(err)
@@ -377,15 +353,9 @@ func TestLatencyHistogramsLinkToTracesByExemplar(t *testing.T) {
 // when its signature was refused.
 func TestTheIngressSpanSaysWhetherTheSignatureWasVerified(t *testing.T) {
 	t.Parallel()
-	recv := otlptest.Start(t)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	recv, tracer := traced(t)
 	const secret = "gh-s3cret"
-	a, err := New(context.Background(), parse(t, `
+	a := apptest.Start(t, parse(t, `
 routes:
   - name: gh
     path: /hooks/github
@@ -393,11 +363,7 @@ routes:
     secret: `+secret+`
     destinations:
       - {name: app, url: "${BACKEND}/github", slow_start: 0s}
-`, "http://127.0.0.1:9"), Options{Store: storetest.Open(t, store.Options{}), FetchWait: 100 * time.Millisecond, Tracer: tp.Tracer("jethook")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(time.Second) })
+`, "http://127.0.0.1:9"), app.Options{Tracer: tracer}).App
 	if err := a.Forwarder.Pause("gh", "app"); err != nil {
 		t.Fatal(err)
 	}
