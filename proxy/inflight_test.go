@@ -169,7 +169,7 @@ func TestALargeBodyRefusedForWantOfRoomIsReadToItsEndFirst(t *testing.T) {
 	addr := strings.TrimPrefix(in.srv.URL, "http://")
 	const hogSent = 20 << 10
 	announce(t, addr, "/hooks/github", 1<<20, hogSent)
-	storetest.Eventually(t, 10*time.Second, "the large request to have read what it sent", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the large request to have read what it sent", func() bool {
 		return in.read.Load() == hogSent
 	})
 	const size = 1 << 20

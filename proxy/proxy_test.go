@@ -309,7 +309,7 @@ func TestTheIngressRecordsWhetherTheBodyIsJSON(t *testing.T) {
 		}
 		id, _ := a.json["id"].(string)
 		var e *store.Envelope
-		storetest.Eventually(t, 5*time.Second, "the webhook indexed", func() bool {
+		testkit.Eventually(t, 5*time.Second, "the webhook indexed", func() bool {
 			var err error
 			e, _, err = in.store.Event(context.Background(), id, "plain")
 			return err == nil
