@@ -281,17 +281,23 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 }
 
 // settledAt reports whether the attempt log shows c's event settled at
-// route's destination: delivered, dead-lettered (a failed attempt with no
-// next one) or parked (its parked record carries it on). An event that
+// route's destination: its latest attempt since it was stored delivered
+// it, filtered it out or dead-lettered it (none of these has a next
+// attempt), or parked it (its parked record carries it on). An event that
 // comes to Admit after a later event of its key took the key is either
 // one whose settle was lost (a crash between its key's passing on and its
 // ack) or one that was away and never settled.
 func (s *Store) settledAt(route, dest string, c Claim) (bool, error) {
-	a, ok, err := s.LastAttempt(route, dest, c.EventID, c.FirstSeen)
-	if err != nil || !ok {
+	as, err := s.indexedAttempts(c.EventID)
+	if err != nil {
 		return false, err
 	}
-	return a.Outcome == "delivered" || a.Next == 0 || a.Parked, nil
+	for _, a := range slices.Backward(as) {
+		if a.Route == route && a.Destination == dest && !a.Time.Before(c.FirstSeen) {
+			return a.Outcome == "delivered" || a.Next == 0 || a.Parked, nil
+		}
+	}
+	return false, nil
 }
 
 // SyncOrder puts on disk the ordering changes written so far without
