@@ -344,9 +344,9 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 // returns when the fetch has ended: a loop that starts on the consumer
 // after that (a reload's) gets what was handed back before anything
 // newer, so that no event of an ordering key goes before an earlier one
-// that this fetch held. JetStream
-// counts each as a delivery: returned keeps the count, so that the next
-// fetch here does not number an attempt that was never made.
+// that this fetch held. JetStream counts each as a delivery: returned
+// keeps the count, so that the next fetch here does not number an attempt
+// that was never made.
 func (d *destination) handBack(msgs <-chan jetstream.Msg) {
 	for m := range msgs {
 		md, err := m.Metadata()
