@@ -248,3 +248,34 @@ func TestSearchByStateTellsAnEventWaitingBehindItsKeyFromADeliveredOne(t *testin
 		t.Fatalf("the waiting event reached app %d times before its key's head", r.app.count(waiting))
 	}
 }
+
+// While a failing head waits for its next attempt in its consumer (not
+// parked), the consumer's ack floor stays at it: an event of another key
+// delivered meanwhile, acked above the floor, reads delivered all the
+// same.
+func TestAnEventDeliveredWhileAnOrderedHeadHoldsTheAckFloorReadsDelivered(t *testing.T) {
+	t.Parallel()
+	r := newRigOf(t, strings.Replace(orderedApp, "delay: 10s", "delay: 1s", 1))
+	head := r.post(`{"key":"cus_1","n":1}`, map[string]string{"App": "503"})
+	other := r.post(`{"key":"cus_2","n":1}`, nil)
+	// A second attempt a second after the first: the head waited in its
+	// consumer (a wait under the park threshold, 5s).
+	eventually(t, "the other key's event delivered at app, the head attempted twice", func() bool {
+		return r.app.count(other) == 1 && r.app.count(head) >= 2
+	})
+	eventually(t, "the other key's event found delivered at app", func() bool {
+		return slices.Equal(r.search("route=shop&destination=app&state=delivered"), []string{other})
+	})
+	if got := r.search("route=shop&destination=app&state=attempting"); !slices.Equal(got, []string{head}) {
+		t.Errorf("attempting at app: found %v, want the head %s", got, head)
+	}
+	var ev struct {
+		Destinations []struct{ Destination, State string }
+	}
+	r.call(http.MethodGet, "/v1/events/"+url.PathEscape(other), nil, &ev)
+	for _, d := range ev.Destinations {
+		if d.State != "delivered" {
+			t.Errorf("the other key's event reads %s at %s", d.State, d.Destination)
+		}
+	}
+}

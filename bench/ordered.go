@@ -282,22 +282,35 @@ func postKeys(ctx context.Context, o OrderedOptions, url string, keys, perKey in
 }
 
 func postOne(ctx context.Context, client *http.Client, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
+	// A 503 (the store was slow to take it, on a busy machine) is posted
+	// again, as a provider would, before the poster's next event.
+	for try := 1; ; try++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			return nil
+		case resp.StatusCode != http.StatusServiceUnavailable || try == postTries:
+			return fmt.Errorf("ingress answered %d", resp.StatusCode)
+		}
+		if !sleep(ctx, time.Duration(try)*100*time.Millisecond) {
+			return ctx.Err()
+		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("ingress answered %d", resp.StatusCode)
-	}
-	return nil
 }
+
+// postTries is how many times postOne posts an event the ingress answers
+// 503.
+const postTries = 10
 
 func orderedInterleaved(ctx context.Context, o OrderedOptions, r *OrderedResult) error {
 	r.Events = o.Keys * o.PerKey

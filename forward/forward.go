@@ -302,21 +302,31 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 			select {
 			case m, ok = <-msgs:
 			case <-fetchCtx.Done():
-				go d.handBack(msgs)
+				if d.order == nil {
+					go d.handBack(msgs) // no order to keep: stopping need not wait for the fetch to end
+					return got
+				}
+				d.handBack(msgs)
 				return got
 			}
 			if !ok {
 				break
 			}
-			group := []jetstream.Msg{m}
+			group, admitted := []jetstream.Msg{m}, true
 			if d.order != nil {
 				// What else has arrived goes through the ordering with
 				// m, in one write.
-				group = d.admit(fetchCtx, append(group, arrived(msgs)...))
+				group, admitted = d.admit(fetchCtx, append(group, arrived(msgs)...))
 			}
 			got += len(group)
 			for _, m := range group {
 				d.start(attemptCtx, fetchCtx.Done(), m, probe)
+			}
+			if !admitted {
+				// The ordering gave its messages back: what the fetch
+				// still brings goes back behind them.
+				d.handBack(msgs)
+				return got
 			}
 		}
 		err = batch.Error()
@@ -334,9 +344,14 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 // handBack naks what a fetch still delivers after jethook stopped
 // fetching, unattempted, so that it comes again at once (to this process
 // after a reload) instead of after its ack wait. Until the fetch ends
-// (within FetchWait and a second) that may be new messages too. JetStream
-// counts each as a delivery: returned keeps the count, so that the next
-// fetch here does not number an attempt that was never made.
+// (within FetchWait and a second) that may be new messages too. It
+// returns when the fetch has ended. An ordered destination's loop waits
+// for it, so that a loop that starts on the consumer after it (a
+// reload's) gets what was handed back before anything newer, and no
+// event of an ordering key goes before an earlier one that this fetch
+// held; an unordered one's loop does not. JetStream counts each as a delivery: returned
+// keeps the count, so that the next fetch here does not number an attempt
+// that was never made.
 func (d *destination) handBack(msgs <-chan jetstream.Msg) {
 	for m := range msgs {
 		md, err := m.Metadata()

@@ -148,8 +148,10 @@ func (m *orderedMsg) settle() bool {
 // the destination's ordering and returns those to attempt now: a key's
 // head (wrapped in an orderedMsg) and the messages that have no key. The
 // others are queued behind their key's head, or were settled already, and
-// are acked here.
-func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) []jetstream.Msg {
+// are acked here. ok is false when the keys could not be read: the
+// messages that have a key were nak'd, and the rest of the fetch must go
+// back behind them.
+func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jetstream.Msg, ok bool) {
 	var out []jetstream.Msg
 	var claims []store.Claim
 	var claimed []jetstream.Msg
@@ -163,7 +165,7 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) []jetstre
 		claimed = append(claimed, m)
 	}
 	if len(claims) == 0 {
-		return out
+		return out, true
 	}
 	verdicts, err := d.f.Store.Admit(d.route.Name, d.dest.Name, claims, d.f.Now())
 	if err != nil {
@@ -177,7 +179,7 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) []jetstre
 		case <-time.After(time.Second):
 		case <-ctx.Done():
 		}
-		return out
+		return out, false
 	}
 	for i, m := range claimed {
 		c := claims[i]
@@ -199,13 +201,19 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) []jetstre
 			d.f.Metrics.Queued(d.route.Name, d.dest.Name)
 			d.unfetched()
 			_ = m.Ack()
+		case store.Overtaken:
+			d.log.Warn("event came back after a later event of its key took the key; it goes next after that one",
+				"event_id", c.EventID, "seq", c.Seq)
+			d.f.Metrics.Queued(d.route.Name, d.dest.Name)
+			d.unfetched()
+			_ = m.Ack()
 		case store.Settled:
 			d.log.Info("event settled before (its key moved on); not attempted again", "seq", c.Seq, "due", c.Due)
 			d.unfetched()
 			_ = m.Ack()
 		}
 	}
-	return out
+	return out, true
 }
 
 // unfetched gives back the rate token of a fetched message that makes no

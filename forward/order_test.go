@@ -383,3 +383,85 @@ func TestAKeyWhoseHeadLostItsParkedRecordGoesOn(t *testing.T) {
 		return err == nil && bs == store.Blocked{}
 	})
 }
+
+// An event that is away when a later event of its key takes the key (a
+// fetch that ended held it, or dropped it and the server sent it again
+// after its ack wait) and comes back while that one is head was never
+// settled: it is not dropped, but goes next, after the head.
+func TestAnEventThatComesBackAfterALaterOneOfItsKeyTookTheKeyIsDelivered(t *testing.T) {
+	t.Parallel()
+	c, b := newOrderChecker(t, func(key string, seq int) int {
+		if seq == 2 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 2s}`), "max_attempts: 30", "max_attempts: 1000")
+	addr := testkit.FreeAddr(t)
+	logs := &testkit.LogBuffer{}
+	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr},
+		func(o *app.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cons, err := js.Consumer(ctx, store.StreamName, store.ConsumerName("shop", "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// jethook stops fetching; another fetch (here the test's) takes a#1.
+	if err := r.fwd.Pause("shop", "app"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "jethook's fetches ended", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumWaiting == 0
+	})
+	r.post("/hooks/shop", nil, []byte(`{"key":"a","seq":1}`))
+	if _, err := js.ResumeConsumer(ctx, store.StreamName, store.ConsumerName("shop", "app")); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	away, ok := <-batch.Messages()
+	if !ok {
+		t.Fatalf("a#1 not fetched: %v", batch.Error())
+	}
+	// a#2 takes the key and keeps failing; then a#1 comes back.
+	r.post("/hooks/shop", nil, []byte(`{"key":"a","seq":2}`))
+	if err := r.fwd.Resume("shop", "app"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a#2 attempted as its key's head", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.tried["a#2"].IsZero()
+	})
+	if err := away.Nak(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "a#1 delivered", func() bool { return c.deliveries() == 1 })
+	c.mu.Lock()
+	if c.tried["a#1"].Before(c.tried["a#2"]) {
+		t.Errorf("a#1 attempted before a#2 took the key: the test did not make a#1 come back late")
+	}
+	c.mu.Unlock()
+	if !strings.Contains(logs.String(), "came back after a later event of its key took the key") {
+		t.Errorf("a#1's coming back is not logged:\n%s", logs)
+	}
+	if dls := r.deadLetters(); len(dls) != 1 || dls[0].Reason != "max_blocked" {
+		t.Errorf("dead letters %+v, want a#2 for max_blocked", dls)
+	}
+	eventually(t, "no key blocked or waiting", func() bool {
+		bs, err := r.store.Blocked("shop", "app")
+		return err == nil && bs == store.Blocked{}
+	})
+}

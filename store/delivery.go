@@ -125,10 +125,9 @@ func (s *Store) lastAttempt(ctx context.Context, e *Envelope, destination string
 // destination, following its latest replay if there is one. The consumer
 // keeps no per-message history: "delivered" means the consumer's ack floor
 // has passed the message, no dead letter names it and its latest logged
-// attempt did not park it for a later one. An unacked message is in
-// backoff while its latest logged attempt's next one is not due, else in
-// flight; so a message acked out of order, above the floor, reads "in
-// flight" until the floor passes it.
+// attempt did not park it for a later one. Above the floor, the latest
+// logged attempt tells: delivered, filtered, parked or waiting for its
+// next attempt (in backoff), else in flight.
 func (s *Store) Delivery(ctx context.Context, e *Envelope, seq uint64, destination string) (Delivery, error) {
 	for _, t := range s.tails[:2] {
 		if _, err := t.sync(ctx, time.Second); err != nil {
@@ -177,13 +176,27 @@ func (s *Store) delivery(ctx context.Context, e *Envelope, seq uint64, destinati
 	case target > info.Delivered.Stream:
 		d.State = StatePending
 	default:
-		d.State = StateInFlight
+		// Delivered to the consumer, above its ack floor: an attempt
+		// under way or waiting for its next, or settled out of order (the
+		// floor waits for an older message: an attempt of another event,
+		// or an ordered destination's failing head), which the attempt
+		// log tells, from an attempt made since target was stored.
 		last, err := s.lastAttempt(ctx, e, destination)
 		if err != nil {
 			return d, err
 		}
-		if waitsInBackoff(last, time.Now()) {
+		if last != nil && target != seq && last.Time.Before(d.Replay.At) {
+			last = nil // the event's own attempts, before its replay
+		}
+		switch {
+		case last != nil && last.Outcome == "delivered":
+			d.State = StateDelivered
+		case last != nil && last.Outcome == OutcomeFiltered:
+			d.State = StateFiltered
+		case last != nil && last.Parked, waitsInBackoff(last, time.Now()):
 			d.State = StateInBackoff
+		default:
+			d.State = StateInFlight
 		}
 	}
 	return d, nil

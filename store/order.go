@@ -81,6 +81,12 @@ const (
 	// Settled: the key has moved past the event (it was delivered or
 	// dead-lettered, and its settle was lost); ack it without an attempt.
 	Settled
+	// Overtaken: a later event of the key took the key while this one,
+	// never settled, was away (handed back by a fetch that ended, or
+	// dropped by one and sent again after its ack wait). It is queued
+	// first behind the head, as Queued is: the key keeps one event at a
+	// time and loses none, but this one goes after the head.
+	Overtaken
 )
 
 // Claim is one fetched event of an ordered destination, for Admit.
@@ -190,10 +196,11 @@ func (s *Store) readHead(k []byte) (head, bool, error) {
 // Admit decides, for each claim of route's destination in the order they
 // were fetched, whether the event may be attempted now: a key without a
 // head takes the event as head, an event after the head is queued behind
-// it, an event before it was settled already. It commits the batch's
-// changes with fsync before it returns, so the caller may then attempt
-// (Go) or ack (Queued, Settled); it syncs them only when an event was
-// queued. A due record (a parked head's retry, or a
+// it, an event before it was settled already, unless the attempt log
+// says it was not (Overtaken: it is queued first behind the head). It
+// commits the batch's changes with fsync before it returns, so the caller
+// may then attempt (Go) or ack (Queued, Overtaken, Settled); it syncs them
+// only when an event was queued. A due record (a parked head's retry, or a
 // queued event released) is Go only if it is its key's head.
 func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verdict, error) {
 	var idx []int
@@ -235,13 +242,23 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 			decided[c.Key] = h
 			_ = b.Set(hk, h.value(), nil)
 			out[i] = Go
-		case c.Seq > h.seq:
+		default:
+			out[i] = Queued
+			if c.Seq < h.seq {
+				// Before the head: settled already, or overtaken.
+				settled, err := s.settledAt(route, dest, c)
+				if err != nil {
+					return nil, err
+				}
+				if settled {
+					out[i] = Settled
+					continue
+				}
+				out[i] = Overtaken
+			}
 			q := queued{attempts: c.Attempts, first: c.FirstSeen.UnixNano(), at: now.UnixNano(), id: c.EventID}
 			_ = b.Set(queueKey(route, dest, c.Key, c.Seq), q.value(), nil)
 			decided[c.Key] = h
-			out[i] = Queued
-		default:
-			out[i] = Settled
 		}
 	}
 	if b.Empty() {
@@ -254,13 +271,33 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 	// the heads' messages, not settled, come back before anything newer
 	// (awaitInherited) and take their keys again.
 	opts := pebble.NoSync
-	if slices.Contains(out, Queued) {
+	if slices.Contains(out, Queued) || slices.Contains(out, Overtaken) {
 		opts = pebble.Sync
 	}
 	if err := b.Commit(opts); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
 	}
 	return out, nil
+}
+
+// settledAt reports whether the attempt log shows c's event settled at
+// route's destination: its latest attempt since it was stored delivered
+// it, filtered it out or dead-lettered it (none of these has a next
+// attempt), or parked it (its parked record carries it on). An event that
+// comes to Admit after a later event of its key took the key is either
+// one whose settle was lost (a crash between its key's passing on and its
+// ack) or one that was away and never settled.
+func (s *Store) settledAt(route, dest string, c Claim) (bool, error) {
+	as, err := s.indexedAttempts(c.EventID)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range slices.Backward(as) {
+		if a.Route == route && a.Destination == dest && !a.Time.Before(c.FirstSeen) {
+			return a.Outcome == "delivered" || a.Next == 0 || a.Parked, nil
+		}
+	}
+	return false, nil
 }
 
 // SyncOrder puts on disk the ordering changes written so far without
