@@ -349,9 +349,9 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 // for it, so that a loop that starts on the consumer after it (a
 // reload's) gets what was handed back before anything newer, and no
 // event of an ordering key goes before an earlier one that this fetch
-// held; an unordered one's loop does not. JetStream counts each as a delivery: returned
-// keeps the count, so that the next fetch here does not number an attempt
-// that was never made.
+// held; an unordered one's loop does not. JetStream counts each as a
+// delivery: returned keeps the count, so that the next fetch here does
+// not number an attempt that was never made.
 func (d *destination) handBack(msgs <-chan jetstream.Msg) {
 	for m := range msgs {
 		md, err := m.Metadata()
