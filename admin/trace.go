@@ -14,8 +14,9 @@ import (
 // dead-letter stream.
 const attrReplayOf = attribute.Key("jethook.replay_of")
 
-// traceReplays records each dead letter an operator replayed, to its own
-// destination or to, as a "replay" span of its event's trace. The replayed
+// traceReplays records each dead letter an operator replayed (to its own
+// destination, or to the destination to when it is not empty) as a
+// "replay" span of its event's trace. The replayed
 // attempts join the same trace through the trace context stored with the
 // webhook; the span shows when the replay was asked for.
 func (svc *Service) traceReplays(ctx context.Context, dls []store.DeadLetter, to string) {
