@@ -64,10 +64,11 @@ func (h *Handler) resend(w http.ResponseWriter, r *http.Request) {
 // at 1; where it was dead-lettered, it replays the dead letter; where it
 // waits in backoff, it brings its next attempt forward to now, its
 // attempts going on: a parked retry (store.RetryNow), or one nak'd for a
-// short backoff by this jethook's forwarder (forward.Forwarder.RetryNow). Where the event is on its way (pending, in flight,
-// waiting behind its ordering key, or a copy already queued), it does
-// nothing. Each destination's outcome
-// is logged as an operator's act.
+// short backoff by this jethook's forwarder (forward.Forwarder.RetryNow).
+// Where the event is on its way (pending, in flight, waiting behind its
+// ordering key, or a copy already queued), it does nothing. Each
+// destination's outcome is logged as an operator's act, and a copy queued
+// or an attempt brought forward is a "resend" span of the event's trace.
 func (svc *Service) Resend(ctx context.Context, id string, req ResendRequest) (ResendResult, error) {
 	svc.setup()
 	e, seq, err := svc.Store.Event(ctx, id, req.Route)
@@ -128,6 +129,9 @@ func (svc *Service) Resend(ctx context.Context, id string, req ResendRequest) (R
 		}
 		if err != nil {
 			return out, err
+		}
+		if o.Action == ResendQueued || o.Action == ResendRetrying {
+			svc.traceResend(ctx, e, dest, o.Action)
 		}
 		svc.Logger.Info("event resent by operator", "route", e.Route, "destination", dest, "event_id", e.EventID,
 			"state", o.State, "action", o.Action)

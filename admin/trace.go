@@ -10,9 +10,15 @@ import (
 	"github.com/jethook/jethook/telemetry"
 )
 
-// attrReplayOf is the replay span's dead letter: its sequence in the
-// dead-letter stream.
-const attrReplayOf = attribute.Key("jethook.replay_of")
+// Attributes of the spans of an operator's acts.
+const (
+	// attrReplayOf is the replay span's dead letter: its sequence in the
+	// dead-letter stream.
+	attrReplayOf = attribute.Key("jethook.replay_of")
+	// attrResendAction is what a resend did at the span's destination
+	// (ResendQueued, ResendRetrying).
+	attrResendAction = attribute.Key("jethook.resend_action")
+)
 
 // traceReplays records each dead letter an operator replayed (to its own
 // destination, or to the destination to when it is not empty) as a
@@ -38,4 +44,22 @@ func (svc *Service) traceReplays(ctx context.Context, dls []store.DeadLetter, to
 		))
 		span.End()
 	}
+}
+
+// traceResend records a resend that queued a copy of e for dest, or
+// brought its next attempt there forward, as a "resend" span of its
+// event's trace. The copy's attempts join the same trace through the
+// trace context stored with the webhook.
+func (svc *Service) traceResend(ctx context.Context, e *store.Envelope, dest, action string) {
+	if svc.Tracer == nil {
+		return
+	}
+	ctx = telemetry.Restore(ctx, telemetry.Stored{Traceparent: e.Traceparent, Tracestate: e.Tracestate})
+	_, span := svc.Tracer.Start(ctx, "resend", trace.WithAttributes(
+		telemetry.AttrRoute.String(e.Route),
+		telemetry.AttrDestination.String(dest),
+		telemetry.AttrEventID.String(e.EventID),
+		attrResendAction.String(action),
+	))
+	span.End()
 }

@@ -20,8 +20,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jethook/jethook/admin"
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/apptest"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/telemetry/otlptest"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
@@ -280,9 +282,31 @@ func TestADeadLetterItsReplayAFilterAndATransformStayInTheWebhooksTrace(t *testi
 		t.Errorf("replay spans %+v, want one for app in trace %s, of dead letter %d", r, trace, dls[0].DLQSeq)
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(seen) != 2 || !strings.Contains(seen[1], "-"+trace+"-") {
 		t.Errorf("backend got traceparents %q, want the replay's in trace %s", seen, trace)
+	}
+	mu.Unlock()
+
+	// Delivered now, it is sent again by an operator: a resend span, and
+	// the copy's attempt, in the same trace.
+	res, err := a.Service.Resend(context.Background(), dls[0].Envelope.EventID, admin.ResendRequest{Destination: "app"})
+	if err != nil || len(res.Destinations) != 1 || res.Destinations[0].Action != admin.ResendQueued {
+		t.Fatalf("resend: %+v, %v; want the copy queued", res, err)
+	}
+	spans = recv.Await(t, 30*time.Second, "the resend's span", func(s []otlptest.Span) bool { return len(named(s, "resend")) == 1 })
+	if r := named(spans, "resend")[0]; r.TraceID != trace || r.Attributes["jethook.destination"] != "app" ||
+		r.Attributes["jethook.resend_action"] != admin.ResendQueued {
+		t.Errorf("resend span %+v, want one for app in trace %s, action queued", r, trace)
+	}
+	testkit.Eventually(t, 30*time.Second, "the resent copy at the backend", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(seen[2], "-"+trace+"-") {
+		t.Errorf("backend got traceparent %q for the resent copy, want one in trace %s", seen[2], trace)
 	}
 }
 
