@@ -168,7 +168,7 @@ func TestSendPrintsARefusalOnce(t *testing.T) {
 	target := newSendTarget(t)
 	var out, errOut bytes.Buffer
 	code := Main(append([]string{"send"}, target.args(t, "github", `{"id":"evt_1"}`, "-secret", "gh-wrong")...), &out, &errOut)
-	if code != 1 || strings.Count(out.String()+errOut.String(), "401") != 1 {
+	if code != 1 || strings.Count(out.String()+errOut.String(), "401 Unauthorized") != 1 {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and the 401 printed once", code, &out, &errOut)
 	}
 }
