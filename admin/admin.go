@@ -280,12 +280,6 @@ func storeError(w http.ResponseWriter, err error) {
 	}
 }
 
-// jsonLine is v as one line of JSON.
-func jsonLine(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	return append(b, '\n'), err
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -330,9 +330,6 @@ func searchProgress(p store.ScanProgress) SearchProgress {
 	return SearchProgress{Scanned: p.Scanned, Bytes: p.Bytes, Reached: at(p.Reached)}
 }
 
-// ndjson is the media type of a search that streams its results.
-const ndjson = "application/x-ndjson"
-
 // searchLine is one line of a streamed search: exactly one field is set.
 type searchLine struct {
 	Event    *EventSummary   `json:"event,omitempty"`
@@ -340,9 +337,6 @@ type searchLine struct {
 	End      *SearchEnd      `json:"end,omitempty"`
 	Error    *apiError       `json:"error,omitempty"`
 }
-
-// progressEvery is how often a streamed search reports its progress.
-const progressEvery = 250 * time.Millisecond
 
 // search answers GET /v1/events: one page as a JSON document, or, asked
 // for application/x-ndjson, each event as it is found, progress lines, and
@@ -353,7 +347,7 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	if !strings.Contains(r.Header.Get("Accept"), ndjson) {
+	if !strings.Contains(r.Header.Get("Accept"), NDJSON) {
 		page := SearchPage{Events: []EventSummary{}}
 		end, err := h.Service.Search(r.Context(), s, func(e EventSummary) bool {
 			page.Events = append(page.Events, e)
@@ -367,38 +361,23 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, page)
 		return
 	}
-	rc := http.NewResponseController(w)
-	started := false
+	out := NewLineStream(w)
 	var last time.Time
-	write := func(l searchLine) bool {
-		if !started {
-			w.Header().Set("Content-Type", ndjson)
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-			w.Header().Set("Cache-Control", "no-store")
-			w.WriteHeader(http.StatusOK)
-			started = true
-		}
-		b, _ := jsonLine(l)
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
 	end, err := h.Service.Search(r.Context(), s, func(e EventSummary) bool {
-		return write(searchLine{Event: &e})
+		return out.Write(searchLine{Event: &e})
 	}, func(p SearchProgress) {
-		if time.Since(last) >= progressEvery {
+		if time.Since(last) >= ProgressEvery {
 			last = time.Now()
-			write(searchLine{Progress: &p})
+			out.Write(searchLine{Progress: &p})
 		}
 	})
 	switch {
-	case err != nil && !started:
+	case err != nil && !out.Started():
 		searchError(w, err)
 	case err != nil:
-		write(searchLine{Error: &apiError{Error: "search_failed", Message: err.Error()}})
+		out.Write(searchLine{Error: &apiError{Error: "search_failed", Message: err.Error()}})
 	default:
-		write(searchLine{End: &end})
+		out.Write(searchLine{End: &end})
 	}
 }
 

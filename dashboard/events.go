@@ -80,7 +80,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	if s.Destination != "" {
 		res.Columns = []string{s.Destination}
 	}
-	if strings.Contains(r.Header.Get("Accept"), ndjson) {
+	if strings.Contains(r.Header.Get("Accept"), admin.NDJSON) {
 		h.streamEvents(w, r, res)
 		return
 	}

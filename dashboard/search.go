@@ -2,19 +2,12 @@ package dashboard
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/jethook/jethook/admin"
 )
-
-// ndjson is the media type of the Events page's results as they are found.
-const ndjson = "application/x-ndjson"
-
-// progressEvery is how often a streamed search says how far it has read.
-const progressEvery = 250 * time.Millisecond
 
 // streamLine is one line of a streamed search, HTML the templates escaped
 // (or, for Error, text): exactly one of Results, Row, Scan, End and Error
@@ -37,22 +30,7 @@ type streamLine struct {
 // request). A search that cannot start answers an error status as the
 // script's other requests do.
 func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, res results) {
-	rc := http.NewResponseController(w)
-	started := false
-	write := func(l streamLine) bool {
-		if !started {
-			w.Header().Set("Content-Type", ndjson)
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-			w.Header().Set("Cache-Control", "no-store")
-			w.WriteHeader(http.StatusOK)
-			started = true
-		}
-		b, _ := json.Marshal(l)
-		if _, err := w.Write(append(b, '\n')); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	out := admin.NewLineStream(w)
 	html := func(name string, data any) string {
 		var buf bytes.Buffer
 		if err := h.pages["events"].ExecuteTemplate(&buf, name, data); err != nil {
@@ -64,37 +42,37 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, res resul
 	found, ok := 0, true
 	var last time.Time
 	end, err := h.Service.Search(r.Context(), res.Search, func(e admin.EventSummary) bool {
-		if !started {
-			write(streamLine{Results: html("results", res)})
+		if !out.Started() {
+			out.Write(streamLine{Results: html("results", res)})
 		}
 		found++
-		ok = write(streamLine{Row: html("eventrow", res.row(e))})
+		ok = out.Write(streamLine{Row: html("eventrow", res.row(e))})
 		return ok
 	}, func(p admin.SearchProgress) {
-		if !started {
-			ok = write(streamLine{Results: html("results", res)})
+		if !out.Started() {
+			ok = out.Write(streamLine{Results: html("results", res)})
 		}
-		if ok && time.Since(last) >= progressEvery {
+		if ok && time.Since(last) >= admin.ProgressEvery {
 			last = time.Now()
-			ok = write(streamLine{Scan: html("scanned", scanned{SearchProgress: p, Oldest: res.Search.Oldest})})
+			ok = out.Write(streamLine{Scan: html("scanned", scanned{SearchProgress: p, Oldest: res.Search.Oldest})})
 		}
 	})
 	if !ok {
 		return // the page went away or stopped the search
 	}
 	switch {
-	case err != nil && !started && errors.Is(err, admin.ErrTooManySearches):
+	case err != nil && !out.Started() && errors.Is(err, admin.ErrTooManySearches):
 		h.fail(w, r, http.StatusTooManyRequests, err.Error())
-	case err != nil && !started:
+	case err != nil && !out.Started():
 		h.failure(w, r, err)
 	case err != nil:
-		write(streamLine{Error: "The search failed: " + err.Error()})
+		out.Write(streamLine{Error: "The search failed: " + err.Error()})
 	default:
-		if !started {
-			write(streamLine{Results: html("results", res)})
+		if !out.Started() {
+			out.Write(streamLine{Results: html("results", res)})
 		}
 		res.Next = res.next(end)
-		write(streamLine{End: html("scanned", scanned{SearchProgress: end.SearchProgress, Stopped: end.Stopped, Oldest: res.Search.Oldest}),
+		out.Write(streamLine{End: html("scanned", scanned{SearchProgress: end.SearchProgress, Stopped: end.Stopped, Oldest: res.Search.Oldest}),
 			More: html("more", res), Found: found})
 	}
 }
