@@ -2,6 +2,9 @@ package app_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +30,28 @@ routes:
 func parse(t testing.TB, yaml, backend string) *policy.Config {
 	t.Helper()
 	return apptest.Config(t, yaml, map[string]string{"BACKEND": backend})
+}
+
+// githubRoute is one route taking GitHub's webhooks, signed with
+// githubSecret, for ${BACKEND}/github.
+const (
+	githubSecret = "gh-s3cret"
+	githubRoute  = `
+routes:
+  - name: gh
+    path: /hooks/github
+    provider: github
+    secret: ` + githubSecret + `
+    destinations:
+      - {name: app, url: "${BACKEND}/github", slow_start: 0s}
+`
+)
+
+// githubSignature is body's X-Hub-Signature-256 under githubSecret.
+func githubSignature(body []byte) string {
+	m := hmac.New(sha256.New, []byte(githubSecret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
 // The assembled application delivers what its ingress takes, counts it in

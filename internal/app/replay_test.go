@@ -2,9 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -33,23 +30,12 @@ func TestASignedWebhookReplayedUnderANewIDIsADuplicate(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(backend.Close)
-	const secret = "gh-s3cret"
 	st := storetest.Open(t, store.Options{})
-	jh := apptest.Start(t, parse(t, `
-routes:
-  - name: gh
-    path: /hooks/github
-    provider: github
-    secret: `+secret+`
-    destinations:
-      - {name: app, url: "${BACKEND}/github", slow_start: 0s}
-`, backend.URL), app.Options{Store: st})
+	jh := apptest.Start(t, parse(t, githubRoute, backend.URL), app.Options{Store: st})
 	ingress := jh.Public
 
 	body := []byte(`{"action":"opened","number":7}`)
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(body)
-	signature := "sha256=" + hex.EncodeToString(m.Sum(nil))
+	signature := githubSignature(body)
 	post := func(delivery string) (duplicate bool) {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPost, ingress.URL+"/hooks/github", bytes.NewReader(body))
