@@ -155,10 +155,7 @@ func TestEventsOfAKeyArriveOneAtATimeInOrderDespiteRandomFailures(t *testing.T) 
 		t.Errorf("%d dead letters, the first %s: %s", len(dls), dls[0].Reason, dls[0].LastError)
 	}
 	// Nothing is left on disk once every key is delivered.
-	eventually(t, "no key blocked or waiting", func() bool {
-		bs, err := r.store.Blocked("shop", "app")
-		return err == nil && bs == store.Blocked{}
-	})
+	r.awaitNoKeyBlocked(t)
 }
 
 func TestAFailingHeadHoldsOnlyItsKeyUntilMaxBlocked(t *testing.T) {
@@ -253,10 +250,7 @@ func TestAKeyWhoseHeadWasDeletedFromTheStreamGoesOnAfterMaxBlocked(t *testing.T)
 	if dls := r.deadLetters(); len(dls) > 0 {
 		t.Errorf("%d dead letters, want none (lost#1 is gone, and lost#2 was delivered): %s", len(dls), dls[0].Reason)
 	}
-	eventually(t, "no key blocked or waiting", func() bool {
-		bs, err := r.store.Blocked("shop", "app")
-		return err == nil && bs == store.Blocked{}
-	})
+	r.awaitNoKeyBlocked(t)
 }
 
 func TestAPermanentFailureOfTheHeadLetsTheNextEventGo(t *testing.T) {
@@ -378,10 +372,7 @@ func TestAKeyWhoseHeadLostItsParkedRecordGoesOn(t *testing.T) {
 	if dls := r.deadLetters(); len(dls) > 0 {
 		t.Errorf("%d dead letters, want none: %s", len(dls), dls[0].Reason)
 	}
-	eventually(t, "no key blocked or waiting", func() bool {
-		bs, err := r.store.Blocked("shop", "app")
-		return err == nil && bs == store.Blocked{}
-	})
+	r.awaitNoKeyBlocked(t)
 }
 
 // An event that is away when a later event of its key takes the key (a
@@ -460,6 +451,13 @@ func TestAnEventThatComesBackAfterALaterOneOfItsKeyTookTheKeyIsDelivered(t *test
 	if dls := r.deadLetters(); len(dls) != 1 || dls[0].Reason != "max_blocked" {
 		t.Errorf("dead letters %+v, want a#2 for max_blocked", dls)
 	}
+	r.awaitNoKeyBlocked(t)
+}
+
+// awaitNoKeyBlocked waits until the shop route's app destination has no
+// key blocked and no event waiting behind one.
+func (r *rig) awaitNoKeyBlocked(t *testing.T) {
+	t.Helper()
 	eventually(t, "no key blocked or waiting", func() bool {
 		bs, err := r.store.Blocked("shop", "app")
 		return err == nil && bs == store.Blocked{}
