@@ -55,6 +55,22 @@ routes:
       - {name: ledger, url: "%[1]s/ledger", slow_start: 0s}
 `
 
+// serveDashboardConfig runs jethook serve on dashboardConfig with backend
+// as its backend and the admin API (and dashboard) on a port of its own,
+// guarded by adminToken; it returns the two listeners' addresses.
+func serveDashboardConfig(t *testing.T, backend string) (addr, adminAddr string) {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, dashboardConfig, backend), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminAddr = testkit.FreeAddr(t)
+	addr = serveForTest(t, func(s *Settings) {
+		s.Config, s.AdminListen, s.AdminToken = config, adminAddr, adminToken
+	})
+	return addr, adminAddr
+}
+
 const dashboardPullToken = "dashboard-pull-token-0123456789abcdef"
 
 // evilBody would run script in the page if the dashboard rendered it as
@@ -177,14 +193,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		}
 	}))
 	t.Cleanup(backend.Close)
-	config := filepath.Join(t.TempDir(), "policies.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, dashboardConfig, backend.URL), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	adminAddr := testkit.FreeAddr(t)
-	addr := serveForTest(t, func(s *Settings) {
-		s.Config, s.AdminListen, s.AdminToken = config, adminAddr, adminToken
-	})
+	addr, adminAddr := serveDashboardConfig(t, backend.URL)
 	ingress, admin := "http://"+addr, "http://"+adminAddr
 
 	post := func(path, body string, hdr map[string]string) string {

@@ -11,15 +11,12 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/jethook/jethook/internal/testkit"
 )
 
 // gatedStream passes a streamed search's lines through as they come until
@@ -72,14 +69,7 @@ func TestTheDashboardShowsASearchsEventsAsTheyAreFound(t *testing.T) {
 	browser := chromium(t)
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
 	t.Cleanup(backend.Close)
-	config := filepath.Join(t.TempDir(), "policies.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, dashboardConfig, backend.URL), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	adminAddr := testkit.FreeAddr(t)
-	addr := serveForTest(t, func(s *Settings) {
-		s.Config, s.AdminListen, s.AdminToken = config, adminAddr, adminToken
-	})
+	addr, adminAddr := serveDashboardConfig(t, backend.URL)
 	for i := range 3 {
 		resp, err := http.Post("http://"+addr+"/hooks/shop", "application/json", strings.NewReader(fmt.Sprintf(`{"order":{"id":%d}}`, 2000+i)))
 		if err != nil {
