@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jethook/jethook/internal/app"
@@ -229,15 +228,7 @@ func TestAKeyWhoseHeadWasDeletedFromTheStreamGoesOnAfterMaxBlocked(t *testing.T)
 		bs, err := r.store.Blocked("shop", "app")
 		return err == nil && bs.Keys == 1 && bs.Waiting == 1
 	})
-	nc, err := nats.Connect("nats://" + addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := newCrafted(t, addr).js // a NATS client of the rig's store
 	st, err := js.Stream(ctx, store.StreamName)
 	if err != nil {
 		t.Fatal(err)
@@ -337,15 +328,7 @@ func TestAKeyWhoseHeadLostItsParkedRecordGoesOn(t *testing.T) {
 	r.post("/hooks/shop", nil, []byte(`{"key":"lost","seq":1}`))
 	r.post("/hooks/shop", nil, []byte(`{"key":"lost","seq":2}`))
 
-	nc, err := nats.Connect("nats://" + addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := newCrafted(t, addr).js // a NATS client of the rig's store
 	ctx := context.Background()
 	parked, err := js.Stream(ctx, store.ParkedStreamName)
 	if err != nil {
@@ -392,15 +375,7 @@ func TestAnEventThatComesBackAfterALaterOneOfItsKeyTookTheKeyIsDelivered(t *test
 	logs := &testkit.LogBuffer{}
 	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr},
 		func(o *app.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
-	nc, err := nats.Connect("nats://" + addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := newCrafted(t, addr).js // a NATS client of the rig's store
 	ctx := context.Background()
 	cons, err := js.Consumer(ctx, store.StreamName, store.ConsumerName("shop", "app"))
 	if err != nil {
