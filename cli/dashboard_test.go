@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -434,14 +435,7 @@ func TestTheDashboardInABrowser(t *testing.T) {
 
 	// Nothing on any page tripped the Content-Security-Policy or threw.
 	cancelTab()
-	for m, err := range console {
-		if err != nil {
-			break
-		}
-		if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
-			t.Errorf("browser console: %s", m.Text)
-		}
-	}
+	checkConsole(t, console)
 }
 
 // evilKey is an ordering key, from a payload, that would run script in a
@@ -556,5 +550,20 @@ func TestABlockedOrderingKeyIsShownInTheDashboardAndTheCLI(t *testing.T) {
 	}
 	if got := text(`typeof window.__pwned + " " + document.querySelectorAll("main img, main [onerror]").length`); got != "undefined 0" {
 		t.Fatalf("markup from the key is in the page: %s", got)
+	}
+}
+
+// checkConsole fails the test on every exception the pages threw and every
+// Content-Security-Policy violation they reported, of what console read
+// until its tab was closed.
+func checkConsole(t *testing.T, console iter.Seq2[chromedp.ConsoleMessage, error]) {
+	t.Helper()
+	for m, err := range console {
+		if err != nil {
+			break
+		}
+		if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
+			t.Errorf("browser console: %s", m.Text)
+		}
 	}
 }

@@ -181,12 +181,5 @@ func TestTheDashboardShowsASearchsEventsAsTheyAreFound(t *testing.T) {
 	}
 
 	cancelTab()
-	for m, err := range console {
-		if err != nil {
-			break
-		}
-		if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
-			t.Errorf("browser console: %s", m.Text)
-		}
-	}
+	checkConsole(t, console)
 }
