@@ -255,7 +255,10 @@ func (p *process) awaitReadyzOnce(t *testing.T) (int, string, time.Duration) {
 }
 
 // connectionCut reports whether err is a connection the server closed
-// under a request being sent.
+// under a request being sent: the write failed, or, on a kept-alive
+// connection, net/http's client saw it closed before any answer (its
+// unexported errServerClosedIdle, known only by its text).
 func connectionCut(err error) bool {
-	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) ||
+		strings.Contains(err.Error(), "http: server closed idle connection")
 }
