@@ -632,6 +632,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 		if o.RetryAfter > 0 {
 			next = o.RetryAfter
 		}
+		next = max(next, minRetryDelay)
 		reason := "exhausted"
 		if left, ordered := d.blockedLeft(m, now); ordered {
 			// The head holds its key: its attempts end at max_blocked.
@@ -675,6 +676,12 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 	}
 	return false
 }
+
+// minRetryDelay is the shortest wait before a retry. The attempt log reads
+// a failed attempt without a next one as the event's last (dead-lettered,
+// or settled for an ordered destination), so a retry due at once (a zero
+// delay, or a jittered draw of 0) is logged, and made, this much later.
+const minRetryDelay = time.Millisecond
 
 // exhausted reports whether attempt n, which failed, was the event's last.
 // A probe that found the destination still down, and an overload answer

@@ -321,6 +321,7 @@ func (d *destination) fail(l *leased, o Outcome) {
 	if o.RetryAfter > 0 {
 		next = retry.ClampRetryAfter(o.RetryAfter)
 	}
+	next = max(next, minRetryDelay)
 	log := d.eventLog(e, n)
 	if retry.Exhausted(n, now.Sub(h.first), next) {
 		d.observe(e, h.first, n, o, latency, 0, false)

@@ -269,3 +269,29 @@ func TestARemovedDestinationLeavesNoOpenBreakerBehind(t *testing.T) {
 		return w.alerts.says("breaker no longer watched: shop → app: the destination was removed or changed by a reload")
 	})
 }
+
+// A retry that is due at once (a zero delay) still logs a next attempt:
+// the attempt log reads a failed attempt without one as the event's last,
+// so an event with its retry under way would read as dead-lettered, and
+// an ordered destination would take it for settled.
+func TestARetryDueAtOnceIsLoggedWithANextAttempt(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, unavailableFirst(2))
+	cfg := strings.Replace(fastRetry, "{backoff: exponential, base: 20ms, multiplier: 2,", "{backoff: fixed, delay: 0s,", 1)
+	w := newWatched(t, cfg, b.URL)
+	id := w.accepted(`{"order":3}`)
+	var attempts []store.Attempt
+	eventually(t, "three logged attempts", func() bool {
+		var err error
+		attempts, err = w.store.Attempts(context.Background(), id)
+		return err == nil && len(attempts) == 3
+	})
+	for _, a := range attempts[:2] {
+		if a.Outcome != "transient" || a.Next <= 0 {
+			t.Errorf("attempt %d, retried, logged with outcome %q and next %v", a.Attempt, a.Outcome, a.Next)
+		}
+	}
+	if a := attempts[2]; a.Outcome != "delivered" || a.Next != 0 {
+		t.Errorf("the delivery logged with outcome %q and next %v", a.Outcome, a.Next)
+	}
+}
