@@ -223,6 +223,11 @@ type destination struct {
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 	if d.order != nil {
 		defer d.sweepLost(fetchCtx)()
+		if d.f.Store.Waits() && d.f.Store.IndexMadeAnew() {
+			// The events queued behind their keys before are not in this
+			// index: their waiting records bring them back now.
+			d.f.Store.ReleaseWaiting(d.route.Name, d.dest.Name)
+		}
 		d.awaitInherited(fetchCtx)
 	} else {
 		d.unorder(fetchCtx)
@@ -484,6 +489,12 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 		case err != nil:
 			d.log.Error("parked webhook gone; dropping its due record", "seq", p.Seq, "err", err)
 			_ = m.Term()
+			return nil, h, false
+		}
+		if p.Waiting && d.order == nil {
+			// A waiting record at a destination no longer ordered: the
+			// release of its key's queue (unorder) carried the event.
+			_ = m.Ack()
 			return nil, h, false
 		}
 		if wait := p.Due.Sub(d.f.Now()); wait > time.Millisecond {

@@ -181,6 +181,7 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 		}
 		return out, false
 	}
+	waiting := d.wait(ctx, claims, verdicts)
 	for i, m := range claimed {
 		c := claims[i]
 		switch verdicts[i] {
@@ -197,23 +198,57 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 				continue
 			}
 			out = append(out, &orderedMsg{Msg: m, d: d, key: c.Key, seq: c.Seq})
-		case store.Queued:
-			d.f.Metrics.Queued(d.route.Name, d.dest.Name)
+		case store.Queued, store.Overtaken, store.Renew:
 			d.unfetched()
-			_ = m.Ack()
-		case store.Overtaken:
-			d.log.Warn("event came back after a later event of its key took the key; it goes next after that one",
-				"event_id", c.EventID, "seq", c.Seq)
-			d.f.Metrics.Queued(d.route.Name, d.dest.Name)
-			d.unfetched()
+			if !waiting {
+				// Queued on disk, but without its waiting record: the
+				// message comes back and is queued again (in the same
+				// place), or settled if its key moved on meanwhile.
+				_ = m.NakWithDelay(settleRetry)
+				continue
+			}
+			if verdicts[i] == store.Overtaken {
+				d.log.Warn("event came back after a later event of its key took the key; it goes next after that one",
+					"event_id", c.EventID, "seq", c.Seq)
+			}
+			if verdicts[i] != store.Renew {
+				d.f.Metrics.Queued(d.route.Name, d.dest.Name)
+			}
 			_ = m.Ack()
 		case store.Settled:
-			d.log.Info("event settled before (its key moved on); not attempted again", "seq", c.Seq, "due", c.Due)
+			if !c.Waiting { // a waiting record outlives its event's wait: not news
+				d.log.Info("event settled before (its key moved on); not attempted again", "seq", c.Seq, "due", c.Due)
+			}
 			d.unfetched()
 			_ = m.Ack()
 		}
 	}
 	return out, true
+}
+
+// wait parks the waiting records (store.Wait) of the claims queued behind
+// their key or renewed, and reports whether they are stored: only then may
+// their messages be acked.
+func (d *destination) wait(ctx context.Context, claims []store.Claim, verdicts []store.Verdict) bool {
+	if !d.f.Store.Waits() {
+		return true
+	}
+	var ws []store.Claim
+	for i, v := range verdicts {
+		switch v {
+		case store.Queued, store.Overtaken:
+			c := claims[i]
+			c.QueuedAt, c.WaitDue = time.Time{}, time.Time{} // queued now
+			ws = append(ws, c)
+		case store.Renew:
+			ws = append(ws, claims[i])
+		}
+	}
+	if err := d.f.Store.Wait(ctx, d.route.Name, d.dest.Name, ws, d.f.Now()); err != nil {
+		d.log.Warn("events queued behind their key cannot leave their waiting records yet; they come back", "events", len(ws), "err", err)
+		return false
+	}
+	return true
 }
 
 // unfetched gives back the rate token of a fetched message that makes no
@@ -338,6 +373,9 @@ func (d *destination) sweepLost(ctx context.Context) (stop func()) {
 	go func() {
 		defer close(done)
 		every := min(max(d.order.maxBlocked/2, time.Second), time.Minute)
+		if d.f.Store.Waits() {
+			every = min(every, max(d.headlessGrace()/2, time.Second))
+		}
 		t := time.NewTicker(every)
 		defer t.Stop()
 		var from store.OrderKey
@@ -348,11 +386,37 @@ func (d *destination) sweepLost(ctx context.Context) (stop func()) {
 				return
 			}
 			from = d.releaseLost(ctx, from)
+			d.releaseHeadless(ctx)
 		}
 	}()
 	return func() {
 		cancel()
 		<-done
+	}
+}
+
+// headlessGrace is how long the events an index made anew had lost are
+// held behind a placeholder head (store.Admit): long enough for the key's
+// head to come back from its consumer (an ack wait) and the waiting
+// records of the other events of its key to come due, if they were not
+// renewed since long before.
+func (d *destination) headlessGrace() time.Duration {
+	return 2*d.f.Store.WaitingEvery() + d.dest.Timeout + ackMargin
+}
+
+// releaseHeadless lets the events held behind a placeholder head for
+// longer than headlessGrace go, in the order of their sequences.
+func (d *destination) releaseHeadless(ctx context.Context) {
+	if !d.f.Store.Waits() {
+		return
+	}
+	now := d.f.Now()
+	n, err := d.f.Store.ReleaseHeadless(ctx, d.route.Name, d.dest.Name, now.Add(-d.headlessGrace()), now)
+	if err != nil {
+		d.log.Warn("the events an index made anew had lost cannot go back to their keys yet", "err", err)
+	}
+	if n > 0 {
+		d.log.Info("events the index had lost go back to their keys, in the order they were stored", "keys", n)
 	}
 }
 

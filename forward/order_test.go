@@ -8,8 +8,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
 )
 
 // orderedRetry is fastRetry with ordering on body.key and attempts enough
@@ -45,10 +49,11 @@ type orderChecker struct {
 	overlaps   int
 	at         map[string]time.Time // key#seq → when first delivered
 	tried      map[string]time.Time // key#seq → when first attempted
+	attempts   map[string]int       // key#seq → attempts
 }
 
 func newOrderChecker(t *testing.T, fail func(key string, seq int) int) (*orderChecker, *httptest.Server) {
-	c := &orderChecker{fail: fail, inflight: map[string]bool{}, delivered: map[string]int{}, at: map[string]time.Time{}, tried: map[string]time.Time{}}
+	c := &orderChecker{fail: fail, inflight: map[string]bool{}, delivered: map[string]int{}, at: map[string]time.Time{}, tried: map[string]time.Time{}, attempts: map[string]int{}}
 	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ev struct {
 			Key string `json:"key"`
@@ -70,6 +75,7 @@ func (c *orderChecker) attempt(key string, seq int) int {
 		c.overlaps++
 	}
 	c.inflight[key] = true
+	c.attempts[fmt.Sprintf("%s#%d", key, seq)]++
 	if _, ok := c.tried[fmt.Sprintf("%s#%d", key, seq)]; !ok {
 		c.tried[fmt.Sprintf("%s#%d", key, seq)] = time.Now()
 	}
@@ -437,4 +443,104 @@ func (r *rig) awaitNoKeyBlocked(t *testing.T) {
 		bs, err := r.store.Blocked("shop", "app")
 		return err == nil && bs == store.Blocked{}
 	})
+}
+
+// An index made anew (lost with the disk of a pod, or deleted by hand)
+// does not know the events queued behind a failing head, whose messages
+// are acked: their waiting records bring them back to their key, in
+// order, after the head.
+func TestEventsWaitingBehindTheirKeyOutliveTheLossOfTheIndex(t *testing.T) {
+	t.Parallel()
+	var up atomic.Bool
+	c, b := newOrderChecker(t, func(key string, seq int) int {
+		if key == "a" && seq == 1 && !up.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key'}`), "max_attempts: 30", "max_attempts: 1000")
+	cfg = edit(t, cfg, "base: 20ms", "base: 300ms")
+	cfg = edit(t, cfg, "max_delay: 200ms", "max_delay: 300ms")
+	pc := parseConfig(t, cfg, b.URL)
+	dir := t.TempDir()
+	opts := store.Options{DataDir: dir, WaitingEvery: time.Second}
+	r := newRig(t, pc, opts)
+	for seq := 1; seq <= 3; seq++ {
+		if code, body := r.post("/hooks/shop", nil, fmt.Appendf(nil, `{"key":"a","seq":%d}`, seq)); code != http.StatusOK {
+			t.Fatalf("post: %d %s", code, body)
+		}
+	}
+	eventually(t, "a#2 and a#3 waiting behind a#1", func() bool {
+		bs, err := r.store.Blocked("shop", "app")
+		return err == nil && bs.Waiting == 2
+	})
+	r.stop()
+	r.store.Close()
+	if err := os.RemoveAll(filepath.Join(dir, "index")); err != nil {
+		t.Fatal(err)
+	}
+	up.Store(true)
+	logs := &testkit.LogBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r = newRig(t, pc, opts, func(o *app.Options) { o.Logger = opts.Logger })
+	testkit.Eventually(t, time.Minute, "a#1, a#2 and a#3 delivered", func() bool { return c.deliveries() == 3 })
+	c.check(t)
+	r.awaitNoKeyBlocked(t)
+	if t.Failed() {
+		t.Logf("jethook's log after the index was lost:\n%s", logs)
+	}
+}
+
+// While an event waits behind its key, its waiting record is renewed
+// rather than bringing it to an attempt; once the event is delivered, the
+// records still parked come due and are dropped: each event is attempted
+// once, in order.
+func TestWaitingRecordsAreRenewedAndThenDroppedWithoutAnAttempt(t *testing.T) {
+	t.Parallel()
+	var up atomic.Bool
+	c, b := newOrderChecker(t, func(key string, seq int) int {
+		if key == "a" && seq == 1 && !up.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key'}`), "max_attempts: 30", "max_attempts: 1000")
+	cfg = edit(t, cfg, "base: 20ms", "base: 300ms")
+	cfg = edit(t, cfg, "max_delay: 200ms", "max_delay: 300ms")
+	addr := testkit.FreeAddr(t)
+	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr, WaitingEvery: 500 * time.Millisecond})
+	for seq := 1; seq <= 3; seq++ {
+		if code, body := r.post("/hooks/shop", nil, fmt.Appendf(nil, `{"key":"a","seq":%d}`, seq)); code != http.StatusOK {
+			t.Fatalf("post: %d %s", code, body)
+		}
+	}
+	ctx := context.Background()
+	parked, err := newCrafted(t, addr).js.Stream(ctx, store.ParkedStreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two records, then each renewed at least twice.
+	testkit.Eventually(t, 30*time.Second, "the waiting records of a#2 and a#3 renewed twice", func() bool {
+		info, err := parked.Info(ctx)
+		return err == nil && info.State.LastSeq >= 6
+	})
+	if n := c.deliveries(); n != 0 {
+		t.Fatalf("%d events delivered while a#1 fails", n)
+	}
+	up.Store(true)
+	testkit.Eventually(t, 30*time.Second, "a#1, a#2 and a#3 delivered", func() bool { return c.deliveries() == 3 })
+	testkit.Eventually(t, 30*time.Second, "no waiting record left", func() bool {
+		info, err := parked.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	})
+	storetest.Settled(t, r.store)
+	c.check(t)
+	c.mu.Lock()
+	for _, id := range []string{"a#2", "a#3"} {
+		if n := c.attempts[id]; n != 1 {
+			t.Errorf("%s attempted %d times, want once", id, n)
+		}
+	}
+	c.mu.Unlock()
+	r.awaitNoKeyBlocked(t)
 }

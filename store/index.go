@@ -42,11 +42,14 @@ import (
 // gen is the generation's start in Unix seconds, id the first 16 bytes of
 // the SHA-256 of the event id, kind one of the kind* bytes. A marker key
 // 'l' gen(8) lists the generations; 'm' stream holds the last sequence of
-// each stream indexed. Work records ('w', work.go) are the one thing kept
-// here that no stream holds.
+// each stream indexed, and 'b' when the index was made. Work records ('w',
+// work.go) and the ordering's heads and queues ('o', 'q', order.go) are
+// the things kept here that no stream holds.
 type index struct {
 	db    *pebble.DB
-	width int64 // generation width in seconds
+	born  time.Time // when this index was made: it knows nothing written before
+	anew  bool      // made by this process
+	width int64     // generation width in seconds
 	keep  time.Duration
 
 	mu   sync.Mutex
@@ -95,6 +98,10 @@ func openIndex(dir string, keep time.Duration, filterBytes int, log *slog.Logger
 	// once a minute): the filters share filterBytes between them.
 	x.seen = newSeen(filterBytes / int(int64(keep/time.Second)/x.width+2))
 	if err := x.loadGens(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if x.born, err = x.birth(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -163,6 +170,29 @@ func (x *index) fillGen(g int64) (int, error) {
 		}
 	}
 	return n, it.Error()
+}
+
+// birth returns when the index was made, from its 'b' key, which a new
+// index gets now. An index made before the key existed gets it at its
+// next start: it then knows nothing written before that start, which the
+// ordering's waiting records (order.go) only take for a reason to look
+// at the attempt log.
+func (x *index) birth() (time.Time, error) {
+	v, closer, err := x.db.Get([]byte{'b'})
+	if err == nil {
+		defer closer.Close()
+		if len(v) == 8 {
+			return time.Unix(0, int64(binary.BigEndian.Uint64(v))), nil
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return time.Time{}, fmt.Errorf("index: %w", err)
+	}
+	now := time.Now()
+	x.anew = true
+	if err := x.db.Set([]byte{'b'}, binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano())), pebble.Sync); err != nil {
+		return time.Time{}, fmt.Errorf("index: %w", err)
+	}
+	return now, nil
 }
 
 func (x *index) loadGens() error {

@@ -40,8 +40,10 @@ import (
 // Every change is committed with fsync before the message it concerns is
 // settled or attempted: a kill -9 never leaves a key without its head nor
 // a later event before an earlier one. Like the work records, these
-// entries are kept here and nowhere else: an index deleted by hand loses
-// the queues of blocked keys (their events stay in WEBHOOKS, acked).
+// entries are kept here and nowhere else; the waiting records (below), on
+// by default with an external server, bring the queued events back to
+// their keys when an index is lost. Without them a lost index loses the
+// queues of blocked keys (their events stay in WEBHOOKS, acked).
 
 // OrderKey identifies an ordering key: the first 16 bytes of the SHA-256
 // of its value.
@@ -87,6 +89,9 @@ const (
 	// first behind the head, as Queued is: the key keeps one event at a
 	// time and loses none, but this one goes after the head.
 	Overtaken
+	// Renew: a waiting record of an event still queued behind its head;
+	// park the next one (Wait), then ack this one.
+	Renew
 )
 
 // Claim is one fetched event of an ordered destination, for Admit.
@@ -96,7 +101,13 @@ type Claim struct {
 	EventID   string    // for the due record when it is released
 	Attempts  int       // attempts made so far
 	FirstSeen time.Time // when it was stored
-	Due       bool      // a due record: it never queues, it goes or is settled
+	Due       bool      // a due record: it goes if it is head, else is settled, unless the index lost it
+	// Waiting marks the due record of a waiting record: the event was
+	// queued behind its head at QueuedAt, and the record was due at
+	// WaitDue.
+	Waiting  bool
+	QueuedAt time.Time
+	WaitDue  time.Time
 }
 
 // orderStripes is how many locks share the keys: an admit and a release of
@@ -222,6 +233,7 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 	defer b.Close()
 	decided := map[OrderKey]head{} // heads taken in this batch
 	for i, c := range claims {
+		lost := false
 		hk := headKey(route, dest, c.Key)
 		h, ok := decided[c.Key]
 		if !ok {
@@ -230,13 +242,36 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 				return nil, err
 			}
 		}
+		if c.Due && !(ok && h.seq == c.Seq) {
+			// A due record of an event that is not head: still queued
+			// (a release that did not finish comes again; a waiting
+			// record is renewed), settled, or lost by an index made
+			// since, which takes it as it would a new event.
+			v, err := s.admitDue(route, dest, c)
+			if err != nil {
+				return nil, err
+			}
+			if out[i] = v; v != Go {
+				continue
+			}
+			s.opts.Logger.Warn("an event waiting behind its ordering key, which the index lost (made anew), comes back to its key",
+				"route", route, "destination", dest, "event_id", c.EventID, "seq", c.Seq, "waiting_record", c.Waiting)
+			c.Due, lost = false, true
+			if !ok {
+				// The key's head, and the other events that waited, may
+				// come back in any order: all are queued, by sequence,
+				// behind a placeholder head that ReleaseHeadless lets go
+				// once they have had time to come back.
+				h = head{seq: 0, since: now.UnixNano()}
+				ok = true
+				_ = b.Set(hk, h.value(), nil)
+			}
+		}
 		switch {
+		case ok && h.seq == c.Seq && c.Waiting:
+			out[i] = Settled // the head's attempt, parked or due record carries it
 		case ok && h.seq == c.Seq:
 			out[i] = Go
-		case c.Due:
-			// A due record of an event that is not head: settled, or
-			// still queued (its release did not finish, and comes again).
-			out[i] = Settled
 		case !ok:
 			h = head{seq: c.Seq, since: now.UnixNano(), id: c.EventID}
 			decided[c.Key] = h
@@ -244,7 +279,9 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 			out[i] = Go
 		default:
 			out[i] = Queued
-			if c.Seq < h.seq {
+			if c.Seq < h.seq && lost {
+				out[i] = Overtaken
+			} else if c.Seq < h.seq {
 				// Before the head: settled already, or overtaken.
 				settled, err := s.settledAt(route, dest, c)
 				if err != nil {
@@ -278,6 +315,46 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 		return nil, fmt.Errorf("order: %w", err)
 	}
 	return out, nil
+}
+
+// admitDue decides for a due record whose event is not its key's head:
+// Settled when the event is queued (a waiting record then gets Renew) or
+// was settled; Go when the index lost it, for Admit to place as a new
+// event. An index knows every event queued or parked since it was made,
+// so only an event stored before that, and neither delivered nor
+// dead-lettered nor filtered by the attempt log, was lost.
+func (s *Store) admitDue(route, dest string, c Claim) (Verdict, error) {
+	_, closer, err := s.idx.db.Get(queueKey(route, dest, c.Key, c.Seq))
+	switch {
+	case err == nil:
+		closer.Close()
+		if c.Waiting {
+			return Renew, nil
+		}
+		return Settled, nil
+	case !errors.Is(err, pebble.ErrNotFound):
+		return 0, fmt.Errorf("order: %w", err)
+	}
+	since := c.FirstSeen
+	if c.Waiting {
+		since = c.QueuedAt
+	}
+	if !since.Before(s.idx.born) {
+		return Settled, nil
+	}
+	as, err := s.indexedAttempts(c.EventID)
+	if err != nil {
+		return 0, err
+	}
+	for _, a := range slices.Backward(as) {
+		if a.Route == route && a.Destination == dest && !a.Time.Before(c.FirstSeen) {
+			if a.Outcome == "delivered" || a.Next == 0 {
+				return Settled, nil
+			}
+			break
+		}
+	}
+	return Go, nil
 }
 
 // settledAt reports whether the attempt log shows c's event settled at
@@ -545,6 +622,36 @@ type OldHead struct {
 	Since time.Time // when it became head
 }
 
+// ReleaseHeadless lets go of route's destination's placeholder heads
+// (Admit, for events an index made anew had lost) set before before: the
+// first event queued behind each comes back as a due record. It returns
+// how many it let go. It reads every head of the destination.
+func (s *Store) ReleaseHeadless(ctx context.Context, route, dest string, before, now time.Time) (int, error) {
+	if s.idx == nil {
+		return 0, nil
+	}
+	p := orderPrefix('o', route, dest)
+	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: append(slices.Clone(p[:len(p)-1]), 1)})
+	if err != nil {
+		return 0, fmt.Errorf("order: %w", err)
+	}
+	var keys []OrderKey
+	for it.First(); it.Valid(); it.Next() {
+		if h, ok := headFrom(it.Value()); ok && h.seq == 0 && h.since < before.UnixNano() {
+			keys = append(keys, OrderKey(it.Key()[len(p):]))
+		}
+	}
+	if err := it.Close(); err != nil {
+		return 0, fmt.Errorf("order: %w", err)
+	}
+	for i, k := range keys {
+		if err := s.SettleHead(ctx, route, dest, k, 0, now); err != nil {
+			return i, err
+		}
+	}
+	return len(keys), nil
+}
+
 // OldHeads lists up to n of route's destination's heads that became head
 // before before, in the order of their keys from from on. next is the key
 // to go on from; it is zero when the list reached the last key.
@@ -563,7 +670,7 @@ func (s *Store) OldHeads(route, dest string, from OrderKey, before time.Time, n 
 			next = k
 			break
 		}
-		if h, ok := headFrom(it.Value()); ok && h.since < before.UnixNano() {
+		if h, ok := headFrom(it.Value()); ok && h.seq != 0 && h.since < before.UnixNano() { // not a placeholder (ReleaseHeadless)
 			heads = append(heads, OldHead{Key: k, Seq: h.seq, ID: h.id, Since: time.Unix(0, h.since)})
 		}
 	}
@@ -621,6 +728,9 @@ func (s *Store) Uncarried(ctx context.Context, route, dest string, heads []OldHe
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: floor + 1}},
 	} {
 		err := src.each(ctx, func(m jetstream.Msg) {
+			if m.Headers().Get(hdrWaiting) != "" {
+				return // a waiting record does not bring a head back
+			}
 			if seq, err := strconv.ParseUint(m.Headers().Get(hdrSeq), 10, 64); err == nil {
 				delete(left, seq)
 			}
@@ -653,6 +763,77 @@ func (s *Store) Recarry(ctx context.Context, route, dest string, h OldHead, now 
 		return err
 	}
 	return s.publishDue(ctx, route, dest, Parked{Seq: h.Seq, Attempts: last.Attempt, FirstSeen: m.Time, Due: now, Key: h.Key, Ordered: true}, h.ID)
+}
+
+// Waiting records: an event queued behind its key's head has its message
+// acked, and only the index's queue entry carries it on. With
+// Options.WaitingEvery set, it also leaves a waiting record in
+// WEBHOOKS_PARKED (on its slot's subject plus ".w"): a parked record that
+// comes back as a due record, which Admit renews (Renew) while the event
+// is queued and drops once it has moved on. If the index is lost (an
+// external server's jethook on a disk that did not outlive it, or an
+// index deleted by hand), the records bring the queued events back to
+// their keys, where the index made since takes them as new events
+// (admitDue). A record is due at least WaitingEvery and at most an hour
+// after the one it renews, and no sooner than the event has waited so far:
+// an event that waits long costs a record per hour. Counted from the due
+// time of the record it renews, not from when that was read, the records
+// of a key's queue keep the order of its events.
+
+// Waits reports whether queued events leave waiting records.
+func (s *Store) Waits() bool { return s.opts.WaitingEvery > 0 }
+
+// IndexMadeAnew reports whether this process made the index, which then
+// knows none of the events queued behind their keys before.
+func (s *Store) IndexMadeAnew() bool { return s.idx != nil && s.idx.anew }
+
+// WaitingEvery is the least time between two waiting records of an event.
+func (s *Store) WaitingEvery() time.Duration { return max(s.opts.WaitingEvery, 0) }
+
+// Wait parks a waiting record for each of route's destination's claims,
+// queued behind their key's head (since c.QueuedAt, and renewing the
+// record due at c.WaitDue; now when they are zero), and waits for the
+// stream's acks: only then may the caller ack
+// their messages. It does nothing unless Waits.
+func (s *Store) Wait(ctx context.Context, route, dest string, claims []Claim, now time.Time) error {
+	if !s.Waits() || len(claims) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+	defer cancel()
+	futs := make([]jetstream.PubAckFuture, 0, len(claims))
+	for _, c := range claims {
+		at, from := c.QueuedAt, c.WaitDue
+		if at.IsZero() {
+			at = now
+		}
+		if from.IsZero() {
+			from = now
+		}
+		due := from.Add(max(s.opts.WaitingEvery, min(from.Sub(at), time.Hour)))
+		if due.Before(now) { // jethook was away for longer
+			due = now.Add(s.opts.WaitingEvery)
+		}
+		p := Parked{Seq: c.Seq, Attempts: c.Attempts, FirstSeen: c.FirstSeen, Due: due,
+			Key: c.Key, Ordered: true, Waiting: true, QueuedAt: at}
+		m := &nats.Msg{Subject: waitingSubject(route, dest, p.Due), Header: p.header(c.EventID)}
+		f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(fmt.Sprintf("wait/%s/%d/%d", dest, c.Seq, p.Due.UnixMilli())),
+			jetstream.WithExpectStream(ParkedStreamName), jetstream.WithStallWait(s.opts.PublishTimeout))
+		if err != nil {
+			return fmt.Errorf("%w: waiting record: %w", ErrUnavailable, err)
+		}
+		futs = append(futs, f)
+	}
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("%w: waiting record: %w", ErrUnavailable, err)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting record: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+	return nil
 }
 
 // publishDue publishes p as a due record of route's destination, for
@@ -697,7 +878,8 @@ func DueClaim(m jetstream.Msg) (Claim, bool) {
 	if err != nil || !p.Ordered {
 		return Claim{}, false
 	}
-	return Claim{Key: p.Key, Seq: p.Seq, Due: true}, true
+	return Claim{Key: p.Key, Seq: p.Seq, EventID: m.Headers().Get(hdrEventID), Attempts: p.Attempts,
+		FirstSeen: p.FirstSeen, Due: true, Waiting: p.Waiting, QueuedAt: p.QueuedAt, WaitDue: p.Due}, true
 }
 
 // Unorder lets go of route's destination's ordering when it no longer has

@@ -41,6 +41,7 @@ const ParkedStreamName = "WEBHOOKS_PARKED"
 const (
 	hdrAttempt = "Jethook-Attempt" // attempts made so far
 	hdrDue     = "Jethook-Due"
+	hdrWaiting = "Jethook-Waiting" // a waiting record: when its event was queued
 )
 
 // Parked says where a parked webhook stands.
@@ -59,12 +60,27 @@ type Parked struct {
 	// key's head.
 	Key     OrderKey
 	Ordered bool
+	// Waiting marks a waiting record (order.go): the event is queued
+	// behind its key's head, since QueuedAt, and the record brings it
+	// back only if the index no longer knows it.
+	Waiting  bool
+	QueuedAt time.Time
 }
 
 // DueSubject is where a destination's parked webhooks come back when due.
 func DueSubject(route, destination string) string {
 	return "due." + route + "." + destination + "." + layoutToken
 }
+
+// waitingSubject is where a waiting record (order.go) is parked: its
+// due slot's subject with waitingToken appended, which the mover moves as
+// it moves a slot, but which neither counts as a webhook in backoff nor
+// matches the filters that look for them (parked.<route>.<dest>.*).
+func waitingSubject(route, destination string, due time.Time) string {
+	return parkedSubject(route, destination, due) + "." + waitingToken
+}
+
+const waitingToken = "w"
 
 func parkedSubject(route, destination string, due time.Time) string {
 	ms := due.UnixMilli()
@@ -82,11 +98,13 @@ func (p Parked) header(eventID string) nats.Header {
 	if p.Ordered {
 		h.Set(hdrKey, p.Key.String())
 	}
+	if p.Waiting {
+		h.Set(hdrWaiting, p.QueuedAt.UTC().Format(time.RFC3339Nano))
+	}
 	return h
 }
 
-func parkedFrom(h nats.Header) (Parked, error) {
-	var p Parked
+func parkedFrom(h nats.Header) (p Parked, err error) {
 	var err1, err2, err3, err4 error
 	p.Seq, err1 = strconv.ParseUint(h.Get(hdrSeq), 10, 64)
 	p.Attempts, err2 = strconv.Atoi(h.Get(hdrAttempt))
@@ -97,6 +115,12 @@ func parkedFrom(h nats.Header) (Parked, error) {
 	}
 	if b, err := hex.DecodeString(h.Get(hdrKey)); err == nil && len(b) == len(p.Key) {
 		p.Key, p.Ordered = OrderKey(b), true
+	}
+	if v := h.Get(hdrWaiting); v != "" {
+		if p.QueuedAt, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return p, fmt.Errorf("parked record: %w", err)
+		}
+		p.Waiting = true
 	}
 	return p, nil
 }
@@ -174,6 +198,9 @@ type mover struct {
 	mu       sync.Mutex
 	parked   map[[2]string]uint64   // route, destination → records parked
 	releases map[[2]string]struct{} // route, destination → release asked for
+	// route, destination → release of the waiting records asked for
+	// (order.go): an index made anew wants them at once.
+	waitReleases map[[2]string]struct{}
 }
 
 // moveTick is how often the mover looks for slots that have passed.
@@ -186,7 +213,7 @@ func (s *Store) startMover(ctx context.Context) error {
 	}
 	s.parked = st
 	mv := &mover{s: s, st: st, tick: moveTick, stop: make(chan struct{}), done: make(chan struct{}),
-		parked: map[[2]string]uint64{}, releases: map[[2]string]struct{}{}}
+		parked: map[[2]string]uint64{}, releases: map[[2]string]struct{}{}, waitReleases: map[[2]string]struct{}{}}
 	s.mover = mv
 	go mv.run()
 	return nil
@@ -238,14 +265,17 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 	var due []bucket
 	for subj, n := range info.State.Subjects {
 		p := strings.Split(subj, ".")
-		if len(p) != 4 {
+		waiting := len(p) == 5 && p[4] == waitingToken
+		if len(p) != 4 && !waiting {
 			continue
 		}
 		slot, err := strconv.ParseInt(p[3], 10, 64)
 		if err != nil {
 			continue
 		}
-		counts[[2]string{p[1], p[2]}] += n
+		if !waiting { // a waiting event is not in backoff
+			counts[[2]string{p[1], p[2]}] += n
+		}
 		if slot+parkSlot.Milliseconds() <= now.UnixMilli() {
 			due = append(due, bucket{subj, p[1], p[2], slot})
 		}
@@ -259,15 +289,26 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 	for _, b := range due {
 		n, err := mv.move(ctx, st, b.subject, b.route, b.dest, 0, time.Time{})
 		k := [2]string{b.route, b.dest}
+		if strings.HasSuffix(b.subject, "."+waitingToken) {
+			n = 0
+		}
 		counts[k] -= min(n, counts[k]) // records parked since the listing may be moved too
 		if err != nil {
 			return err
 		}
 	}
 	mv.mu.Lock()
-	releases := mv.releases
-	mv.releases = map[[2]string]struct{}{}
+	releases, waitReleases := mv.releases, mv.waitReleases
+	mv.releases, mv.waitReleases = map[[2]string]struct{}{}, map[[2]string]struct{}{}
 	mv.mu.Unlock()
+	for k := range waitReleases {
+		if err := mv.releaseWaiting(ctx, k[0], k[1], info.State.LastSeq, now); err != nil {
+			mv.mu.Lock()
+			mv.waitReleases[k] = struct{}{} // again on the next tick
+			mv.mu.Unlock()
+			return err
+		}
+	}
 	for k := range releases {
 		var slots []bucket
 		for subj := range info.State.Subjects {
@@ -313,6 +354,78 @@ func (s *Store) Release(route, destination string) {
 	s.mover.mu.Lock()
 	s.mover.releases[[2]string{route, destination}] = struct{}{}
 	s.mover.mu.Unlock()
+}
+
+// ReleaseWaiting brings route's destination's waiting records (order.go)
+// forward, as Release brings its parked webhooks forward: an index made
+// anew wants every event it lost back now.
+func (s *Store) ReleaseWaiting(route, destination string) {
+	if s.mover == nil {
+		return
+	}
+	s.mover.mu.Lock()
+	s.mover.waitReleases[[2]string{route, destination}] = struct{}{}
+	s.mover.mu.Unlock()
+}
+
+// releaseWaiting queues every waiting record of route's destination, up
+// to the stream sequence bound, as a due record due at now, in the order
+// of their events' sequences rather than of their due times (a renewed
+// record is due after one not yet renewed), so that the events of a key
+// come back to it in order; then purges them. It holds two numbers per
+// record in memory.
+func (mv *mover) releaseWaiting(ctx context.Context, route, dest string, bound uint64, now time.Time) error {
+	st, filter := mv.st, "parked."+route+"."+dest+".*."+waitingToken
+	type rec struct{ at, seq uint64 } // the record's stream sequence, its event's
+	var recs []rec
+	err := recordSource{st, jetstream.OrderedConsumerConfig{HeadersOnly: true, FilterSubjects: []string{filter}}}.each(ctx, func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		if err != nil || md.Sequence.Stream > bound {
+			return
+		}
+		if seq, err := strconv.ParseUint(m.Headers().Get(hdrSeq), 10, 64); err == nil {
+			recs = append(recs, rec{md.Sequence.Stream, seq})
+		}
+	})
+	if err != nil || len(recs) == 0 {
+		return err
+	}
+	slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.seq, b.seq) })
+	futs := make([]jetstream.PubAckFuture, 0, len(recs))
+	for _, r := range recs {
+		m, err := st.GetMsg(ctx, r.at)
+		if err != nil {
+			return fmt.Errorf("waiting record %d: %w", r.at, err)
+		}
+		p, err := parkedFrom(m.Header)
+		if err != nil {
+			continue
+		}
+		p.Due = now
+		f, err := mv.s.js.PublishMsgAsync(&nats.Msg{Subject: DueSubject(route, dest), Header: p.header(m.Header.Get(hdrEventID))},
+			jetstream.WithMsgID(fmt.Sprintf("due/%s/p%d", dest, r.at)), jetstream.WithExpectStream(StreamName),
+			jetstream.WithStallWait(mv.s.opts.PublishTimeout))
+		if err != nil {
+			return fmt.Errorf("due record: %w", err)
+		}
+		futs = append(futs, f)
+	}
+	timeout := time.NewTimer(mv.s.opts.PublishTimeout)
+	defer timeout.Stop()
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("due record: %w", err)
+		case <-timeout.C:
+			return errors.New("due records: no ack from the stream")
+		}
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(filter), jetstream.WithPurgeSequence(bound+1)); err != nil {
+		return fmt.Errorf("purge %s: %w", filter, err)
+	}
+	mv.s.opts.Logger.Info("waiting records brought forward: the index was made anew", "route", route, "destination", dest, "records", len(futs))
+	return nil
 }
 
 // move queues every record on subject (up to the stream sequence bound, if

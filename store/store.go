@@ -104,6 +104,14 @@ type Options struct {
 	// the store refuses new webhooks, so that acks, dead letters and the
 	// index can still be written (default 4 × MaxPayload).
 	DiskFloor int64
+	// WaitingEvery turns on waiting records: each event queued behind its
+	// ordering key's head (order.go) also leaves a small record in
+	// WEBHOOKS_PARKED that brings it back should the index lose its queue,
+	// renewed while the event waits, at least this long apart. Zero is 1
+	// minute with an external server, whose index may be on a disk that
+	// does not outlive the process, and off with the embedded one, whose
+	// index lives beside its streams; negative is off.
+	WaitingEvery time.Duration
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
 }
@@ -143,6 +151,9 @@ func (o *Options) applyDefaults() {
 	}
 	if o.DiskFloor <= 0 {
 		o.DiskFloor = 4 * int64(o.MaxPayload)
+	}
+	if o.WaitingEvery == 0 && o.URL != "" {
+		o.WaitingEvery = time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
