@@ -150,6 +150,10 @@ func orderText(o *admin.EventOrder, now time.Time) string {
 	if o.Head {
 		return fmt.Sprintf("order: holds key %s since %s%s; %d events wait behind it", keyText(o.Key, o.KeyHash), stamp(o.Since), failing, o.Behind)
 	}
+	if o.HeadSeq == 0 {
+		return fmt.Sprintf("order: waits behind key %s since %s (%d ahead of it), for the events of its key that a lost index held to come back",
+			keyText(o.Key, o.KeyHash), stamp(o.Since), o.Ahead)
+	}
 	return fmt.Sprintf("order: waits behind key %s since %s (%d ahead of it); the head is event %s (seq %d)%s",
 		keyText(o.Key, o.KeyHash), stamp(o.Since), o.Ahead, o.HeadEventID, o.HeadSeq, failing)
 }
