@@ -223,12 +223,8 @@ type destination struct {
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 	if d.order != nil {
 		defer d.sweepLost(fetchCtx)()
-		if d.f.Store.Waits() && d.f.Store.IndexMadeAnew() {
-			// The events queued behind their keys before are not in this
-			// index: their waiting records bring them back now, and the
-			// parked heads of their keys come with them.
-			d.f.Store.ReleaseWaiting(d.route.Name, d.dest.Name)
-			d.f.Store.Release(d.route.Name, d.dest.Name)
+		if d.f.Store.IndexMadeAnew() {
+			d.adopt(fetchCtx)
 		}
 		d.awaitInherited(fetchCtx)
 	} else {

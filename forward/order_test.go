@@ -482,12 +482,17 @@ func TestEventsWaitingBehindTheirKeyOutliveTheLossOfTheIndex(t *testing.T) {
 	up.Store(true)
 	logs := &testkit.LogBuffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("jethook's log after the index was lost:\n%s", logs)
+		}
+	})
 	r = newRig(t, pc, opts, func(o *app.Options) { o.Logger = opts.Logger })
 	testkit.Eventually(t, time.Minute, "a#1, a#2 and a#3 delivered", func() bool { return c.deliveries() == 3 })
 	c.check(t)
 	r.awaitNoKeyBlocked(t)
-	if t.Failed() {
-		t.Logf("jethook's log after the index was lost:\n%s", logs)
+	if !strings.Contains(logs.String(), `msg="the index was made anew: the events that waited behind their ordering keys go back behind them, in the order they were stored" route=shop destination=app events=2`) {
+		t.Errorf("the log does not say that a#2 and a#3 were taken back:\n%s", logs)
 	}
 }
 

@@ -92,6 +92,9 @@ const (
 	// Renew: a waiting record of an event still queued behind its head;
 	// park the next one (Wait), then ack this one.
 	Renew
+	// PassOn: a due record written by another instance, alive, which
+	// knows its event; park it again for that one (PassOn), then ack it.
+	PassOn
 )
 
 // Claim is one fetched event of an ordered destination, for Admit.
@@ -108,6 +111,7 @@ type Claim struct {
 	Waiting  bool
 	QueuedAt time.Time
 	WaitDue  time.Time
+	By       string // the instance that wrote the due record, if it says
 }
 
 // orderStripes is how many locks share the keys: an admit and a release of
@@ -328,12 +332,21 @@ func (s *Store) admitDue(route, dest string, c Claim) (Verdict, error) {
 	switch {
 	case err == nil:
 		closer.Close()
-		if c.Waiting {
-			return Renew, nil
+		if c.Waiting && (c.By == "" || s.inst == nil || c.By == s.inst.self || !s.inst.alive(c.By, s.opts.PublishTimeout)) {
+			return Renew, nil // this instance's record from now on
 		}
 		return Settled, nil
 	case !errors.Is(err, pebble.ErrNotFound):
 		return 0, fmt.Errorf("order: %w", err)
+	}
+	if c.By != "" && s.inst != nil {
+		switch {
+		case c.By == s.inst.self:
+			return Settled, nil // this index moved it on
+		case s.inst.alive(c.By, s.opts.PublishTimeout):
+			return PassOn, nil
+		}
+		return s.lostUnlessSettled(route, dest, c)
 	}
 	since := c.FirstSeen
 	if c.Waiting {
@@ -342,6 +355,12 @@ func (s *Store) admitDue(route, dest string, c Claim) (Verdict, error) {
 	if !since.Before(s.idx.born) {
 		return Settled, nil
 	}
+	return s.lostUnlessSettled(route, dest, c)
+}
+
+// lostUnlessSettled is Settled if the attempt log shows c's event
+// delivered, dead-lettered or filtered at route's destination, else Go.
+func (s *Store) lostUnlessSettled(route, dest string, c Claim) (Verdict, error) {
 	as, err := s.indexedAttempts(c.EventID)
 	if err != nil {
 		return 0, err
@@ -624,11 +643,17 @@ type OldHead struct {
 
 // ReleaseHeadless lets go of route's destination's placeholder heads
 // (Admit, for events an index made anew had lost) set before before: the
-// first event queued behind each comes back as a due record. It returns
-// how many it let go. It reads every head of the destination.
+// first event queued behind each comes back as a due record. A key that a
+// parked record names keeps its placeholder: its head waits parked for
+// its next attempt, and goes first when it comes back. It returns how many
+// it let go. It reads every head and parked record of the destination.
 func (s *Store) ReleaseHeadless(ctx context.Context, route, dest string, before, now time.Time) (int, error) {
 	if s.idx == nil {
 		return 0, nil
+	}
+	parked, err := s.parkedKeys(ctx, route, dest)
+	if err != nil {
+		return 0, err
 	}
 	p := orderPrefix('o', route, dest)
 	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: append(slices.Clone(p[:len(p)-1]), 1)})
@@ -637,7 +662,7 @@ func (s *Store) ReleaseHeadless(ctx context.Context, route, dest string, before,
 	}
 	var keys []OrderKey
 	for it.First(); it.Valid(); it.Next() {
-		if h, ok := headFrom(it.Value()); ok && h.seq == 0 && h.since < before.UnixNano() {
+		if h, ok := headFrom(it.Value()); ok && h.seq == 0 && h.since < before.UnixNano() && !parked[OrderKey(it.Key()[len(p):])] {
 			keys = append(keys, OrderKey(it.Key()[len(p):]))
 		}
 	}
@@ -650,6 +675,78 @@ func (s *Store) ReleaseHeadless(ctx context.Context, route, dest string, before,
 		}
 	}
 	return len(keys), nil
+}
+
+// Adopt puts back, in an index made anew (IndexMadeAnew), the events that
+// route's destination's waiting records say were queued behind their keys
+// by an instance that is gone (this one before its index was lost, or a
+// replica that ended): each is queued again, by sequence, and a key that
+// has no head here gets a placeholder head (ReleaseHeadless lets it go), so
+// that the key's head and its other events, which come back in any order,
+// all take their places first. The forwarder adopts before its first
+// fetch. It returns how many events it adopted; their waiting records
+// stay, and are renewed by this instance when they come due.
+func (s *Store) Adopt(ctx context.Context, route, dest string, now time.Time) (int, error) {
+	if !s.Waits() {
+		return 0, nil
+	}
+	type rec struct {
+		key OrderKey
+		seq uint64
+		q   queued
+	}
+	var recs []rec
+	src := recordSource{s.parked, jetstream.OrderedConsumerConfig{HeadersOnly: true,
+		FilterSubjects: []string{"parked." + route + "." + dest + ".*." + waitingToken}}}
+	err := src.each(ctx, func(m jetstream.Msg) {
+		p, err := parkedFrom(m.Headers())
+		if err != nil || !p.Waiting || !p.Ordered {
+			return
+		}
+		if p.By != "" && s.inst != nil && (p.By == s.inst.self || s.inst.alive(p.By, s.opts.PublishTimeout)) {
+			return // its writer knows it
+		}
+		recs = append(recs, rec{p.Key, p.Seq, queued{attempts: p.Attempts, first: p.FirstSeen.UnixNano(), at: now.UnixNano(), id: m.Headers().Get(hdrEventID)}})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%w: waiting records: %w", ErrUnavailable, err)
+	}
+	b := s.idx.db.NewBatch()
+	defer b.Close()
+	headed := map[OrderKey]bool{}
+	for _, r := range recs {
+		if !headed[r.key] {
+			headed[r.key] = true
+			_, ok, err := s.readHead(headKey(route, dest, r.key))
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				_ = b.Set(headKey(route, dest, r.key), head{seq: 0, since: now.UnixNano()}.value(), nil)
+			}
+		}
+		_ = b.Set(queueKey(route, dest, r.key, r.seq), r.q.value(), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return 0, fmt.Errorf("order: %w", err)
+	}
+	return len(recs), nil
+}
+
+// parkedKeys returns the ordering keys route's destination's parked
+// records name (not its waiting records).
+func (s *Store) parkedKeys(ctx context.Context, route, dest string) (map[OrderKey]bool, error) {
+	keys := map[OrderKey]bool{}
+	src := recordSource{s.parked, jetstream.OrderedConsumerConfig{HeadersOnly: true, FilterSubjects: []string{"parked." + route + "." + dest + ".*"}}}
+	err := src.each(ctx, func(m jetstream.Msg) {
+		if b, err := hex.DecodeString(m.Headers().Get(hdrKey)); err == nil && len(b) == len(OrderKey{}) {
+			keys[OrderKey(b)] = true
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: parked records: %w", ErrUnavailable, err)
+	}
+	return keys, nil
 }
 
 // OldHeads lists up to n of route's destination's heads that became head
@@ -783,6 +880,35 @@ func (s *Store) Recarry(ctx context.Context, route, dest string, h OldHead, now 
 // Waits reports whether queued events leave waiting records.
 func (s *Store) Waits() bool { return s.opts.WaitingEvery > 0 }
 
+// stamp names this instance on p, an ordered record it writes, unless p
+// names one already (a record passed on keeps its writer).
+func (s *Store) stamp(p *Parked) {
+	if p.Ordered && p.By == "" && s.inst != nil {
+		p.By = s.inst.self
+	}
+}
+
+// PassOn parks again a due record that another instance, alive, wrote
+// (Admit's PassOn), still naming that instance: a waiting record due
+// WaitingEvery from now, any other in a second.
+func (s *Store) PassOn(ctx context.Context, route, dest string, c Claim, now time.Time) error {
+	p := Parked{Seq: c.Seq, Attempts: c.Attempts, FirstSeen: c.FirstSeen, Due: now.Add(time.Second),
+		Key: c.Key, Ordered: true, Waiting: c.Waiting, QueuedAt: c.QueuedAt, By: c.By}
+	subject := parkedSubject(route, dest, p.Due)
+	if c.Waiting {
+		p.Due = now.Add(s.opts.WaitingEvery)
+		subject = waitingSubject(route, dest, p.Due)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+	defer cancel()
+	_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: p.header(c.EventID)},
+		jetstream.WithMsgID(fmt.Sprintf("pass/%s/%d/%d", dest, c.Seq, p.Due.UnixMilli())), jetstream.WithExpectStream(ParkedStreamName))
+	if err != nil {
+		return fmt.Errorf("%w: pass on: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
 // IndexMadeAnew reports whether this process made the index, which then
 // knows none of the events queued behind their keys before.
 func (s *Store) IndexMadeAnew() bool { return s.idx != nil && s.idx.anew }
@@ -816,6 +942,7 @@ func (s *Store) Wait(ctx context.Context, route, dest string, claims []Claim, no
 		}
 		p := Parked{Seq: c.Seq, Attempts: c.Attempts, FirstSeen: c.FirstSeen, Due: due,
 			Key: c.Key, Ordered: true, Waiting: true, QueuedAt: at}
+		s.stamp(&p)
 		m := &nats.Msg{Subject: waitingSubject(route, dest, p.Due), Header: p.header(c.EventID)}
 		f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(fmt.Sprintf("wait/%s/%d/%d", dest, c.Seq, p.Due.UnixMilli())),
 			jetstream.WithExpectStream(ParkedStreamName), jetstream.WithStallWait(s.opts.PublishTimeout))
@@ -839,6 +966,7 @@ func (s *Store) Wait(ctx context.Context, route, dest string, claims []Claim, no
 // publishDue publishes p as a due record of route's destination, for
 // event eventID: the destination attempts it at once.
 func (s *Store) publishDue(ctx context.Context, route, dest string, p Parked, eventID string) error {
+	s.stamp(&p)
 	m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(eventID)}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
@@ -879,7 +1007,7 @@ func DueClaim(m jetstream.Msg) (Claim, bool) {
 		return Claim{}, false
 	}
 	return Claim{Key: p.Key, Seq: p.Seq, EventID: m.Headers().Get(hdrEventID), Attempts: p.Attempts,
-		FirstSeen: p.FirstSeen, Due: true, Waiting: p.Waiting, QueuedAt: p.QueuedAt, WaitDue: p.Due}, true
+		FirstSeen: p.FirstSeen, Due: true, Waiting: p.Waiting, QueuedAt: p.QueuedAt, WaitDue: p.Due, By: p.By}, true
 }
 
 // Unorder lets go of route's destination's ordering when it no longer has

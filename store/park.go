@@ -42,6 +42,7 @@ const (
 	hdrAttempt = "Jethook-Attempt" // attempts made so far
 	hdrDue     = "Jethook-Due"
 	hdrWaiting = "Jethook-Waiting" // a waiting record: when its event was queued
+	hdrBy      = "Jethook-By"      // the instance that wrote an ordered record
 )
 
 // Parked says where a parked webhook stands.
@@ -65,6 +66,9 @@ type Parked struct {
 	// back only if the index no longer knows it.
 	Waiting  bool
 	QueuedAt time.Time
+	// By names the instance that wrote an ordered record, with waiting
+	// records on (instances.go).
+	By string
 }
 
 // DueSubject is where a destination's parked webhooks come back when due.
@@ -101,6 +105,9 @@ func (p Parked) header(eventID string) nats.Header {
 	if p.Waiting {
 		h.Set(hdrWaiting, p.QueuedAt.UTC().Format(time.RFC3339Nano))
 	}
+	if p.By != "" {
+		h.Set(hdrBy, p.By)
+	}
 	return h
 }
 
@@ -122,6 +129,7 @@ func parkedFrom(h nats.Header) (p Parked, err error) {
 		}
 		p.Waiting = true
 	}
+	p.By = h.Get(hdrBy)
 	return p, nil
 }
 
@@ -147,6 +155,7 @@ func (s *Store) ensureParked(ctx context.Context) error {
 // caller ack the message it parks. Parking the same attempt twice (a crash
 // between park and ack) stores one record within the race window.
 func (s *Store) Park(ctx context.Context, route, destination, eventID string, p Parked) error {
+	s.stamp(&p)
 	m := &nats.Msg{Subject: parkedSubject(route, destination, p.Due), Header: p.header(eventID)}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
@@ -198,9 +207,6 @@ type mover struct {
 	mu       sync.Mutex
 	parked   map[[2]string]uint64   // route, destination → records parked
 	releases map[[2]string]struct{} // route, destination → release asked for
-	// route, destination → release of the waiting records asked for
-	// (order.go): an index made anew wants them at once.
-	waitReleases map[[2]string]struct{}
 }
 
 // moveTick is how often the mover looks for slots that have passed.
@@ -213,7 +219,7 @@ func (s *Store) startMover(ctx context.Context) error {
 	}
 	s.parked = st
 	mv := &mover{s: s, st: st, tick: moveTick, stop: make(chan struct{}), done: make(chan struct{}),
-		parked: map[[2]string]uint64{}, releases: map[[2]string]struct{}{}, waitReleases: map[[2]string]struct{}{}}
+		parked: map[[2]string]uint64{}, releases: map[[2]string]struct{}{}}
 	s.mover = mv
 	go mv.run()
 	return nil
@@ -298,17 +304,9 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 		}
 	}
 	mv.mu.Lock()
-	releases, waitReleases := mv.releases, mv.waitReleases
-	mv.releases, mv.waitReleases = map[[2]string]struct{}{}, map[[2]string]struct{}{}
+	releases := mv.releases
+	mv.releases = map[[2]string]struct{}{}
 	mv.mu.Unlock()
-	for k := range waitReleases {
-		if err := mv.releaseWaiting(ctx, k[0], k[1], info.State.LastSeq, now); err != nil {
-			mv.mu.Lock()
-			mv.waitReleases[k] = struct{}{} // again on the next tick
-			mv.mu.Unlock()
-			return err
-		}
-	}
 	for k := range releases {
 		var slots []bucket
 		for subj := range info.State.Subjects {
@@ -354,78 +352,6 @@ func (s *Store) Release(route, destination string) {
 	s.mover.mu.Lock()
 	s.mover.releases[[2]string{route, destination}] = struct{}{}
 	s.mover.mu.Unlock()
-}
-
-// ReleaseWaiting brings route's destination's waiting records (order.go)
-// forward, as Release brings its parked webhooks forward: an index made
-// anew wants every event it lost back now.
-func (s *Store) ReleaseWaiting(route, destination string) {
-	if s.mover == nil {
-		return
-	}
-	s.mover.mu.Lock()
-	s.mover.waitReleases[[2]string{route, destination}] = struct{}{}
-	s.mover.mu.Unlock()
-}
-
-// releaseWaiting queues every waiting record of route's destination, up
-// to the stream sequence bound, as a due record due at now, in the order
-// of their events' sequences rather than of their due times (a renewed
-// record is due after one not yet renewed), so that the events of a key
-// come back to it in order; then purges them. It holds two numbers per
-// record in memory.
-func (mv *mover) releaseWaiting(ctx context.Context, route, dest string, bound uint64, now time.Time) error {
-	st, filter := mv.st, "parked."+route+"."+dest+".*."+waitingToken
-	type rec struct{ at, seq uint64 } // the record's stream sequence, its event's
-	var recs []rec
-	err := recordSource{st, jetstream.OrderedConsumerConfig{HeadersOnly: true, FilterSubjects: []string{filter}}}.each(ctx, func(m jetstream.Msg) {
-		md, err := m.Metadata()
-		if err != nil || md.Sequence.Stream > bound {
-			return
-		}
-		if seq, err := strconv.ParseUint(m.Headers().Get(hdrSeq), 10, 64); err == nil {
-			recs = append(recs, rec{md.Sequence.Stream, seq})
-		}
-	})
-	if err != nil || len(recs) == 0 {
-		return err
-	}
-	slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.seq, b.seq) })
-	futs := make([]jetstream.PubAckFuture, 0, len(recs))
-	for _, r := range recs {
-		m, err := st.GetMsg(ctx, r.at)
-		if err != nil {
-			return fmt.Errorf("waiting record %d: %w", r.at, err)
-		}
-		p, err := parkedFrom(m.Header)
-		if err != nil {
-			continue
-		}
-		p.Due = now
-		f, err := mv.s.js.PublishMsgAsync(&nats.Msg{Subject: DueSubject(route, dest), Header: p.header(m.Header.Get(hdrEventID))},
-			jetstream.WithMsgID(fmt.Sprintf("due/%s/p%d", dest, r.at)), jetstream.WithExpectStream(StreamName),
-			jetstream.WithStallWait(mv.s.opts.PublishTimeout))
-		if err != nil {
-			return fmt.Errorf("due record: %w", err)
-		}
-		futs = append(futs, f)
-	}
-	timeout := time.NewTimer(mv.s.opts.PublishTimeout)
-	defer timeout.Stop()
-	for _, f := range futs {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("due record: %w", err)
-		case <-timeout.C:
-			return errors.New("due records: no ack from the stream")
-		}
-	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(filter), jetstream.WithPurgeSequence(bound+1)); err != nil {
-		return fmt.Errorf("purge %s: %w", filter, err)
-	}
-	mv.s.opts.Logger.Info("waiting records brought forward: the index was made anew", "route", route, "destination", dest, "records", len(futs))
-	return nil
 }
 
 // move queues every record on subject (up to the stream sequence bound, if

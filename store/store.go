@@ -201,6 +201,7 @@ type Store struct {
 	attempts *attemptLog // nil until the streams exist
 
 	mover       *mover
+	inst        *instances // with waiting records (instances.go)
 	parked      jetstream.Stream // WEBHOOKS_PARKED
 	idx         *index
 	orderLocks  orderLocks    // order.go
@@ -452,6 +453,11 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 	if err := s.startIndex(ctx, attempts); err != nil {
 		return err
 	}
+	if s.Waits() && s.inst == nil {
+		if err := s.startInstances(ctx); err != nil {
+			return fmt.Errorf("bucket %s: %w", instanceBucket, err)
+		}
+	}
 	if s.mover == nil {
 		return s.startMover(ctx)
 	}
@@ -553,6 +559,7 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) close() error {
+	s.inst.close(s.opts.PublishTimeout)
 	s.mover.close()
 	s.mon.stop()
 	if s.expired != nil {

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Instances: with waiting records on (Options.WaitingEvery), each jethook
+// names itself by when its index was made, stamps that name on the
+// ordering records it parks (waiting records, an ordered head's parked
+// record, a released event's due record: Parked.By), and keeps it in the
+// JETHOOK_INSTANCES bucket, written every beat (20 s, or WaitingEvery if
+// shorter) and forgotten three beats after the last write. Replicas that share an ordered
+// destination read each other's records: a record whose writer is alive
+// is passed on to it (PassOn), and only one whose writer is gone, with the
+// index that knew its event, brings that event back to its key here.
+
+const (
+	instanceBucket = "JETHOOK_INSTANCES"
+	instanceBeat   = 20 * time.Second
+	// aliveFor is how long an answer about another instance is kept.
+	aliveFor = 5 * time.Second
+)
+
+type instances struct {
+	kv   jetstream.KeyValue
+	beat time.Duration
+	self string
+	stop chan struct{}
+	done chan struct{}
+
+	mu    sync.Mutex
+	known map[string]alive
+}
+
+type alive struct {
+	yes bool
+	at  time.Time
+}
+
+// instanceName is the name of the instance whose index was made at born.
+func instanceName(born time.Time) string { return strconv.FormatInt(born.UnixNano(), 36) }
+
+func (s *Store) startInstances(ctx context.Context) error {
+	beat := min(instanceBeat, s.opts.WaitingEvery)
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      instanceBucket,
+		Description: "jethook: the instances alive, for the ordering's waiting records",
+		TTL:         3 * beat,
+		Replicas:    s.opts.Replicas,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return err
+	}
+	in := &instances{kv: kv, beat: beat, self: instanceName(s.idx.born), stop: make(chan struct{}), done: make(chan struct{}), known: map[string]alive{}}
+	if _, err := kv.Put(ctx, in.self, nil); err != nil {
+		return err
+	}
+	s.inst = in
+	go in.run(s)
+	return nil
+}
+
+func (in *instances) run(s *Store) {
+	defer close(in.done)
+	t := time.NewTicker(in.beat)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-in.stop:
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.PublishTimeout)
+		if _, err := in.kv.Put(ctx, in.self, nil); err != nil {
+			s.opts.Logger.Warn("this instance cannot say it is alive; other replicas may take the events waiting here for lost", "err", err)
+		}
+		cancel()
+	}
+}
+
+// close stops the beat and forgets this instance at once: a jethook that
+// stops, rather than dies, has its waiting records adopted by the next
+// one to start on an index made anew without waiting three beats. If this
+// one starts again on its own index, it takes its name back.
+func (in *instances) close(wait time.Duration) {
+	if in == nil {
+		return
+	}
+	close(in.stop)
+	<-in.done
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_ = in.kv.Delete(ctx, in.self)
+}
+
+// alive reports whether instance name wrote within three beats. An error
+// reading the bucket counts as alive: the record is passed on, not taken.
+func (in *instances) alive(name string, wait time.Duration) bool {
+	in.mu.Lock()
+	a, ok := in.known[name]
+	in.mu.Unlock()
+	if ok && time.Since(a.at) < min(aliveFor, in.beat) {
+		return a.yes
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, err := in.kv.Get(ctx, name)
+	yes := !errors.Is(err, jetstream.ErrKeyNotFound)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for n, a := range in.known { // a few names at most: forget the old
+		if time.Since(a.at) > min(aliveFor, in.beat) {
+			delete(in.known, n)
+		}
+	}
+	in.known[name] = alive{yes: yes, at: time.Now()}
+	return yes
+}
