@@ -201,7 +201,7 @@ type Store struct {
 	attempts *attemptLog // nil until the streams exist
 
 	mover       *mover
-	inst        *instances // with waiting records (instances.go)
+	inst        *instances       // with waiting records (instances.go)
 	parked      jetstream.Stream // WEBHOOKS_PARKED
 	idx         *index
 	orderLocks  orderLocks    // order.go
