@@ -101,10 +101,13 @@ func (d *destination) endAttempt(span trace.Span, e *store.Envelope, n int, o Ou
 	if n > 1 {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
 	}
-	if o.Dropped {
+	switch kind := o.Kind.String(); {
+	case o.Dropped:
 		attrs = append(attrs, attrOutcome.String("dropped"), attrReason.String("the transform returned null"))
-	} else {
-		attrs = append(attrs, attrOutcome.String(o.Kind.String()), attrReason.String(o.Reason))
+	case o.Reason == kind: // "delivered": the reason says nothing more
+		attrs = append(attrs, attrOutcome.String(kind))
+	default:
+		attrs = append(attrs, attrOutcome.String(kind), attrReason.String(o.Reason))
 	}
 	if o.Sent != nil {
 		attrs = append(attrs, attrScript.String(o.Sent.Script), attrChanged.StringSlice(o.Sent.Changed), attrHeaders.StringSlice(o.Sent.Headers))

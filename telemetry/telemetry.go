@@ -117,14 +117,19 @@ func (h headerCarrier) Keys() []string { return propagation.HeaderCarrier(h).Key
 
 // Inject sets the traceparent and tracestate headers of h to ctx's span,
 // replacing whatever the sender had put there; with no valid span in ctx it
-// leaves h as it is.
+// leaves h as it is. It writes what propagation.TraceContext would, under
+// the headers' canonical names, without the carrier's work on each key.
 func Inject(ctx context.Context, h http.Header) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	s := Store(ctx)
+	if s.Traceparent == "" {
 		return
 	}
-	h.Del("Traceparent")
-	h.Del("Tracestate")
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	h["Traceparent"] = []string{s.Traceparent}
+	if s.Tracestate == "" {
+		delete(h, "Tracestate")
+		return
+	}
+	h["Tracestate"] = []string{s.Tracestate}
 }
 
 // Stored is a trace context as jethook stores it with a webhook: the W3C

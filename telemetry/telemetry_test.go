@@ -116,6 +116,17 @@ func TestInjectReplacesTheSendersTraceContext(t *testing.T) {
 	if got := h.Values("Tracestate"); len(got) != 0 {
 		t.Errorf("the sender's tracestate stayed: %q", got)
 	}
+	state, err := trace.ParseTraceState("vendor=abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := trace.ContextWithRemoteSpanContext(context.Background(), span.SpanContext().WithTraceState(state))
+	ctx, child := tp.Tracer("test").Start(parent, "attempt")
+	defer child.End()
+	telemetry.Inject(ctx, h)
+	if got := h.Values("Tracestate"); len(got) != 1 || got[0] != "vendor=abc" {
+		t.Errorf("tracestate %q, want the span's vendor=abc", got)
+	}
 	kept := http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
 	telemetry.Inject(context.Background(), kept)
 	if kept.Get("Traceparent") == "" {
