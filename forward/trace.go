@@ -83,46 +83,43 @@ func attemptMethod(e *store.Envelope) string {
 // (the script and the parts and header names it changed, never a value);
 // and, when the event waits for another attempt, when that is due. The
 // URL is the destination's, without the sender's query, which may carry
-// a credential. The attributes are set in one call: the SDK copies what
-// each call passes into the span's own slice, which grows on every call;
-// and the samplers of OTEL_TRACES_SAMPLER decide without attributes, so
-// none is needed at the start.
+// a credential. The attributes are set in one call, at the end
+// (telemetry.SetAttributes).
 func (d *destination) endAttempt(span trace.Span, e *store.Envelope, n int, o Outcome, next time.Time) {
-	if !span.IsRecording() {
-		span.End()
-		return
-	}
-	attrs := make([]attribute.KeyValue, 0, len(d.spanAttrs)+12)
-	attrs = append(attrs, d.spanAttrs...)
-	attrs = append(attrs,
-		semconv.HTTPRequestMethodKey.String(attemptMethod(e)),
-		telemetry.AttrEventID.String(e.EventID),
-		attrAttempt.Int(n))
-	if n > 1 {
-		attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
-	}
-	switch kind := o.Kind.String(); {
-	case o.Dropped:
-		attrs = append(attrs, attrOutcome.String("dropped"), attrReason.String("the transform returned null"))
-	case o.Reason == kind: // "delivered": the reason says nothing more
-		attrs = append(attrs, attrOutcome.String(kind))
-	default:
-		attrs = append(attrs, attrOutcome.String(kind), attrReason.String(o.Reason))
-	}
-	if o.Sent != nil {
-		attrs = append(attrs, attrScript.String(o.Sent.Script), attrChanged.StringSlice(o.Sent.Changed), attrHeaders.StringSlice(o.Sent.Headers))
-	}
-	if o.Status != 0 {
-		attrs = append(attrs, semconv.HTTPResponseStatusCode(o.Status))
-	}
-	if !next.IsZero() {
-		attrs = append(attrs, attrNext.String(next.UTC().Format(time.RFC3339Nano)))
-	}
+	telemetry.SetAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		attrs = append(attrs, d.spanAttrs...)
+		attrs = append(attrs,
+			semconv.HTTPRequestMethodKey.String(attemptMethod(e)),
+			telemetry.AttrEventID.String(e.EventID),
+			attrAttempt.Int(n))
+		if n > 1 {
+			attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
+		}
+		switch kind := o.Kind.String(); {
+		case o.Dropped:
+			attrs = append(attrs, attrOutcome.String("dropped"), attrReason.String("the transform returned null"))
+		case o.Reason == kind: // "delivered": the reason says nothing more
+			attrs = append(attrs, attrOutcome.String(kind))
+		default:
+			attrs = append(attrs, attrOutcome.String(kind), attrReason.String(o.Reason))
+		}
+		if o.Sent != nil {
+			attrs = append(attrs, attrScript.String(o.Sent.Script), attrChanged.StringSlice(o.Sent.Changed), attrHeaders.StringSlice(o.Sent.Headers))
+		}
+		if o.Status != 0 {
+			attrs = append(attrs, semconv.HTTPResponseStatusCode(o.Status))
+		}
+		if !next.IsZero() {
+			attrs = append(attrs, attrNext.String(next.UTC().Format(time.RFC3339Nano)))
+		}
+		if o.Kind != Delivered {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(o)))
+		}
+		return attrs
+	})
 	if o.Kind != Delivered {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(o)))
 		span.SetStatus(codes.Error, o.Reason)
 	}
-	span.SetAttributes(attrs...)
 	span.End()
 }
 

@@ -71,24 +71,16 @@ func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Sp
 	return r.WithContext(ctx), span
 }
 
-// maxSpanAttrs is the most attributes an ingress span has.
-const maxSpanAttrs = 12
-
-// setSpan sets the attributes of r's ingress span, if it records: the
-// request's (requestAttrs) and then what came of it, those add appends.
-// They are set in one call: the SDK copies what each call passes into
-// the span's own slice, which grows on every call; and the samplers of
-// OTEL_TRACES_SAMPLER decide without attributes, so none is needed at the
-// start.
+// setSpan sets the attributes of r's ingress span, if it records, once
+// the answer is known (telemetry.SetAttributes): the request's
+// (requestAttrs) and then what came of it, those add appends.
 func (h *Handler) setSpan(r *http.Request, rt *route, add func([]attribute.KeyValue) []attribute.KeyValue) {
 	if h.Tracer == nil {
 		return
 	}
-	span := trace.SpanFromContext(r.Context())
-	if !span.IsRecording() {
-		return
-	}
-	span.SetAttributes(add(requestAttrs(make([]attribute.KeyValue, 0, maxSpanAttrs), r, rt))...)
+	telemetry.SetAttributes(trace.SpanFromContext(r.Context()), func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		return add(requestAttrs(attrs, r, rt))
+	})
 }
 
 // requestAttrs appends what the ingress span says of request r on route
