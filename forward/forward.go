@@ -586,7 +586,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 	defer cancel()
 	var span trace.Span
 	if d.f.Tracer != nil {
-		actx, span = d.startAttempt(actx, e, n)
+		actx, span = d.startAttempt(actx, e)
 	}
 	start, began := time.Now(), d.f.Now()
 	o := d.send(actx, e, n, h.seq)
@@ -594,7 +594,7 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 	var due time.Time // of the next attempt, for the span
 	if span != nil {
 		o.Span = span.SpanContext()
-		defer func() { endAttempt(span, o, due) }()
+		defer func() { d.endAttempt(span, e, n, o, due) }()
 	}
 	if o.Dropped {
 		d.gate.unprobe()

@@ -62,62 +62,64 @@ func attemptAttrs(r policy.Route, d policy.Destination) []attribute.KeyValue {
 	return attrs
 }
 
-// startAttempt starts attempt n's client span (HTTP client semantic
-// conventions). The URL is the destination's, without the sender's query,
-// which may carry a credential.
-func (d *destination) startAttempt(ctx context.Context, e *store.Envelope, n int) (context.Context, trace.Span) {
-	method := e.Method
-	if method == "" {
-		method = "POST"
+// startAttempt starts an attempt's client span (HTTP client semantic
+// conventions). Its attributes are set once, when the attempt ends
+// (endAttempt).
+func (d *destination) startAttempt(ctx context.Context, e *store.Envelope) (context.Context, trace.Span) {
+	return d.f.Tracer.Start(eventContext(ctx, e), attemptMethod(e), clientSpan...)
+}
+
+// attemptMethod is the method an attempt of e sends.
+func attemptMethod(e *store.Envelope) string {
+	if e.Method == "" {
+		return "POST"
 	}
-	ctx, span := d.f.Tracer.Start(eventContext(ctx, e), method, clientSpan...)
-	if span.IsRecording() {
-		// Set on the span rather than passed to Start, which would copy
-		// them into its options first; the samplers of
-		// OTEL_TRACES_SAMPLER decide without attributes.
-		attrs := make([]attribute.KeyValue, 0, len(d.spanAttrs)+4)
+	return e.Method
+}
+
+// endAttempt records attempt n of e and what it came to, and ends its
+// span: the destination, the method, the event and the attempt number;
+// the status and the outcome; what the destination's transform decided
+// (the script and the parts and header names it changed, never a value);
+// and, when the event waits for another attempt, when that is due. The
+// URL is the destination's, without the sender's query, which may carry
+// a credential. The attributes are set in one call, at the end
+// (telemetry.SetAttributes).
+func (d *destination) endAttempt(span trace.Span, e *store.Envelope, n int, o Outcome, next time.Time) {
+	telemetry.SetAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
 		attrs = append(attrs, d.spanAttrs...)
 		attrs = append(attrs,
-			semconv.HTTPRequestMethodKey.String(method),
+			semconv.HTTPRequestMethodKey.String(attemptMethod(e)),
 			telemetry.AttrEventID.String(e.EventID),
 			attrAttempt.Int(n))
 		if n > 1 {
 			attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
 		}
-		span.SetAttributes(attrs...)
-	}
-	return ctx, span
-}
-
-// endAttempt records what attempt span's attempt came to and ends it:
-// the status, the outcome, what the destination's transform decided (the
-// script and the parts and header names it changed, never a value) and,
-// when the event waits for another attempt, when that is due.
-func endAttempt(span trace.Span, o Outcome, next time.Time) {
-	if !span.IsRecording() {
-		span.End()
-		return
-	}
-	attrs := make([]attribute.KeyValue, 0, 8)
-	if o.Dropped {
-		attrs = append(attrs, attrOutcome.String("dropped"), attrReason.String("the transform returned null"))
-	} else {
-		attrs = append(attrs, attrOutcome.String(o.Kind.String()), attrReason.String(o.Reason))
-	}
-	if o.Sent != nil {
-		attrs = append(attrs, attrScript.String(o.Sent.Script), attrChanged.StringSlice(o.Sent.Changed), attrHeaders.StringSlice(o.Sent.Headers))
-	}
-	if o.Status != 0 {
-		attrs = append(attrs, semconv.HTTPResponseStatusCode(o.Status))
-	}
-	if !next.IsZero() {
-		attrs = append(attrs, attrNext.String(next.UTC().Format(time.RFC3339Nano)))
-	}
+		switch kind := o.Kind.String(); {
+		case o.Dropped:
+			attrs = append(attrs, attrOutcome.String("dropped"), attrReason.String("the transform returned null"))
+		case o.Reason == kind: // "delivered": the reason says nothing more
+			attrs = append(attrs, attrOutcome.String(kind))
+		default:
+			attrs = append(attrs, attrOutcome.String(kind), attrReason.String(o.Reason))
+		}
+		if o.Sent != nil {
+			attrs = append(attrs, attrScript.String(o.Sent.Script), attrChanged.StringSlice(o.Sent.Changed), attrHeaders.StringSlice(o.Sent.Headers))
+		}
+		if o.Status != 0 {
+			attrs = append(attrs, semconv.HTTPResponseStatusCode(o.Status))
+		}
+		if !next.IsZero() {
+			attrs = append(attrs, attrNext.String(next.UTC().Format(time.RFC3339Nano)))
+		}
+		if o.Kind != Delivered {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(o)))
+		}
+		return attrs
+	})
 	if o.Kind != Delivered {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(o)))
 		span.SetStatus(codes.Error, o.Reason)
 	}
-	span.SetAttributes(attrs...)
 	span.End()
 }
 

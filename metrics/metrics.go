@@ -9,7 +9,9 @@ package metrics
 
 import (
 	"net/http"
+	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,10 +50,19 @@ type Metrics struct {
 	minutes *minutes
 	catchUp *catchUp
 
-	// publishExemplar is when (Unix ns) publishSeconds may next take an
-	// exemplar: it is on the path of every webhook (exemplarEvery).
-	publishExemplar atomic.Int64
+	// exemplarNext holds, per histogram series and bucket, when (Unix ns)
+	// it may next take an exemplar (exemplarEvery): an exemplarKey to an
+	// *atomic.Int64.
+	exemplarNext sync.Map
 }
+
+// The buckets of the latency histograms, which observe needs to space
+// their exemplars bucket by bucket.
+var (
+	publishBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+	attemptBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	ageBuckets     = []float64{.01, .05, .1, .5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 72 * 3600}
+)
 
 // New creates the metrics and registers them with reg. A nil reg gets a new
 // registry of its own. Handler serves reg when it is also a Gatherer (a
@@ -77,7 +88,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Webhooks whose event id the store already had within its dedup window; answered 200, not stored again."}, []string{"route"}),
 		publishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "store_publish_seconds",
 			Help:    "Time from publish to the store's ack (or failure), as ingress waits for it.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
+			Buckets: publishBuckets}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "attempts_total",
 			Help: "HTTP attempts to destinations, by outcome (delivered, transient, permanent) and status class (2xx, 3xx, 4xx, 5xx, error)."},
 			[]string{"route", "destination", "outcome", "class"}),
@@ -96,10 +107,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			[]string{"route", "destination", "kind"}),
 		attemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "attempt_seconds",
 			Help:    "Duration of one HTTP attempt to a destination, until the response headers (or the error).",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, rd),
+			Buckets: attemptBuckets}, rd),
 		deliveryAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "delivery_age_seconds",
 			Help:    "End-to-end age of an event when delivered: from being stored to the destination's 2xx, retries included.",
-			Buckets: []float64{.01, .05, .1, .5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 72 * 3600}}, rd),
+			Buckets: ageBuckets}, rd),
 		breakerOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "breaker_open",
 			Help: "1 while a destination's circuit breaker is open or half-open, else 0."}, rd),
 		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "learned_limit",
@@ -133,23 +144,45 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
 }
 
-// exemplarEvery spaces the ingress histogram's exemplars. Making one
-// costs a few allocations, which on every webhook was about 1 % of ingest
-// CPU; Prometheus keeps one per bucket and scrape, so ten a second serve
-// as well.
+// exemplarEvery spaces the exemplars of each bucket of each histogram
+// series. Making one costs about ten allocations, near a microsecond,
+// which on every webhook and every attempt was about 1 % of their CPU;
+// Prometheus keeps one per bucket and scrape, so ten a second per bucket
+// serve as well, and a rare slow bucket still gets the first that falls
+// in it.
 const exemplarEvery = 100 * time.Millisecond
 
-// observe records v in o with span's trace id as its exemplar when span is
-// sampled, so that a latency bucket links to a trace the tracing backend
-// holds. With tracing off span is empty and v is recorded alone.
-func observe(o prometheus.Observer, v float64, span trace.SpanContext) {
-	if span.IsSampled() {
+// exemplarKey is a bucket of a histogram series, for exemplarNext.
+type exemplarKey struct {
+	series prometheus.Observer
+	bucket int
+}
+
+// observe records v in the series o of a histogram with the given buckets,
+// with span's trace id as its exemplar when span is sampled and v's
+// bucket of o has not had one for exemplarEvery, so that a latency bucket
+// links to a trace the tracing backend holds. With tracing off span is
+// empty and v is recorded alone.
+func (m *Metrics) observe(o prometheus.Observer, buckets []float64, v float64, span trace.SpanContext) {
+	if span.IsSampled() && m.exemplarDue(exemplarKey{o, sort.SearchFloat64s(buckets, v)}) {
 		if eo, ok := o.(prometheus.ExemplarObserver); ok {
 			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": span.TraceID().String()})
 			return
 		}
 	}
 	o.Observe(v)
+}
+
+// exemplarDue reports whether bucket k may take an exemplar now, and if so
+// makes the next one wait exemplarEvery.
+func (m *Metrics) exemplarDue(k exemplarKey) bool {
+	d, ok := m.exemplarNext.Load(k)
+	if !ok {
+		d, _ = m.exemplarNext.LoadOrStore(k, new(atomic.Int64))
+	}
+	due := d.(*atomic.Int64)
+	now, next := time.Now().UnixNano(), due.Load()
+	return now >= next && due.CompareAndSwap(next, now+int64(exemplarEvery))
 }
 
 // Received counts a request that arrived on route.
@@ -171,19 +204,12 @@ func (m *Metrics) Rejected(route, reason string) {
 
 // Published records one publish to the store: how long it took and, when
 // it succeeded, whether the webhook was new or a duplicate. span is the
-// ingress span's, for the exemplar (empty with tracing off), which it
-// becomes at most once every exemplarEvery.
+// ingress span's, for the exemplar (empty with tracing off).
 func (m *Metrics) Published(route string, took time.Duration, duplicate bool, err error, span trace.SpanContext) {
 	if m == nil {
 		return
 	}
-	if span.IsSampled() {
-		now, next := time.Now().UnixNano(), m.publishExemplar.Load()
-		if now < next || !m.publishExemplar.CompareAndSwap(next, now+int64(exemplarEvery)) {
-			span = trace.SpanContext{}
-		}
-	}
-	observe(m.publishSeconds, took.Seconds(), span)
+	m.observe(m.publishSeconds, publishBuckets, took.Seconds(), span)
 	switch {
 	case err != nil:
 	case duplicate:
@@ -221,7 +247,7 @@ func (m *Metrics) Attempt(route, destination, outcome string, status int, took t
 		return
 	}
 	m.attempts.WithLabelValues(route, destination, outcome, Class(status)).Inc()
-	observe(m.attemptSeconds.WithLabelValues(route, destination), took.Seconds(), span)
+	m.observe(m.attemptSeconds.WithLabelValues(route, destination), attemptBuckets, took.Seconds(), span)
 	m.minutes.add(route, destination, outcome == "delivered", time.Now())
 }
 
@@ -232,7 +258,7 @@ func (m *Metrics) Delivered(route, destination string, age time.Duration, span t
 		return
 	}
 	m.delivered.WithLabelValues(route, destination).Inc()
-	observe(m.deliveryAge.WithLabelValues(route, destination), max(age, 0).Seconds(), span)
+	m.observe(m.deliveryAge.WithLabelValues(route, destination), ageBuckets, max(age, 0).Seconds(), span)
 }
 
 // DeadLettered counts a stored dead letter; reason is "permanent" or

@@ -205,3 +205,34 @@ func TestALatencyUnderASampledSpanHasItsTraceIDAsExemplar(t *testing.T) {
 		t.Errorf("%d exemplars, want 2:\n%s", n, out)
 	}
 }
+
+// Exemplars are spaced bucket by bucket: a slow attempt right after a
+// fast one of the same destination still links its bucket to its trace.
+func TestASlowBucketGetsItsExemplarRightAfterAFastOne(t *testing.T) {
+	t.Parallel()
+	span := func(id byte) trace.SpanContext {
+		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{15: id}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})
+	}
+	m := metrics.New(prometheus.NewRegistry())
+	m.Attempt("shop", "app", "delivered", 200, time.Millisecond, span(1))
+	m.Attempt("shop", "app", "delivered", 200, 20*time.Second, span(2))
+
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`jethook_attempt_seconds_bucket{destination="app",route="shop",le="0.005"} 1 # {trace_id="` + span(1).TraceID().String() + `"} 0.001`,
+		`jethook_attempt_seconds_bucket{destination="app",route="shop",le="30.0"} 2 # {trace_id="` + span(2).TraceID().String() + `"} 20.0`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("scrape lacks %s:\n%s", want, body)
+		}
+	}
+}

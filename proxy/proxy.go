@@ -214,6 +214,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Metrics.Published(rt.Name, time.Since(start), stored.Duplicate, err, trace.SpanContextFromContext(r.Context()))
 	if err != nil {
 		if errors.Is(r.Context().Err(), context.Canceled) {
+			h.spanUnanswered(r, rt)
 			return // the provider hung up; it will retry on its own
 		}
 		// A store that refuses writes says so itself, once (readiness,

@@ -55,8 +55,8 @@ var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer
 // startSpan starts the ingress span, a server span (HTTP server semantic
 // conventions) named after the route rt (nil: no route at this path) that
 // continues the sender's traceparent when it sent one, and returns r with
-// the span in its context. Only the method, path, route and addresses go
-// in: never the query (it may carry a token), a header, or the body.
+// the span in its context. Its attributes are set once, when the answer is
+// known (setSpan).
 func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Span) {
 	ctx := telemetry.Extract(r.Context(), r.Header)
 	name := r.Method
@@ -68,27 +68,37 @@ func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Sp
 		}
 	}
 	ctx, span := h.Tracer.Start(ctx, name, serverSpan...)
-	if span.IsRecording() {
-		// Set on the span rather than passed to Start, which would copy
-		// them into its options first; the samplers of
-		// OTEL_TRACES_SAMPLER decide without attributes.
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		attrs := make([]attribute.KeyValue, 0, 6)
-		attrs = append(attrs,
-			semconv.HTTPRequestMethodKey.String(r.Method),
-			semconv.URLScheme(scheme),
-			semconv.ClientAddress(clientAddress(r.RemoteAddr)))
-		if rt != nil {
-			attrs = append(attrs, rt.span.attrs...)
-		} else {
-			attrs = append(attrs, semconv.URLPath(r.URL.Path))
-		}
-		span.SetAttributes(attrs...)
-	}
 	return r.WithContext(ctx), span
+}
+
+// setSpan sets the attributes of r's ingress span, if it records, once
+// the answer is known (telemetry.SetAttributes): the request's
+// (requestAttrs) and then what came of it, those add appends.
+func (h *Handler) setSpan(r *http.Request, rt *route, add func([]attribute.KeyValue) []attribute.KeyValue) {
+	if h.Tracer == nil {
+		return
+	}
+	telemetry.SetAttributes(trace.SpanFromContext(r.Context()), func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		return add(requestAttrs(attrs, r, rt))
+	})
+}
+
+// requestAttrs appends what the ingress span says of request r on route
+// rt: only the method, path, route and addresses, never the query (it may
+// carry a token), a header, or the body.
+func requestAttrs(attrs []attribute.KeyValue, r *http.Request, rt *route) []attribute.KeyValue {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	attrs = append(attrs,
+		semconv.HTTPRequestMethodKey.String(r.Method),
+		semconv.URLScheme(scheme),
+		semconv.ClientAddress(clientAddress(r.RemoteAddr)))
+	if rt == nil {
+		return append(attrs, semconv.URLPath(r.URL.Path))
+	}
+	return append(attrs, rt.span.attrs...)
 }
 
 // clientAddress is the host of a request's RemoteAddr, without the port
@@ -103,25 +113,19 @@ func clientAddress(remote string) string {
 // spanStored records what the store made of the webhook and, on a route
 // with a provider, that it passed the provider's check.
 func (h *Handler) spanStored(r *http.Request, rt *route, env *store.Envelope, stored store.Stored) {
-	if h.Tracer == nil {
-		return
-	}
-	span := trace.SpanFromContext(r.Context())
-	if !span.IsRecording() {
-		return
-	}
-	attrs := make([]attribute.KeyValue, 0, 5)
-	if rt.span.verifies {
-		attrs = append(attrs, attrVerified.Bool(true))
-	}
-	attrs = append(attrs,
-		telemetry.AttrEventID.String(env.EventID),
-		attrSequence.Int64(int64(stored.Seq)),
-		semconv.HTTPResponseStatusCode(http.StatusOK))
-	if stored.Duplicate {
-		attrs = append(attrs, attrDuplicate.Bool(true)) // a new webhook goes without
-	}
-	span.SetAttributes(attrs...)
+	h.setSpan(r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		if rt.span.verifies {
+			attrs = append(attrs, attrVerified.Bool(true))
+		}
+		attrs = append(attrs,
+			telemetry.AttrEventID.String(env.EventID),
+			attrSequence.Int64(int64(stored.Seq)),
+			semconv.HTTPResponseStatusCode(http.StatusOK))
+		if stored.Duplicate {
+			attrs = append(attrs, attrDuplicate.Bool(true)) // a new webhook goes without
+		}
+		return attrs
+	})
 }
 
 // spanAnswered records an answer other than 200 and its reason; a 5xx
@@ -129,21 +133,21 @@ func (h *Handler) spanStored(r *http.Request, rt *route, env *store.Envelope, st
 // signature refused on a route rt with a provider is recorded as not
 // verified.
 func (h *Handler) spanAnswered(r *http.Request, rt *route, status int, reason string) {
-	if h.Tracer == nil {
-		return
-	}
-	span := trace.SpanFromContext(r.Context())
-	if !span.IsRecording() {
-		return
-	}
-	attrs := make([]attribute.KeyValue, 0, 4)
-	attrs = append(attrs, semconv.HTTPResponseStatusCode(status), attrReason.String(reason))
-	if rt != nil && rt.span.verifies && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
-		attrs = append(attrs, attrVerified.Bool(false))
-	}
-	if status >= 500 {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(status)))
-		span.SetStatus(codes.Error, reason)
-	}
-	span.SetAttributes(attrs...)
+	h.setSpan(r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(status), attrReason.String(reason))
+		if rt != nil && rt.span.verifies && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
+			attrs = append(attrs, attrVerified.Bool(false))
+		}
+		if status >= 500 {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+			trace.SpanFromContext(r.Context()).SetStatus(codes.Error, reason)
+		}
+		return attrs
+	})
+}
+
+// spanUnanswered records a request its sender hung up on before the
+// answer: the request alone.
+func (h *Handler) spanUnanswered(r *http.Request, rt *route) {
+	h.setSpan(r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue { return attrs })
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
@@ -71,6 +72,27 @@ func Setup(ctx context.Context, version string) (*sdktrace.TracerProvider, error
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
+// SetAttributes sets on span, if it records, the attributes add appends
+// to the slice it is given, in one call: the SDK copies what each call
+// passes into the span's own slice, which grows on every call, and keeps
+// nothing of the slice passed, which is reused. The samplers of
+// OTEL_TRACES_SAMPLER decide without attributes, so a span needs none at
+// its start and can have them all set when it ends.
+func SetAttributes(span trace.Span, add func([]attribute.KeyValue) []attribute.KeyValue) {
+	if !span.IsRecording() {
+		return
+	}
+	p := attrPool.Get().(*[]attribute.KeyValue)
+	attrs := add((*p)[:0])
+	span.SetAttributes(attrs...)
+	clear(attrs) // let the values go
+	*p = attrs[:0]
+	attrPool.Put(p)
+}
+
+// attrPool holds the slices SetAttributes builds attributes in.
+var attrPool = sync.Pool{New: func() any { return new([]attribute.KeyValue) }}
+
 // The span attributes the ingress, the forwarder, catch-up and the admin
 // API share: the route and destination a span is about and the event it
 // concerns.
@@ -117,14 +139,19 @@ func (h headerCarrier) Keys() []string { return propagation.HeaderCarrier(h).Key
 
 // Inject sets the traceparent and tracestate headers of h to ctx's span,
 // replacing whatever the sender had put there; with no valid span in ctx it
-// leaves h as it is.
+// leaves h as it is. It writes what propagation.TraceContext would, under
+// the headers' canonical names, without the carrier's work on each key.
 func Inject(ctx context.Context, h http.Header) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	s := Store(ctx)
+	if s.Traceparent == "" {
 		return
 	}
-	h.Del("Traceparent")
-	h.Del("Tracestate")
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	h["Traceparent"] = []string{s.Traceparent}
+	if s.Tracestate == "" {
+		delete(h, "Tracestate")
+		return
+	}
+	h["Tracestate"] = []string{s.Tracestate}
 }
 
 // Stored is a trace context as jethook stores it with a webhook: the W3C

@@ -3,14 +3,17 @@ package telemetry_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/telemetry"
@@ -116,6 +119,17 @@ func TestInjectReplacesTheSendersTraceContext(t *testing.T) {
 	if got := h.Values("Tracestate"); len(got) != 0 {
 		t.Errorf("the sender's tracestate stayed: %q", got)
 	}
+	state, err := trace.ParseTraceState("vendor=abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := trace.ContextWithRemoteSpanContext(context.Background(), span.SpanContext().WithTraceState(state))
+	ctx, child := tp.Tracer("test").Start(parent, "attempt")
+	defer child.End()
+	telemetry.Inject(ctx, h)
+	if got := h.Values("Tracestate"); len(got) != 1 || got[0] != "vendor=abc" {
+		t.Errorf("tracestate %q, want the span's vendor=abc", got)
+	}
 	kept := http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
 	telemetry.Inject(context.Background(), kept)
 	if kept.Get("Traceparent") == "" {
@@ -191,4 +205,41 @@ func TestAStoredTraceContextIsWhatThePropagatorWrites(t *testing.T) {
 			t.Errorf("Store = %+v, want %+v", got, want)
 		}
 	}
+}
+
+// SetAttributes gives each recording span exactly what its caller
+// appended, though the slice it appends to is reused from span to span,
+// and asks nothing of a span that does not record.
+func TestSetAttributesGivesEachSpanItsOwnAttributes(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	for i := range 3 {
+		_, span := tp.Tracer("test").Start(context.Background(), "span")
+		telemetry.SetAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+			for j := range 3 - i {
+				attrs = append(attrs, attribute.Int(fmt.Sprint("k", j), i))
+			}
+			return attrs
+		})
+		span.End()
+	}
+	for i, sp := range rec.Ended() {
+		got := sp.Attributes()
+		if len(got) != 3-i {
+			t.Errorf("span %d has %d attributes, want %d: %v", i, len(got), 3-i, got)
+		}
+		for _, kv := range got {
+			if kv.Value.AsInt64() != int64(i) {
+				t.Errorf("span %d: %s = %v, want %d", i, kv.Key, kv.Value.AsInt64(), i)
+			}
+		}
+	}
+	unsampled := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}}))
+	_, span := tp.Tracer("test").Start(unsampled, "not recorded")
+	telemetry.SetAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		t.Error("attributes were made for a span that does not record")
+		return attrs
+	})
+	span.End()
 }
