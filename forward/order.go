@@ -20,6 +20,12 @@ type destOrder struct {
 	key        *filter.Key
 	maxBlocked time.Duration
 
+	// settling bounds the delivered heads whose key is being passed on
+	// in the background (orderedMsg.Ack) to the destination's
+	// concurrency: a slow disk holds the next attempts back instead of
+	// piling settles up.
+	settling chan struct{}
+
 	mu       sync.Mutex
 	inflight map[store.OrderKey]uint64 // key → the head's sequence, while an attempt holds it here
 	logged   map[string]bool
@@ -34,7 +40,7 @@ func newOrder(d policy.Destination) (*destOrder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &destOrder{key: k, maxBlocked: d.Order.MaxBlocked,
+	return &destOrder{key: k, maxBlocked: d.Order.MaxBlocked, settling: make(chan struct{}, max(d.Concurrency, 1)),
 		inflight: map[store.OrderKey]uint64{}, logged: map[string]bool{}}, nil
 }
 
@@ -101,7 +107,8 @@ type orderedMsg struct {
 // once, and its slot goes to the next event while the disk syncs. The
 // next event of the key may go meanwhile: a crash before the sync brings
 // this one back first, a duplicate (store.SettleDelivered). Stop waits
-// for it as for an attempt.
+// for it as for an attempt. With as many settles on their way as the
+// destination's concurrency, Ack waits for one to end.
 func (m *orderedMsg) Ack() error {
 	d := m.d
 	d.order.done(m.key, m.seq)
@@ -114,9 +121,13 @@ func (m *orderedMsg) Ack() error {
 		}
 		return m.Msg.Ack()
 	}
+	d.order.settling <- struct{}{}
 	d.f.inflight.Add(1)
 	go func() {
-		defer d.f.inflight.Done()
+		defer func() {
+			<-d.order.settling
+			d.f.inflight.Done()
+		}()
 		if !m.settle(d.f.Store.SettleDelivered) {
 			_ = m.Msg.NakWithDelay(settleRetry)
 			return
