@@ -21,9 +21,8 @@ type destOrder struct {
 	maxBlocked time.Duration
 
 	// settling bounds the delivered heads whose key is being passed on
-	// in the background (orderedMsg.Ack) to the destination's
-	// concurrency: a slow disk holds the next attempts back instead of
-	// piling settles up.
+	// in the background (orderedMsg.Ack) to maxSettling: a slow disk
+	// holds the next attempts back instead of piling settles up.
 	settling chan struct{}
 
 	mu       sync.Mutex
@@ -40,7 +39,7 @@ func newOrder(d policy.Destination) (*destOrder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &destOrder{key: k, maxBlocked: d.Order.MaxBlocked, settling: make(chan struct{}, max(d.Concurrency, 1)),
+	return &destOrder{key: k, maxBlocked: d.Order.MaxBlocked, settling: make(chan struct{}, maxSettling),
 		inflight: map[store.OrderKey]uint64{}, logged: map[string]bool{}}, nil
 }
 
@@ -87,6 +86,12 @@ func (o *destOrder) firstOf(kind string) bool {
 	return true
 }
 
+// maxSettling is how many delivered heads of a destination may have their
+// key passed on in the background at once: enough for the deliveries of
+// the longest disk sync (about 10,000 a second for 100 ms), each a
+// goroutine and its message.
+const maxSettling = 1024
+
 // orderedMsg is the message of a key's head. Settling it (Ack, unless it
 // was parked; Term) passes the key on to the next event first
 // (store.SettleDelivered, store.SettleHead); a Nak, or an Ack after
@@ -107,8 +112,8 @@ type orderedMsg struct {
 // once, and its slot goes to the next event while the disk syncs. The
 // next event of the key may go meanwhile: a crash before the sync brings
 // this one back first, a duplicate (store.SettleDelivered). Stop waits
-// for it as for an attempt. With as many settles on their way as the
-// destination's concurrency, Ack waits for one to end.
+// for it as for an attempt. With maxSettling settles on their way, Ack
+// waits for one to end.
 func (m *orderedMsg) Ack() error {
 	d := m.d
 	d.order.done(m.key, m.seq)
