@@ -98,9 +98,9 @@ type OrderedResult struct {
 	// PeakRSS and HeapAfter are this process's peak resident set (VmHWM)
 	// after the interleaved case, and its Go heap in use once it drained.
 	PeakRSS, HeapAfter uint64
-	// The throughput case: events a second drained from a backlog of
-	// Keys × ThroughputPerKey, unordered and ordered.
-	Unordered, Ordered float64
+	// The throughput case: a backlog of Keys × ThroughputPerKey drained,
+	// unordered and ordered: the rate, and the process's CPU per event.
+	Unordered, Ordered Delivery
 	// The blocked case, run on an unordered destination first (the
 	// baseline) and then on an ordered one.
 	HealthyEvents              int
@@ -350,32 +350,33 @@ func orderedInterleaved(ctx context.Context, o OrderedOptions, r *OrderedResult)
 	return nil
 }
 
-// orderedDrain posts a backlog with delivery paused, then times its drain.
-func orderedDrain(ctx context.Context, o OrderedOptions, order string) (float64, error) {
+// orderedDrain posts a backlog with delivery paused, then times its drain
+// and the CPU it took.
+func orderedDrain(ctx context.Context, o OrderedOptions, order string) (Delivery, error) {
 	n := o.Keys * o.ThroughputPerKey
 	fmt.Fprintf(o.Progress, "ordered: draining %d events of %d keys%s\n", n, o.Keys, order)
 	be := newOrderedBackend(0, "", n)
 	st, srv, err := startOrdered(ctx, o, orderedConfig(order, o.Concurrency), be, false)
 	if err != nil {
-		return 0, err
+		return Delivery{}, err
 	}
 	defer srv.close()
 	defer st.close()
 	if err := postKeys(ctx, o, st.ingress.URL+hookPath, o.Keys, o.ThroughputPerKey); err != nil {
-		return 0, err
+		return Delivery{}, err
 	}
-	began := time.Now()
+	began, cpu0 := time.Now(), cpuTime()
 	if err := st.resume(); err != nil {
-		return 0, err
+		return Delivery{}, err
 	}
 	select {
 	case <-be.done:
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return Delivery{}, ctx.Err()
 	case <-time.After(10 * time.Minute):
-		return 0, fmt.Errorf("%d of %d delivered after 10 minutes", be.first, n)
+		return Delivery{}, fmt.Errorf("%d of %d delivered after 10 minutes", be.first, n)
 	}
-	return float64(n) / time.Since(began).Seconds(), nil
+	return Delivery{Delivered: n, Elapsed: time.Since(began), CPU: cpuTime() - cpu0}, nil
 }
 
 func orderedBlocked(ctx context.Context, o OrderedOptions, r *OrderedResult) error {
@@ -512,11 +513,13 @@ func (r OrderedResult) Report(w io.Writer) {
 	}
 	if slices.Contains(o.Cases, "throughput") {
 		ratio := 0.0
-		if r.Unordered > 0 {
-			ratio = r.Ordered / r.Unordered
+		if u := r.Unordered.PerSecond(); u > 0 {
+			ratio = r.Ordered.PerSecond() / u
 		}
 		fmt.Fprintf(w, "throughput: a backlog of %d keys × %d events drained at %.0f/s unordered, %.0f/s ordered: %.2f× (target ≥ 0.8×)\n",
-			o.Keys, o.ThroughputPerKey, r.Unordered, r.Ordered, ratio)
+			o.Keys, o.ThroughputPerKey, r.Unordered.PerSecond(), r.Ordered.PerSecond(), ratio)
+		fmt.Fprintf(w, "  CPU of the whole process (jethook, its NATS server, the backend) per event drained: %.0fµs unordered, %.0fµs ordered\n",
+			r.Unordered.CPUPerEvent().Seconds()*1e6, r.Ordered.CPUPerEvent().Seconds()*1e6)
 	}
 	if slices.Contains(o.Cases, "blocked") {
 		fmt.Fprintf(w, "blocked key: %d healthy keys at %d/s for %s, one key whose head always fails (max_blocked %s)\n",

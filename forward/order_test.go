@@ -549,3 +549,32 @@ func TestWaitingRecordsAreRenewedAndThenDroppedWithoutAnAttempt(t *testing.T) {
 	c.mu.Unlock()
 	r.awaitNoKeyBlocked(t)
 }
+
+// A delivered head passes its key on and its message is acked in the
+// background, once the change is on disk: when the events of a key are
+// all delivered, nothing of the key is left, neither a head on disk nor a
+// message pending in the consumer.
+func TestADeliveredHeadsKeyIsPassedOnAndItsMessageAcked(t *testing.T) {
+	t.Parallel()
+	c, b := newOrderChecker(t, func(string, int) int { return http.StatusOK })
+	addr := testkit.FreeAddr(t)
+	r := newRig(t, parseConfig(t, orderedRetry(t, `{key: 'body.key'}`), b.URL), store.Options{ClientListen: addr})
+	js := newCrafted(t, addr).js
+	ks := keys(4)
+	postKeyed(r, ks, 5)
+	testkit.Eventually(t, 30*time.Second, "every event delivered", func() bool { return c.deliveries() == len(ks)*5 })
+	c.check(t)
+	ctx := context.Background()
+	cons, err := js.Consumer(ctx, store.StreamName, store.ConsumerName("shop", "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every message acked", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	})
+	eventually(t, "no key with a head left", func() bool {
+		heads, _, err := r.store.OldHeads("shop", "app", store.OrderKey{}, time.Now().Add(time.Hour), 10)
+		return err == nil && len(heads) == 0
+	})
+}

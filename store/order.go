@@ -432,20 +432,49 @@ func (s *Store) Failing(route, dest string, k OrderKey, seq uint64, now time.Tim
 // published as a due record, due at now; or, with none queued, the key's
 // entries go. It does nothing when seq is not the head. It returns once
 // the change is on disk: only then may the caller settle seq's message.
+// The next event of the key sees the change only once it is on disk too:
+// use it for a head that was not delivered (dead-lettered, or gone), which
+// a crash must not bring back to an attempt after a later event of its key
+// was delivered.
 // The due record is published before the head moves, so a crash in
 // between leaves seq head, its message unsettled and the next event
 // queued: the release is done again when seq comes back.
 func (s *Store) SettleHead(ctx context.Context, route, dest string, k OrderKey, seq uint64, now time.Time) error {
 	s.orderLocks[stripe(k)].Lock()
 	defer s.orderLocks[stripe(k)].Unlock()
+	_, err := s.passOn(ctx, route, dest, k, seq, now, pebble.Sync)
+	return err
+}
+
+// SettleDelivered is SettleHead for a head that was delivered (or
+// filtered out): the next event of the key sees the change at once, and
+// may be attempted while it is being put on disk; SettleDelivered returns
+// once it is there. A crash before that brings seq back as head, with its
+// message, which was not settled yet: it is delivered again (or filtered
+// again) before the next event, a duplicate and never an event of the key
+// first delivered after a later one. So the key's lock is not held while
+// the disk syncs: the destination's other events go on meanwhile.
+func (s *Store) SettleDelivered(ctx context.Context, route, dest string, k OrderKey, seq uint64, now time.Time) error {
+	s.orderLocks[stripe(k)].Lock()
+	wrote, err := s.passOn(ctx, route, dest, k, seq, now, pebble.NoSync)
+	s.orderLocks[stripe(k)].Unlock()
+	if err != nil || !wrote {
+		return err
+	}
+	return s.SyncOrder()
+}
+
+// passOn is SettleHead's change, committed with opts; wrote is false when
+// seq was not the head. The caller holds k's lock.
+func (s *Store) passOn(ctx context.Context, route, dest string, k OrderKey, seq uint64, now time.Time, opts *pebble.WriteOptions) (wrote bool, err error) {
 	hk := headKey(route, dest, k)
 	h, ok, err := s.readHead(hk)
 	if err != nil || !ok || h.seq != seq {
-		return err
+		return false, err
 	}
 	it, err := s.idx.db.NewIter(queueOf(route, dest, k))
 	if err != nil {
-		return fmt.Errorf("order: %w", err)
+		return false, fmt.Errorf("order: %w", err)
 	}
 	var next []byte
 	var val []byte
@@ -453,7 +482,7 @@ func (s *Store) SettleHead(ctx context.Context, route, dest string, k OrderKey, 
 		next, val = slices.Clone(it.Key()), slices.Clone(it.Value())
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("order: %w", err)
+		return false, fmt.Errorf("order: %w", err)
 	}
 	b := s.idx.db.NewBatch()
 	defer b.Close()
@@ -473,15 +502,15 @@ func (s *Store) SettleHead(ctx context.Context, route, dest string, k OrderKey, 
 			Ordered:   true,
 		}
 		if err := s.publishDue(ctx, route, dest, p, q.id); err != nil {
-			return err
+			return false, err
 		}
 		_ = b.Set(hk, head{seq: p.Seq, since: now.UnixNano(), id: q.id}.value(), nil)
 		_ = b.Delete(next, nil)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("order: %w", err)
+	if err := b.Commit(opts); err != nil {
+		return false, fmt.Errorf("order: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // Blocked is what waits on route's destination's ordering keys.
