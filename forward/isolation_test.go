@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jethook/jethook/forward"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 )
 
@@ -97,7 +98,9 @@ func TestRetriesOfFailingEventsDoNotStarveTheWebhooksBehindThem(t *testing.T) {
 	if err := r.fwd.Resume("shop", "app"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "every event delivered or dead-lettered", func() bool {
+	// 120 attempts one at a time: more than eventually's 10 s on a loaded
+	// machine under -race.
+	testkit.Eventually(t, time.Minute, "every event delivered or dead-lettered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return good == healthy && len(r.deadLetters()) == poison
