@@ -68,7 +68,7 @@ func transformInput(req *http.Request, e *store.Envelope) *transform.Request {
 		h = h.Clone()
 		h.Del("Authorization")
 	}
-	return &transform.Request{Method: req.Method, Path: req.URL.EscapedPath(), Query: req.URL.RawQuery, Header: h, Body: e.Body}
+	return &transform.Request{Method: req.Method, Path: req.URL.EscapedPath(), Query: req.URL.RawQuery, Header: h, Body: e.Body, JSON: e.JSON}
 }
 
 // transformed runs the destination's transform on attempt n's request and

@@ -215,7 +215,7 @@ func appendString(b []byte, s string) []byte {
 // did not read as they came.
 func (e *encoder) lazyObject(o *lazyObject, depth int) error {
 	if o.untouched() {
-		e.buf = append(e.buf, o.raw.Raw...)
+		e.buf = append(e.buf, o.d.raw(o.v)...)
 		return e.full()
 	}
 	if depth >= MaxDepth {
@@ -241,7 +241,7 @@ func (e *encoder) lazyObject(o *lazyObject, depth int) error {
 				continue
 			}
 		} else {
-			e.buf = append(e.buf, f.raw...)
+			e.buf = append(e.buf, o.d.raw(f.raw)...)
 		}
 		first = false
 		if err := e.full(); err != nil {
@@ -255,7 +255,7 @@ func (e *encoder) lazyObject(o *lazyObject, depth int) error {
 // lazyArray writes an array read from the body, as lazyObject does.
 func (e *encoder) lazyArray(a *lazyArray, depth int) error {
 	if a.untouched() {
-		e.buf = append(e.buf, a.raw.Raw...)
+		e.buf = append(e.buf, a.d.raw(a.v)...)
 		return e.full()
 	}
 	if depth >= MaxDepth {
@@ -276,7 +276,7 @@ func (e *encoder) lazyArray(a *lazyArray, depth int) error {
 				e.buf = append(e.buf, "null"...)
 			}
 		case i < len(a.raws):
-			e.buf = append(e.buf, a.raws[i].Raw...)
+			e.buf = append(e.buf, a.d.raw(a.raws[i])...)
 		default:
 			e.buf = append(e.buf, "null"...)
 		}

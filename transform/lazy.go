@@ -2,10 +2,10 @@ package transform
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/dop251/goja"
-	"github.com/tidwall/gjson"
 )
 
 // A JSON body reaches the script as lazy objects and arrays: each reads
@@ -15,44 +15,46 @@ import (
 // fields of a 5 KB body decodes two fields, not 5 KB; and what it leaves
 // alone goes back out as the sender wrote it, numbers past 2^53 included.
 
-// jsValue is r as a JavaScript value: objects and arrays lazy.
-func jsValue(rt *goja.Runtime, r gjson.Result) goja.Value {
-	switch r.Type {
-	case gjson.String:
-		return rt.ToValue(strings.Clone(r.String())) // r may be in the request's body
-	case gjson.Number:
-		return rt.ToValue(r.Float())
-	case gjson.True:
+// jsValue is the value v of d as a JavaScript value: objects and arrays
+// lazy.
+func jsValue(rt *goja.Runtime, d *doc, v span) goja.Value {
+	raw := d.raw(v)
+	switch raw[0] {
+	case '"':
+		return rt.ToValue(strings.Clone(unescape(raw[1 : len(raw)-1]))) // raw is in the request's body
+	case '{':
+		return rt.NewDynamicObject(&lazyObject{rt: rt, d: d, v: v})
+	case '[':
+		return rt.NewDynamicArray(&lazyArray{rt: rt, d: d, v: v})
+	case 't':
 		return rt.ToValue(true)
-	case gjson.False:
+	case 'f':
 		return rt.ToValue(false)
-	case gjson.JSON:
-		if r.IsArray() {
-			return rt.NewDynamicArray(&lazyArray{rt: rt, raw: r})
-		}
-		return rt.NewDynamicObject(&lazyObject{rt: rt, raw: r})
+	case 'n':
+		return goja.Null()
 	}
-	return goja.Null()
+	f, _ := strconv.ParseFloat(raw, 64) // past the float range: ±Inf, as JSON.parse reads it
+	return rt.ToValue(f)
 }
 
-// lazyObject is a JSON object as a script sees it. Until the script lists
-// its keys, sets or deletes one, each read finds its key in the raw JSON
-// and keeps the value it made in vals, so that reading it again gives the
-// same object; after, fields holds every key in order (indexed).
+// lazyObject is a JSON object as a script sees it. The first time the
+// script looks at it, fields lists its keys in order (index), each with
+// the extent of its value in the body; a value is made when the script
+// reads it, and kept, so that reading it again gives the same object.
 type lazyObject struct {
 	rt      *goja.Runtime
-	raw     gjson.Result
-	vals    []field // values made so far, until indexed
+	d       *doc
+	v       span
 	indexed bool
 	fields  []field
 	changed bool
 }
 
-// field is one key of a lazyObject: its raw JSON, and its value once made
-// or set (nil before).
+// field is one key of a lazyObject: its value's extent in the body, and
+// its value once made or set (nil before).
 type field struct {
 	key string
-	raw string
+	raw span
 	val goja.Value
 }
 
@@ -63,19 +65,10 @@ func (o *lazyObject) index() {
 		return
 	}
 	o.indexed = true
-	n := 0
-	o.raw.ForEach(func(_, _ gjson.Result) bool { n++; return true })
-	o.fields = make([]field, 0, n)
-	o.raw.ForEach(func(k, v gjson.Result) bool {
-		o.fields = append(o.fields, field{key: k.String(), raw: v.Raw}) // in the body: Keys copies it
-		return true
+	o.fields = make([]field, 0, 8)
+	o.d.members(o.v, func(key string, val span) {
+		o.fields = append(o.fields, field{key: unescape(key), raw: val}) // key may be in the body: Keys copies it
 	})
-	for _, f := range o.vals {
-		if i := o.find(f.key); i >= 0 {
-			o.fields[i].val = f.val
-		}
-	}
-	o.vals = nil
 }
 
 // find is the index of key in fields, or -1.
@@ -89,29 +82,16 @@ func (o *lazyObject) find(key string) int {
 }
 
 func (o *lazyObject) Get(key string) goja.Value {
-	if o.indexed {
-		i := o.find(key)
-		if i < 0 {
-			return nil
-		}
-		f := &o.fields[i]
-		if f.val == nil {
-			f.val = jsValue(o.rt, gjson.Parse(f.raw))
-		}
-		return f.val
-	}
-	for _, f := range o.vals {
-		if f.key == key {
-			return f.val
-		}
-	}
-	r := o.raw.Get(gjson.Escape(key))
-	if !r.Exists() {
+	o.index()
+	i := o.find(key)
+	if i < 0 {
 		return nil
 	}
-	v := jsValue(o.rt, r)
-	o.vals = append(o.vals, field{key: key, val: v})
-	return v
+	f := &o.fields[i]
+	if f.val == nil {
+		f.val = jsValue(o.rt, o.d, f.raw)
+	}
+	return f.val
 }
 
 func (o *lazyObject) Set(key string, val goja.Value) bool {
@@ -119,17 +99,15 @@ func (o *lazyObject) Set(key string, val goja.Value) bool {
 	if i := o.find(key); i >= 0 {
 		o.fields[i].val = val
 	} else {
-		o.fields = append(o.fields, field{key: key, val: val})
+		o.fields = append(o.fields, field{key: key, raw: span{c: -1}, val: val})
 	}
 	o.changed = true
 	return true
 }
 
 func (o *lazyObject) Has(key string) bool {
-	if o.indexed {
-		return o.find(key) >= 0
-	}
-	return o.Get(key) != nil
+	o.index()
+	return o.find(key) >= 0
 }
 
 func (o *lazyObject) Delete(key string) bool {
@@ -156,11 +134,6 @@ func (o *lazyObject) Keys() []string {
 func (o *lazyObject) untouched() bool {
 	if o.changed {
 		return false
-	}
-	for _, f := range o.vals {
-		if !untouched(f.val) {
-			return false
-		}
 	}
 	for _, f := range o.fields {
 		if f.val != nil && !untouched(f.val) {
@@ -214,13 +187,15 @@ func stringOf(v goja.Value) (string, bool) {
 	return s, ok
 }
 
-// lazyArray is a JSON array as a script sees it: raws holds its elements
-// as written once read, vals the values made or set since.
+// lazyArray is a JSON array as a script sees it: raws holds the extents
+// of its elements in the body once read, vals the values made or set
+// since.
 type lazyArray struct {
 	rt      *goja.Runtime
-	raw     gjson.Result
+	d       *doc
+	v       span
 	indexed bool
-	raws    []gjson.Result
+	raws    []span
 	vals    []goja.Value
 	changed bool
 }
@@ -230,7 +205,7 @@ func (a *lazyArray) index() {
 		return
 	}
 	a.indexed = true
-	a.raws = a.raw.Array()
+	a.d.members(a.v, func(_ string, val span) { a.raws = append(a.raws, val) })
 	a.vals = make([]goja.Value, len(a.raws))
 }
 
@@ -248,7 +223,7 @@ func (a *lazyArray) Get(i int) goja.Value {
 		if i >= len(a.raws) {
 			return goja.Undefined()
 		}
-		a.vals[i] = jsValue(a.rt, a.raws[i])
+		a.vals[i] = jsValue(a.rt, a.d, a.raws[i])
 	}
 	return a.vals[i]
 }

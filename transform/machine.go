@@ -145,22 +145,28 @@ func display(rt *goja.Runtime, v goja.Value) string {
 
 // decodeBody is the body as the script sees it: lazy objects and arrays
 // (lazy.go) when it is JSON that nests no deeper than MaxDepth, else a
-// string.
+// string. A body the ingress found to be such JSON (Request.JSON) is not
+// checked again.
 func (m *machine) decodeBody() goja.Value {
 	// Depth first: it reads the body once without recursion, where
 	// gjson's validation recurses as deep as the body nests.
-	if !payload.TooDeep(m.body) && gjson.ValidBytes(m.body) {
+	if m.request.req.JSON || !payload.TooDeep(m.body) && gjson.ValidBytes(m.body) {
 		// The lazy values read the body where it is, not a copy of it
 		// per run: what they hand the script (strings, keys) they copy
-		// (jsValue, lazyObject.index), and Request.Body does not change.
-		raw := strings.TrimSpace(unsafe.String(unsafe.SliceData(m.body), len(m.body)))
-		r := gjson.Result{Type: gjson.JSON, Raw: raw}
-		if raw[0] != '{' && raw[0] != '[' {
-			r = gjson.Parse(raw)
+		// (jsValue, lazyObject.Keys), and Request.Body does not change.
+		s := unsafe.String(unsafe.SliceData(m.body), len(m.body))
+		d := newDoc(s)
+		at := skipSpace(s, 0)
+		end := len(strings.TrimRight(s, " \t\r\n"))
+		if at >= end {
+			return m.rt.ToValue(string(m.body))
 		}
-		v := jsValue(m.rt, r)
-		m.decoded = v
-		return v
+		v := span{at, end, -1}
+		if len(d.cs) > 0 && d.cs[0].open == at {
+			v.c = 0
+		}
+		m.decoded = jsValue(m.rt, d, v)
+		return m.decoded
 	}
 	return m.rt.ToValue(string(m.body))
 }

@@ -84,6 +84,10 @@ type Request struct {
 	// given to Run, as what a script keeps of one run (a global holding
 	// request.body) may go on reading it.
 	Body []byte
+	// JSON says Body is known to be JSON that nests no deeper than
+	// MaxDepth (filter.IsJSON), as the ingress found and recorded it: Run
+	// then does not check it again. False means not known: Run checks.
+	JSON bool
 }
 
 // Context is what the script's handler gets as its second argument, and

@@ -1,0 +1,179 @@
+package transform
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// A JSON body is read in one pass (newDoc) that finds where each of its
+// larger objects and arrays ends; a level the script reads is then listed
+// (fields, elements) stepping over what it holds through those ends,
+// instead of reading it again. Without them, reading body.data.object.id
+// would go through the object three times, once per level.
+
+// doc is a JSON body and the extents of its objects and arrays of at
+// least minContainer bytes, in the order they open.
+type doc struct {
+	s  string
+	cs []container
+}
+
+// container is one object or array of a doc: where it opens and ends,
+// and the index of the first container after everything it holds.
+type container struct{ open, end, next int }
+
+// minContainer is the size below which objects and arrays are not
+// recorded: stepping over them byte by byte costs little, and a body of
+// many small ones would otherwise make a large index.
+const minContainer = 64
+
+// newDoc indexes s, which is JSON. If it is not, nothing fails: what the
+// script reads of it is only less sensible.
+func newDoc(s string) *doc {
+	d := &doc{s: s}
+	var open []int // indices in d.cs of the containers not closed yet
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			i = stringEnd(s, i) - 1
+		case '{', '[':
+			open = append(open, len(d.cs))
+			d.cs = append(d.cs, container{open: i, end: len(s)})
+		case '}', ']':
+			n := len(open)
+			if n == 0 {
+				continue
+			}
+			k := open[n-1]
+			open = open[:n-1]
+			if i+1-d.cs[k].open < minContainer {
+				// What it holds is smaller still, so not recorded: it is
+				// the last one.
+				d.cs = d.cs[:k]
+				continue
+			}
+			d.cs[k].end, d.cs[k].next = i+1, len(d.cs)
+		}
+	}
+	for _, k := range open {
+		d.cs[k].next = len(d.cs)
+	}
+	return d
+}
+
+// stringEnd is the end of the JSON string that opens at s[i], past its
+// closing quote.
+func stringEnd(s string, i int) int {
+	for j := i + 1; j < len(s); j++ {
+		k := strings.IndexByte(s[j:], '"')
+		if k < 0 {
+			break
+		}
+		j += k
+		b := j
+		for s[b-1] == '\\' {
+			b--
+		}
+		if (j-b)%2 == 0 { // not escaped
+			return j + 1
+		}
+	}
+	return len(s)
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// span is a value of a doc: d.s[at:end], and when it is a recorded
+// object or array its index in d.cs, else -1.
+type span struct {
+	at, end int
+	c       int
+}
+
+func (d *doc) raw(v span) string { return d.s[v.at:v.end] }
+
+// valueEnd is the value that starts at s[i]; next is the index in d.cs
+// of the first container at or after i, moved past this value.
+func (d *doc) value(i int, next *int) span {
+	s := d.s
+	switch s[i] {
+	case '"':
+		return span{i, stringEnd(s, i), -1}
+	case '{', '[':
+		if k := *next; k < len(d.cs) && d.cs[k].open == i {
+			*next = d.cs[k].next
+			return span{i, d.cs[k].end, k}
+		}
+		depth := 0
+		for j := i; j < len(s); j++ {
+			switch s[j] {
+			case '"':
+				j = stringEnd(s, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return span{i, j + 1, -1}
+				}
+			}
+		}
+		return span{i, len(s), -1}
+	}
+	j := i
+	for j < len(s) && s[j] != ',' && s[j] != '}' && s[j] != ']' && s[j] != ' ' && s[j] != '\n' && s[j] != '\r' && s[j] != '\t' {
+		j++
+	}
+	return span{i, j, -1}
+}
+
+// members calls f with each member of the object or array v, in order:
+// for an object its key, still escaped as written, and value, for an
+// array its values and an empty key.
+func (d *doc) members(v span, f func(key string, val span)) {
+	s := d.s[:v.end]
+	next := len(d.cs)
+	if v.c >= 0 {
+		next = v.c + 1
+	}
+	object := s[v.at] == '{'
+	for i := skipSpace(s, v.at+1); i < len(s); {
+		key := ""
+		if object {
+			if s[i] != '"' {
+				return
+			}
+			ke := stringEnd(s, i)
+			if ke-1 <= i {
+				return
+			}
+			key = s[i+1 : ke-1]
+			if i = skipSpace(s, ke); i >= len(s) || s[i] != ':' {
+				return
+			}
+			i = skipSpace(s, i+1)
+		}
+		if i >= len(s) || s[i] == '}' || s[i] == ']' {
+			return
+		}
+		val := d.value(i, &next)
+		f(key, val)
+		if i = skipSpace(s, val.end); i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+		}
+	}
+}
+
+// unescape is the text of a JSON string's content as written between its
+// quotes.
+func unescape(s string) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s
+	}
+	return gjson.Parse(`"` + s + `"`).String()
+}
