@@ -221,7 +221,7 @@ func (e *encoder) lazyObject(o *lazyObject, depth int) error {
 	if depth >= MaxDepth {
 		return e.tooDeep()
 	}
-	o.index()
+	o.edit()
 	e.buf = append(e.buf, '{')
 	first := true
 	for _, f := range o.fields {

@@ -38,41 +38,94 @@ func jsValue(rt *goja.Runtime, d *doc, v span) goja.Value {
 }
 
 // lazyObject is a JSON object as a script sees it. The first time the
-// script looks at it, fields lists its keys in order (index), each with
-// the extent of its value in the body; a value is made when the script
-// reads it, and kept, so that reading it again gives the same object.
+// script looks at it, members lists its keys and values as written, one
+// pass over its level; a value is made when the script reads it and kept
+// in made, so that reading it again gives the same object. Once the
+// script sets or deletes a key, fields holds the object instead (edit).
 type lazyObject struct {
 	rt      *goja.Runtime
 	d       *doc
 	v       span
 	indexed bool
+	members []member
+	escaped bool // a key in members is written with an escape
+	made    []made
+	edited  bool
 	fields  []field
-	changed bool
 }
 
-// field is one key of a lazyObject: its value's extent in the body, and
-// its value once made or set (nil before).
+// member is a key of a lazyObject as written (between its quotes) and
+// its value.
+type member struct{ key, val span }
+
+// made is the value made of members[i].
+type made struct {
+	i int
+	v goja.Value
+}
+
+// field is one key of an edited lazyObject: its value as written, and its
+// value once made or set (nil before).
 type field struct {
 	key string
 	raw span
 	val goja.Value
 }
 
-// index lists the object's keys. A key written twice is listed twice and
-// read as its first value, as filters read it.
+// index lists the object's members.
 func (o *lazyObject) index() {
 	if o.indexed {
 		return
 	}
 	o.indexed = true
-	o.fields = make([]field, 0, 8)
-	o.d.members(o.v, func(key string, val span) {
-		o.fields = append(o.fields, field{key: unescape(key), raw: val}) // key may be in the body: Keys copies it
+	o.members = make([]member, 0, o.d.size(o.v))
+	o.d.members(o.v, func(key, val span) {
+		o.members = append(o.members, member{key, val})
+		if strings.IndexByte(o.d.raw(key), '\\') >= 0 {
+			o.escaped = true
+		}
 	})
 }
 
-// find is the index of key in fields, or -1.
+// key is members[i]'s key, in the body.
+func (o *lazyObject) key(i int) string {
+	k := o.d.raw(o.members[i].key)
+	if o.escaped {
+		k = unescape(k)
+	}
+	return k
+}
+
+// find is the index of key in members, or -1. A key written twice is
+// read as its first value, as filters read it.
 func (o *lazyObject) find(key string) int {
+	for i, m := range o.members {
+		if o.escaped && o.key(i) == key || !o.escaped && o.d.raw(m.key) == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// edit makes fields of members and made.
+func (o *lazyObject) edit() {
+	o.index()
+	if o.edited {
+		return
+	}
+	o.edited = true
+	o.fields = make([]field, len(o.members), len(o.members)+1)
+	for i, m := range o.members {
+		o.fields[i] = field{key: o.key(i), raw: m.val} // in the body: Keys copies it
+	}
+	for _, m := range o.made {
+		o.fields[m.i].val = m.v
+	}
+	o.members, o.made = nil, nil
+}
+
+// findField is the index of key in fields, or -1.
+func (o *lazyObject) findField(key string) int {
 	for i := range o.fields {
 		if o.fields[i].key == key {
 			return i
@@ -83,47 +136,69 @@ func (o *lazyObject) find(key string) int {
 
 func (o *lazyObject) Get(key string) goja.Value {
 	o.index()
+	if o.edited {
+		i := o.findField(key)
+		if i < 0 {
+			return nil
+		}
+		f := &o.fields[i]
+		if f.val == nil {
+			f.val = jsValue(o.rt, o.d, f.raw)
+		}
+		return f.val
+	}
 	i := o.find(key)
 	if i < 0 {
 		return nil
 	}
-	f := &o.fields[i]
-	if f.val == nil {
-		f.val = jsValue(o.rt, o.d, f.raw)
+	for _, m := range o.made {
+		if m.i == i {
+			return m.v
+		}
 	}
-	return f.val
+	v := jsValue(o.rt, o.d, o.members[i].val)
+	o.made = append(o.made, made{i, v})
+	return v
 }
 
 func (o *lazyObject) Set(key string, val goja.Value) bool {
-	o.index()
-	if i := o.find(key); i >= 0 {
+	o.edit()
+	if i := o.findField(key); i >= 0 {
 		o.fields[i].val = val
 	} else {
-		o.fields = append(o.fields, field{key: key, raw: span{c: -1}, val: val})
+		o.fields = append(o.fields, field{key: key, val: val})
 	}
-	o.changed = true
 	return true
 }
 
 func (o *lazyObject) Has(key string) bool {
 	o.index()
+	if o.edited {
+		return o.findField(key) >= 0
+	}
 	return o.find(key) >= 0
 }
 
 func (o *lazyObject) Delete(key string) bool {
-	o.index()
-	if i := o.find(key); i >= 0 {
+	o.edit()
+	if i := o.findField(key); i >= 0 {
 		o.fields = append(o.fields[:i:i], o.fields[i+1:]...)
-		o.changed = true
 	}
 	return true
 }
 
 func (o *lazyObject) Keys() []string {
 	o.index()
-	keys := make([]string, len(o.fields))
-	for i, f := range o.fields {
-		keys[i] = strings.Clone(f.key)
+	if o.edited {
+		keys := make([]string, len(o.fields))
+		for i, f := range o.fields {
+			keys[i] = strings.Clone(f.key)
+		}
+		return keys
+	}
+	keys := make([]string, len(o.members))
+	for i := range o.members {
+		keys[i] = strings.Clone(o.key(i))
 	}
 	return keys
 }
@@ -132,11 +207,11 @@ func (o *lazyObject) Keys() []string {
 // set or deleted, and no object or array read from it that could have been
 // changed.
 func (o *lazyObject) untouched() bool {
-	if o.changed {
+	if o.edited {
 		return false
 	}
-	for _, f := range o.fields {
-		if f.val != nil && !untouched(f.val) {
+	for _, m := range o.made {
+		if !untouched(m.v) {
 			return false
 		}
 	}
@@ -205,7 +280,8 @@ func (a *lazyArray) index() {
 		return
 	}
 	a.indexed = true
-	a.d.members(a.v, func(_ string, val span) { a.raws = append(a.raws, val) })
+	a.raws = make([]span, 0, a.d.size(a.v))
+	a.d.members(a.v, func(_, val span) { a.raws = append(a.raws, val) })
 	a.vals = make([]goja.Value, len(a.raws))
 }
 

@@ -161,11 +161,7 @@ func (m *machine) decodeBody() goja.Value {
 		if at >= end {
 			return m.rt.ToValue(string(m.body))
 		}
-		v := span{at, end, -1}
-		if len(d.cs) > 0 && d.cs[0].open == at {
-			v.c = 0
-		}
-		m.decoded = jsValue(m.rt, d, v)
+		m.decoded = jsValue(m.rt, d, span{at, end})
 		return m.decoded
 	}
 	return m.rt.ToValue(string(m.body))

@@ -1,6 +1,8 @@
 package transform
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -20,8 +22,9 @@ type doc struct {
 }
 
 // container is one object or array of a doc: where it opens and ends,
-// and the index of the first container after everything it holds.
-type container struct{ open, end, next int }
+// the index of the first container after everything it holds, and how
+// many commas it holds at its own level (its members less one).
+type container struct{ open, end, next, commas int }
 
 // minContainer is the size below which objects and arrays are not
 // recorded: stepping over them byte by byte costs little, and a body of
@@ -34,13 +37,23 @@ func newDoc(s string) *doc {
 	d := &doc{s: s}
 	var open []int // indices in d.cs of the containers not closed yet
 	for i := 0; i < len(s); i++ {
+		for i < len(s) && !structural[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		switch s[i] {
 		case '"':
 			i = stringEnd(s, i) - 1
+		case ',':
+			if n := len(open); n > 0 {
+				d.cs[open[n-1]].commas++
+			}
 		case '{', '[':
 			open = append(open, len(d.cs))
 			d.cs = append(d.cs, container{open: i, end: len(s)})
-		case '}', ']':
+		default: // '}', ']'
 			n := len(open)
 			if n == 0 {
 				continue
@@ -60,6 +73,28 @@ func newDoc(s string) *doc {
 		d.cs[k].next = len(d.cs)
 	}
 	return d
+}
+
+// structural marks the bytes newDoc stops at.
+var structural = [256]bool{'"': true, ',': true, '{': true, '}': true, '[': true, ']': true}
+
+// container is the index in d.cs of the container that opens at at, or
+// -1 when it is not recorded.
+func (d *doc) container(at int) int {
+	k, ok := slices.BinarySearchFunc(d.cs, at, func(c container, at int) int { return cmp.Compare(c.open, at) })
+	if !ok {
+		return -1
+	}
+	return k
+}
+
+// size is how many members the value at v.at holds, a guess when it is
+// not recorded.
+func (d *doc) size(v span) int {
+	if k := d.container(v.at); k >= 0 {
+		return d.cs[k].commas + 1
+	}
+	return 8
 }
 
 // stringEnd is the end of the JSON string that opens at s[i], past its
@@ -89,26 +124,22 @@ func skipSpace(s string, i int) int {
 	return i
 }
 
-// span is a value of a doc: d.s[at:end], and when it is a recorded
-// object or array its index in d.cs, else -1.
-type span struct {
-	at, end int
-	c       int
-}
+// span is a value of a doc: d.s[at:end].
+type span struct{ at, end int }
 
 func (d *doc) raw(v span) string { return d.s[v.at:v.end] }
 
-// valueEnd is the value that starts at s[i]; next is the index in d.cs
-// of the first container at or after i, moved past this value.
+// value is the value that starts at s[i]; next is the index in d.cs of
+// the first container at or after i, moved past this value.
 func (d *doc) value(i int, next *int) span {
 	s := d.s
 	switch s[i] {
 	case '"':
-		return span{i, stringEnd(s, i), -1}
+		return span{i, stringEnd(s, i)}
 	case '{', '[':
 		if k := *next; k < len(d.cs) && d.cs[k].open == i {
 			*next = d.cs[k].next
-			return span{i, d.cs[k].end, k}
+			return span{i, d.cs[k].end}
 		}
 		depth := 0
 		for j := i; j < len(s); j++ {
@@ -119,31 +150,31 @@ func (d *doc) value(i int, next *int) span {
 				depth++
 			case '}', ']':
 				if depth--; depth == 0 {
-					return span{i, j + 1, -1}
+					return span{i, j + 1}
 				}
 			}
 		}
-		return span{i, len(s), -1}
+		return span{i, len(s)}
 	}
 	j := i
 	for j < len(s) && s[j] != ',' && s[j] != '}' && s[j] != ']' && s[j] != ' ' && s[j] != '\n' && s[j] != '\r' && s[j] != '\t' {
 		j++
 	}
-	return span{i, j, -1}
+	return span{i, j}
 }
 
 // members calls f with each member of the object or array v, in order:
-// for an object its key, still escaped as written, and value, for an
-// array its values and an empty key.
-func (d *doc) members(v span, f func(key string, val span)) {
+// for an object its key (what is written between its quotes) and value,
+// for an array its values.
+func (d *doc) members(v span, f func(key, val span)) {
 	s := d.s[:v.end]
 	next := len(d.cs)
-	if v.c >= 0 {
-		next = v.c + 1
+	if k := d.container(v.at); k >= 0 {
+		next = k + 1
 	}
 	object := s[v.at] == '{'
 	for i := skipSpace(s, v.at+1); i < len(s); {
-		key := ""
+		var key span
 		if object {
 			if s[i] != '"' {
 				return
@@ -152,7 +183,7 @@ func (d *doc) members(v span, f func(key string, val span)) {
 			if ke-1 <= i {
 				return
 			}
-			key = s[i+1 : ke-1]
+			key = span{i + 1, ke - 1}
 			if i = skipSpace(s, ke); i >= len(s) || s[i] != ':' {
 				return
 			}
