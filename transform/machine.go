@@ -150,7 +150,7 @@ func display(rt *goja.Runtime, v goja.Value) string {
 func (m *machine) decodeBody() goja.Value {
 	// Depth first: it reads the body once without recursion, where
 	// gjson's validation recurses as deep as the body nests.
-	if m.request.req.JSON || !payload.TooDeep(m.body) && gjson.ValidBytes(m.body) {
+	if len(m.body) <= maxDoc && (m.request.req.JSON || !payload.TooDeep(m.body) && gjson.ValidBytes(m.body)) {
 		// The lazy values read the body where it is, not a copy of it
 		// per run: what they hand the script (strings, keys) they copy
 		// (jsValue, lazyObject.Keys), and Request.Body does not change.
@@ -161,7 +161,7 @@ func (m *machine) decodeBody() goja.Value {
 		if at >= end {
 			return m.rt.ToValue(string(m.body))
 		}
-		m.decoded = jsValue(m.rt, d, span{at, end})
+		m.decoded = jsValue(m.rt, d, spanOf(at, end))
 		return m.decoded
 	}
 	return m.rt.ToValue(string(m.body))
@@ -260,11 +260,11 @@ type contextObject struct {
 	rt   *goja.Runtime
 	c    Context
 	req  *Request
-	vals map[string]goja.Value
+	vals props
 }
 
 func (o *contextObject) Get(key string) goja.Value {
-	if v, ok := o.vals[key]; ok {
+	if v, ok := o.vals.get(key); ok {
 		return v
 	}
 	var v goja.Value
@@ -301,10 +301,7 @@ func (o *contextObject) Get(key string) goja.Value {
 }
 
 func (o *contextObject) Set(key string, val goja.Value) bool {
-	if o.vals == nil {
-		o.vals = map[string]goja.Value{}
-	}
-	o.vals[key] = val
+	o.vals.set(key, val)
 	return true
 }
 
@@ -317,9 +314,9 @@ func (o *contextObject) Delete(key string) bool {
 
 func (o *contextObject) Keys() []string {
 	keys := append([]string(nil), contextKeys...)
-	for k := range o.vals {
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
+	for _, p := range o.vals {
+		if !slices.Contains(keys, p.key) {
+			keys = append(keys, p.key)
 		}
 	}
 	return keys

@@ -99,7 +99,7 @@ func (m *machine) field(o *goja.Object, key string) goja.Value {
 		}
 		return m.bodyVal
 	}
-	if v, ok := m.request.vals[key]; ok {
+	if v, ok := m.request.vals.get(key); ok {
 		return v
 	}
 	if slices.Contains(requestKeys, key) {

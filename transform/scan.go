@@ -2,6 +2,7 @@ package transform
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 
@@ -23,8 +24,12 @@ type doc struct {
 
 // container is one object or array of a doc: where it opens and ends,
 // the index of the first container after everything it holds, and how
-// many commas it holds at its own level (its members less one).
-type container struct{ open, end, next, commas int }
+// many commas it holds at its own level (its members less one). Offsets
+// are 32 bits: a doc is at most maxDoc bytes.
+type container struct{ open, end, next, commas int32 }
+
+// maxDoc is the largest body newDoc indexes.
+const maxDoc = math.MaxInt32
 
 // minContainer is the size below which objects and arrays are not
 // recorded: stepping over them byte by byte costs little, and a body of
@@ -52,7 +57,7 @@ func newDoc(s string) *doc {
 			}
 		case '{', '[':
 			open = append(open, len(d.cs))
-			d.cs = append(d.cs, container{open: i, end: len(s)})
+			d.cs = append(d.cs, container{open: int32(i), end: int32(len(s))})
 		default: // '}', ']'
 			n := len(open)
 			if n == 0 {
@@ -60,17 +65,17 @@ func newDoc(s string) *doc {
 			}
 			k := open[n-1]
 			open = open[:n-1]
-			if i+1-d.cs[k].open < minContainer {
+			if i+1-int(d.cs[k].open) < minContainer {
 				// What it holds is smaller still, so not recorded: it is
 				// the last one.
 				d.cs = d.cs[:k]
 				continue
 			}
-			d.cs[k].end, d.cs[k].next = i+1, len(d.cs)
+			d.cs[k].end, d.cs[k].next = int32(i+1), int32(len(d.cs))
 		}
 	}
 	for _, k := range open {
-		d.cs[k].next = len(d.cs)
+		d.cs[k].next = int32(len(d.cs))
 	}
 	return d
 }
@@ -80,8 +85,8 @@ var structural = [256]bool{'"': true, ',': true, '{': true, '}': true, '[': true
 
 // container is the index in d.cs of the container that opens at at, or
 // -1 when it is not recorded.
-func (d *doc) container(at int) int {
-	k, ok := slices.BinarySearchFunc(d.cs, at, func(c container, at int) int { return cmp.Compare(c.open, at) })
+func (d *doc) container(at int32) int {
+	k, ok := slices.BinarySearchFunc(d.cs, at, func(c container, at int32) int { return cmp.Compare(c.open, at) })
 	if !ok {
 		return -1
 	}
@@ -92,7 +97,7 @@ func (d *doc) container(at int) int {
 // not recorded.
 func (d *doc) size(v span) int {
 	if k := d.container(v.at); k >= 0 {
-		return d.cs[k].commas + 1
+		return int(d.cs[k].commas) + 1
 	}
 	return 8
 }
@@ -125,7 +130,7 @@ func skipSpace(s string, i int) int {
 }
 
 // span is a value of a doc: d.s[at:end].
-type span struct{ at, end int }
+type span struct{ at, end int32 }
 
 func (d *doc) raw(v span) string { return d.s[v.at:v.end] }
 
@@ -135,11 +140,11 @@ func (d *doc) value(i int, next *int) span {
 	s := d.s
 	switch s[i] {
 	case '"':
-		return span{i, stringEnd(s, i)}
+		return spanOf(i, stringEnd(s, i))
 	case '{', '[':
-		if k := *next; k < len(d.cs) && d.cs[k].open == i {
-			*next = d.cs[k].next
-			return span{i, d.cs[k].end}
+		if k := *next; k < len(d.cs) && int(d.cs[k].open) == i {
+			*next = int(d.cs[k].next)
+			return span{d.cs[k].open, d.cs[k].end}
 		}
 		depth := 0
 		for j := i; j < len(s); j++ {
@@ -150,18 +155,20 @@ func (d *doc) value(i int, next *int) span {
 				depth++
 			case '}', ']':
 				if depth--; depth == 0 {
-					return span{i, j + 1}
+					return spanOf(i, j+1)
 				}
 			}
 		}
-		return span{i, len(s)}
+		return spanOf(i, len(s))
 	}
 	j := i
 	for j < len(s) && s[j] != ',' && s[j] != '}' && s[j] != ']' && s[j] != ' ' && s[j] != '\n' && s[j] != '\r' && s[j] != '\t' {
 		j++
 	}
-	return span{i, j}
+	return spanOf(i, j)
 }
+
+func spanOf(at, end int) span { return span{int32(at), int32(end)} }
 
 // members calls f with each member of the object or array v, in order:
 // for an object its key (what is written between its quotes) and value,
@@ -173,7 +180,7 @@ func (d *doc) members(v span, f func(key, val span)) {
 		next = k + 1
 	}
 	object := s[v.at] == '{'
-	for i := skipSpace(s, v.at+1); i < len(s); {
+	for i := skipSpace(s, int(v.at)+1); i < len(s); {
 		var key span
 		if object {
 			if s[i] != '"' {
@@ -183,7 +190,7 @@ func (d *doc) members(v span, f func(key, val span)) {
 			if ke-1 <= i {
 				return
 			}
-			key = span{i + 1, ke - 1}
+			key = spanOf(i+1, ke-1)
 			if i = skipSpace(s, ke); i >= len(s) || s[i] != ':' {
 				return
 			}
@@ -194,7 +201,7 @@ func (d *doc) members(v span, f func(key, val span)) {
 		}
 		val := d.value(i, &next)
 		f(key, val)
-		if i = skipSpace(s, val.end); i < len(s) && s[i] == ',' {
+		if i = skipSpace(s, int(val.end)); i < len(s) && s[i] == ',' {
 			i = skipSpace(s, i+1)
 		}
 	}
