@@ -16,7 +16,7 @@ import (
 // called; functions and symbols are left out of objects and are null in
 // arrays; NaN and the infinities are null.
 func encodeJSON(rt *goja.Runtime, v goja.Value, max int64) ([]byte, error) {
-	e := &encoder{rt: rt, max: max, what: "the body returned", raw: true}
+	e := &encoder{rt: rt, buf: make([]byte, 0, min(max, 512)), max: max, what: "the body returned", raw: true}
 	if _, err := e.value(v, 0, ""); err != nil {
 		return nil, err
 	}

@@ -39,8 +39,10 @@ const minContainer = 64
 // newDoc indexes s, which is JSON. If it is not, nothing fails: what the
 // script reads of it is only less sensible.
 func newDoc(s string) *doc {
-	d := &doc{s: s}
-	var open []int // indices in d.cs of the containers not closed yet
+	// A guess at how many containers are large enough to be recorded.
+	d := &doc{s: s, cs: make([]container, 0, len(s)/256+4)}
+	var stack [32]int
+	open := stack[:0] // indices in d.cs of the containers not closed yet
 	for i := 0; i < len(s); i++ {
 		for i < len(s) && !structural[s[i]] {
 			i++
