@@ -35,7 +35,17 @@ type machine struct {
 	decoded  goja.Value // the body as decodeBody made it, nil if it did not
 	failMsg  string     // $transform.fail's message
 	stopped  *Error     // why a built-in stopped the run (stop)
-	request  *requestObject
+
+	// The objects a run hands the script: made once per machine, given
+	// the run's request before it and emptied after it (empty), so that
+	// no run sees what another set on them.
+	request *requestObject
+	reqObj  *goja.Object
+	hdr     *headerObject
+	hdrObj  *goja.Object
+	ctx     *contextObject
+	ctxObj  *goja.Object
+	proto   *goja.Object // Object.prototype, theirs until a script sets another
 }
 
 // errFail interrupts a run that called $transform.fail.
@@ -57,6 +67,13 @@ func (s *Script) newMachine() (*machine, error) {
 	rt.SetTimeSource(func() time.Time { return m.now })
 	harden(rt, s.limits, m.stop)
 	m.install()
+	m.proto = rt.NewObject().Prototype()
+	m.request = &requestObject{m: m}
+	m.reqObj = rt.NewDynamicObject(m.request)
+	m.hdr = &headerObject{rt: rt}
+	m.hdrObj = rt.NewDynamicObject(m.hdr)
+	m.ctx = &contextObject{rt: rt}
+	m.ctxObj = rt.NewDynamicObject(m.ctx)
 	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory)
 	err := engineSafe(func() error {
 		_, err := rt.RunProgram(s.prg)
@@ -196,11 +213,14 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	}
 	m.console, m.query, m.body = c.Console, req.Query, req.Body
 	m.bodyVal, m.bodyUsed, m.decoded, m.failMsg, m.stopped = nil, false, nil, "", nil
-	m.request = &requestObject{m: m, req: req}
-	defer func() { m.console, m.body, m.bodyVal, m.decoded, m.request = nil, nil, nil, nil, nil }()
-
-	r := rt.NewDynamicObject(m.request)
-	ctx := m.context(c)
+	m.request.req, m.hdr.src, m.ctx.c, m.ctx.req = req, req.Header, c, req
+	for _, o := range [...]*goja.Object{m.reqObj, m.hdrObj, m.ctxObj} {
+		if err := o.SetPrototype(m.proto); err != nil {
+			return nil, false, &Error{Kind: KindEngine, Msg: clip(err.Error())}
+		}
+	}
+	defer m.empty()
+	r, ctx := m.reqObj, m.ctxObj
 
 	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory)
 	err = engineSafe(func() error {
@@ -232,6 +252,15 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	return out, true, nil
 }
 
+// empty drops what a run left on the machine: its request, and what the
+// script set on the objects it was given.
+func (m *machine) empty() {
+	m.console, m.body, m.bodyVal, m.decoded = nil, nil, nil, nil
+	m.request.req, m.request.vals = nil, m.request.vals.empty()
+	m.hdr.src, m.hdr.set = nil, m.hdr.set.empty()
+	m.ctx.c, m.ctx.req, m.ctx.vals = Context{}, nil, m.ctx.vals.empty()
+}
+
 // engineSafe runs f, turning a Go panic inside the engine into a
 // KindEngine error: it is goja's bug, not the script's, and the machine
 // goes, the event fails with it, and jethook goes on.
@@ -244,18 +273,13 @@ func engineSafe(f func() error) (err error) {
 	return f()
 }
 
-// context builds the handler's second argument, each field made when the
-// script first reads it. connection holds the names Hookdeck scripts read
-// (context.connection.source.name).
-func (m *machine) context(c Context) *goja.Object {
-	return m.rt.NewDynamicObject(&contextObject{rt: m.rt, c: c, req: m.request.req})
-}
-
 // contextKeys are the fields of a handler's context, in order.
 var contextKeys = []string{"route", "destination", "event_id", "attempt", "event_type", "received_at", "connection"}
 
 // contextObject is a handler's context: its fields are made from c, and
 // event_type from req, when read, and a script may set its own.
+// connection holds the names Hookdeck scripts read
+// (context.connection.source.name).
 type contextObject struct {
 	rt   *goja.Runtime
 	c    Context

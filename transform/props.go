@@ -32,3 +32,9 @@ func (p *props) set(key string, val goja.Value) {
 	}
 	*p = append(*p, prop{key, val})
 }
+
+// empty is p with nothing in it, its room kept.
+func (p props) empty() props {
+	clear(p)
+	return p[:0]
+}

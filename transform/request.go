@@ -35,7 +35,7 @@ func (o *requestObject) Get(key string) goja.Value {
 	var v goja.Value
 	switch key {
 	case "headers":
-		v = m.rt.NewDynamicObject(&headerObject{rt: m.rt, src: o.req.Header})
+		v = m.hdrObj
 	case "method":
 		v = m.rt.ToValue(o.req.Method)
 	case "path":
