@@ -74,7 +74,7 @@ func (s *Script) newMachine() (*machine, error) {
 	m.hdrObj = rt.NewDynamicObject(m.hdr)
 	m.ctx = &contextObject{rt: rt}
 	m.ctxObj = rt.NewDynamicObject(m.ctx)
-	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory)
+	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory, true)
 	err := engineSafe(func() error {
 		_, err := rt.RunProgram(s.prg)
 		return err
@@ -203,9 +203,12 @@ func (m *machine) parsedQuery() goja.Value {
 	return o
 }
 
-// run runs the handler on req. keep says whether the machine may be
-// reused.
-func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err error) {
+// errUnpinned is a run to do again, pinned (watch).
+var errUnpinned = errors.New("run again, pinned")
+
+// run runs the handler on req, pinned to its thread or not (watch). keep
+// says whether the machine may be reused.
+func (m *machine) run(req *Request, c Context, pin bool) (out *Request, keep bool, err error) {
 	rt := m.rt
 	m.now = c.Now
 	if m.now.IsZero() {
@@ -222,7 +225,7 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	defer m.empty()
 	r, ctx := m.reqObj, m.ctxObj
 
-	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory)
+	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory, pin)
 	err = engineSafe(func() error {
 		res, err := m.handler(goja.Undefined(), r, ctx)
 		if err == nil {
@@ -232,6 +235,9 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	})
 	if tripped := w.end(); tripped != "" {
 		rt.ClearInterrupt()
+		if tripped == kindUnpinned {
+			return nil, false, errUnpinned
+		}
 		return nil, false, &Error{Kind: tripped, Msg: limitText(tripped, m.s.limits)}
 	}
 	if m.stopped != nil {

@@ -236,15 +236,24 @@ var running = make(chan struct{}, runtime.GOMAXPROCS(0))
 func (s *Script) Run(req *Request, c Context) (*Request, error) {
 	running <- struct{}{}
 	defer func() { <-running }()
-	m, err := s.get()
-	if err != nil {
-		return nil, err
+	// A run is not pinned to its thread unless its console output would
+	// be written twice if it ran again (watch).
+	pin := !threadClocks || c.Console != nil
+	for {
+		m, err := s.get()
+		if err != nil {
+			return nil, err
+		}
+		out, keep, err := m.run(req, c, pin)
+		if keep {
+			s.put(m)
+		}
+		if err == errUnpinned {
+			pin = true
+			continue
+		}
+		return out, err
 	}
-	out, keep, err := m.run(req, c)
-	if keep {
-		s.put(m)
-	}
-	return out, err
 }
 
 func (s *Script) get() (*machine, error) {
