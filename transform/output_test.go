@@ -231,3 +231,18 @@ func TestABodyWronglyMarkedAsJSONFailsNothing(t *testing.T) {
 		}
 	}
 }
+
+// An array's length is a number a script sets: a header's values are read
+// from the first thousand elements only, without making room for more.
+func TestAHeaderOfAnArrayOfAnyLengthIsItsFirstValues(t *testing.T) {
+	out, err := run(t, "const a = ['x', 'y']; a.length = 1e9; request.headers['x-a'] = a; request.query = {q: a}; return request;", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Header.Values("X-A"); !slices.Equal(got, []string{"x", "y"}) {
+		t.Errorf("x-a %q, want x and y", got)
+	}
+	if out.Query != "q=x&q=y" {
+		t.Errorf("query %q, want q=x&q=y", out.Query)
+	}
+}
