@@ -3,6 +3,7 @@ package transform
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -108,11 +109,10 @@ func (d *doc) size(v span) int {
 // closing quote.
 func stringEnd(s string, i int) int {
 	for j := i + 1; j < len(s); j++ {
-		k := strings.IndexByte(s[j:], '"')
-		if k < 0 {
+		j = nextQuote(s, j)
+		if j == len(s) {
 			break
 		}
-		j += k
 		b := j
 		for s[b-1] == '\\' {
 			b--
@@ -122,6 +122,27 @@ func stringEnd(s string, i int) int {
 		}
 	}
 	return len(s)
+}
+
+// nextQuote is the index of the first '"' in s at or after j, or len(s).
+// It looks at eight bytes at a time: most strings of a body are short,
+// too short for strings.IndexByte to make up for its call.
+func nextQuote(s string, j int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; j+8 <= len(s); j += 8 {
+		w := s[j : j+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		x ^= ones * '"'
+		// The lowest byte of x that is zero, if any, has its high bit
+		// set in this; the bits above it may be wrong.
+		if m := (x - ones) &^ x & highs; m != 0 {
+			return j + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; j < len(s) && s[j] != '"'; j++ {
+	}
+	return j
 }
 
 func skipSpace(s string, i int) int {
