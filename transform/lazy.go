@@ -2,6 +2,7 @@ package transform
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,8 +11,8 @@ import (
 
 // A JSON body reaches the script as lazy objects and arrays: each reads
 // its own level of the raw JSON (keys and the extent of each value, not
-// the values) the first time the script looks at it, and makes a value
-// into a JavaScript one when the script reads it. A script that reads two
+// the values) when the script looks into it, and makes a value into a
+// JavaScript one when the script reads it. A script that reads two
 // fields of a 5 KB body decodes two fields, not 5 KB; and what it leaves
 // alone goes back out as the sender wrote it, numbers past 2^53 included.
 
@@ -37,16 +38,20 @@ func jsValue(rt *goja.Runtime, d *doc, v span) goja.Value {
 	return rt.ToValue(f)
 }
 
-// lazyObject is a JSON object as a script sees it. The first time the
-// script looks at it, members lists its keys and values as written, one
-// pass over its level; a value is made when the script reads it and kept
-// in made, so that reading it again gives the same object. Once the
-// script sets or deletes a key, fields holds the object instead (edit).
+// lazyObject is a JSON object as a script sees it. members lists its
+// keys and values as written, read in one pass over its level as far as
+// the keys the script looked for: no further than the last of them, to
+// the end when it lists them all. A value is made when the script reads
+// it and kept in made, so that reading it again gives the same object.
+// Once the script sets or deletes a key, fields holds the object instead
+// (edit).
 type lazyObject struct {
 	rt      *goja.Runtime
 	d       *doc
 	v       span
-	indexed bool
+	started bool
+	at      cursor // where the next member is, once started
+	done    bool   // every member is in members
 	members []member
 	escaped bool // a key in members is written with an escape
 	made    []made
@@ -72,19 +77,34 @@ type field struct {
 	val goja.Value
 }
 
-// index lists the object's members.
-func (o *lazyObject) index() {
-	if o.indexed {
-		return
+// read lists one more member in members; false when none is left.
+func (o *lazyObject) read() bool {
+	if o.done {
+		return false
 	}
-	o.indexed = true
-	o.members = make([]member, 0, o.d.size(o.v))
-	o.d.members(o.v, func(key, val span) {
-		o.members = append(o.members, member{key, val})
-		if strings.IndexByte(o.d.raw(key), '\\') >= 0 {
-			o.escaped = true
+	if !o.started {
+		o.started, o.at = true, o.d.start(o.v)
+		o.members = make([]member, 0, min(o.d.size(o.v), 16))
+	}
+	key, val, ok := o.d.member(o.v, &o.at)
+	if !ok {
+		o.done = true
+		return false
+	}
+	o.members = append(o.members, member{key, val})
+	if strings.IndexByte(o.d.raw(key), '\\') >= 0 {
+		o.escaped = true
+	}
+	return true
+}
+
+// all lists every member in members.
+func (o *lazyObject) all() {
+	if o.read() {
+		o.members = slices.Grow(o.members, max(o.d.size(o.v)-len(o.members), 0))
+		for o.read() {
 		}
-	})
+	}
 }
 
 // key is members[i]'s key, in the body.
@@ -99,20 +119,33 @@ func (o *lazyObject) key(i int) string {
 // find is the index of key in members, or -1. A key written twice is
 // read as its first value, as filters read it.
 func (o *lazyObject) find(key string) int {
-	for i, m := range o.members {
-		if o.escaped && o.key(i) == key || !o.escaped && o.d.raw(m.key) == key {
+	for i := range o.members {
+		if o.is(i, key) {
+			return i
+		}
+	}
+	for o.read() {
+		if i := len(o.members) - 1; o.is(i, key) {
 			return i
 		}
 	}
 	return -1
 }
 
+// is reports whether members[i]'s key is key.
+func (o *lazyObject) is(i int, key string) bool {
+	if o.escaped {
+		return o.key(i) == key
+	}
+	return o.d.raw(o.members[i].key) == key
+}
+
 // edit makes fields of members and made.
 func (o *lazyObject) edit() {
-	o.index()
 	if o.edited {
 		return
 	}
+	o.all()
 	o.edited = true
 	o.fields = make([]field, len(o.members), len(o.members)+1)
 	for i, m := range o.members {
@@ -135,7 +168,6 @@ func (o *lazyObject) findField(key string) int {
 }
 
 func (o *lazyObject) Get(key string) goja.Value {
-	o.index()
 	if o.edited {
 		i := o.findField(key)
 		if i < 0 {
@@ -172,7 +204,6 @@ func (o *lazyObject) Set(key string, val goja.Value) bool {
 }
 
 func (o *lazyObject) Has(key string) bool {
-	o.index()
 	if o.edited {
 		return o.findField(key) >= 0
 	}
@@ -188,7 +219,6 @@ func (o *lazyObject) Delete(key string) bool {
 }
 
 func (o *lazyObject) Keys() []string {
-	o.index()
 	if o.edited {
 		keys := make([]string, len(o.fields))
 		for i, f := range o.fields {
@@ -196,6 +226,7 @@ func (o *lazyObject) Keys() []string {
 		}
 		return keys
 	}
+	o.all()
 	keys := make([]string, len(o.members))
 	for i := range o.members {
 		keys[i] = strings.Clone(o.key(i))
@@ -281,7 +312,13 @@ func (a *lazyArray) index() {
 	}
 	a.indexed = true
 	a.raws = make([]span, 0, a.d.size(a.v))
-	a.d.members(a.v, func(_, val span) { a.raws = append(a.raws, val) })
+	for c := a.d.start(a.v); ; {
+		_, val, ok := a.d.member(a.v, &c)
+		if !ok {
+			break
+		}
+		a.raws = append(a.raws, val)
+	}
 	a.vals = make([]goja.Value, len(a.raws))
 }
 

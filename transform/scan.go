@@ -193,41 +193,49 @@ func (d *doc) value(i int, next *int) span {
 
 func spanOf(at, end int) span { return span{int32(at), int32(end)} }
 
-// members calls f with each member of the object or array v, in order:
-// for an object its key (what is written between its quotes) and value,
-// for an array its values.
-func (d *doc) members(v span, f func(key, val span)) {
-	s := d.s[:v.end]
+// cursor is where a reading of an object's or array's members is: the
+// next member's offset, and the index in d.cs of the first container at
+// or after it.
+type cursor struct{ i, next int }
+
+// start is a cursor at the first member of the object or array v.
+func (d *doc) start(v span) cursor {
 	next := len(d.cs)
 	if k := d.container(v.at); k >= 0 {
 		next = k + 1
 	}
-	object := s[v.at] == '{'
-	for i := skipSpace(s, int(v.at)+1); i < len(s); {
-		var key span
-		if object {
-			if s[i] != '"' {
-				return
-			}
-			ke := stringEnd(s, i)
-			if ke-1 <= i {
-				return
-			}
-			key = spanOf(i+1, ke-1)
-			if i = skipSpace(s, ke); i >= len(s) || s[i] != ':' {
-				return
-			}
-			i = skipSpace(s, i+1)
+	return cursor{skipSpace(d.s[:v.end], int(v.at)+1), next}
+}
+
+// member reads the member of the object or array v at c and moves c past
+// it: for an object its key (what is written between its quotes) and
+// value, for an array its value. ok is false when there is none left.
+func (d *doc) member(v span, c *cursor) (key, val span, ok bool) {
+	s := d.s[:v.end]
+	i := c.i
+	if s[v.at] == '{' {
+		if i >= len(s) || s[i] != '"' {
+			return span{}, span{}, false
 		}
-		if i >= len(s) || s[i] == '}' || s[i] == ']' {
-			return
+		ke := stringEnd(s, i)
+		if ke-1 <= i {
+			return span{}, span{}, false
 		}
-		val := d.value(i, &next)
-		f(key, val)
-		if i = skipSpace(s, int(val.end)); i < len(s) && s[i] == ',' {
-			i = skipSpace(s, i+1)
+		key = spanOf(i+1, ke-1)
+		if i = skipSpace(s, ke); i >= len(s) || s[i] != ':' {
+			return span{}, span{}, false
 		}
+		i = skipSpace(s, i+1)
 	}
+	if i >= len(s) || s[i] == '}' || s[i] == ']' {
+		return span{}, span{}, false
+	}
+	val = d.value(i, &c.next)
+	if i = skipSpace(s, int(val.end)); i < len(s) && s[i] == ',' {
+		i = skipSpace(s, i+1)
+	}
+	c.i = i
+	return key, val, true
 }
 
 // unescape is the text of a JSON string's content as written between its
