@@ -161,9 +161,9 @@ func display(rt *goja.Runtime, v goja.Value) string {
 }
 
 // decodeBody is the body as the script sees it: lazy objects and arrays
-// (lazy.go) when it is JSON that nests no deeper than MaxDepth, else a
-// string. A body the ingress found to be such JSON (Request.JSON) is not
-// checked again.
+// (lazy.go) when it is JSON that nests no deeper than MaxDepth (and is
+// smaller than maxDoc), else a string. A body the ingress found to be such
+// JSON (Request.JSON) is not checked again.
 func (m *machine) decodeBody() goja.Value {
 	// Depth first: it reads the body once without recursion, where
 	// gjson's validation recurses as deep as the body nests.

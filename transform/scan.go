@@ -11,10 +11,11 @@ import (
 )
 
 // A JSON body is read in one pass (newDoc) that finds where each of its
-// larger objects and arrays ends; a level the script reads is then listed
-// (fields, elements) stepping over what it holds through those ends,
-// instead of reading it again. Without them, reading body.data.object.id
-// would go through the object three times, once per level.
+// larger objects and arrays ends; the members of a level the script reads
+// are then listed (member) stepping over what they hold through those
+// ends, instead of reading it again. Without them, reading
+// body.data.object.id would go through the object three times, once per
+// level.
 
 // doc is a JSON body and the extents of its objects and arrays of at
 // least minContainer bytes, in the order they open.
