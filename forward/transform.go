@@ -58,7 +58,8 @@ func (dt *destTransform) firstOf(kind string) bool {
 }
 
 // transformInput is the request the destination's transform starts from: req as
-// newRequest built it, with the body of e, minus the Basic auth the
+// newRequest built it, with the body of e (and whether the ingress found
+// it to be JSON, so that the run does not check again), minus the Basic auth the
 // destination URL's credentials made (a script sees no credential). Its
 // headers are req's own, not a copy: a run never changes them, and req
 // gets the run's headers after.
@@ -68,7 +69,7 @@ func transformInput(req *http.Request, e *store.Envelope) *transform.Request {
 		h = h.Clone()
 		h.Del("Authorization")
 	}
-	return &transform.Request{Method: req.Method, Path: req.URL.EscapedPath(), Query: req.URL.RawQuery, Header: h, Body: e.Body}
+	return &transform.Request{Method: req.Method, Path: req.URL.EscapedPath(), Query: req.URL.RawQuery, Header: h, Body: e.Body, JSON: e.JSON}
 }
 
 // transformed runs the destination's transform on attempt n's request and

@@ -7,6 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// threadClocks says whether cpuClock gives a clock that cpuTime reads.
+const threadClocks = true
+
 // cpuClock pins the calling goroutine to its thread and returns a clock of
 // the CPU time that thread uses, which any thread may read (Linux's
 // per-thread CPU-time clocks, MAKE_THREAD_CPUCLOCK in

@@ -14,17 +14,16 @@ import (
 // when the script reads them; what the script sets or deletes is kept
 // apart, and src is never changed. Names are case-insensitive.
 type headerObject struct {
-	rt    *goja.Runtime
-	src   http.Header
-	set   map[string]goja.Value // by lower-case name; nil: deleted
-	added []string              // names set that src lacks, in order
+	rt  *goja.Runtime
+	src http.Header
+	set props // by lower-case name, in the order set
 }
 
 var headerObjectType = reflect.TypeFor[*headerObject]()
 
 func (o *headerObject) Get(key string) goja.Value {
 	k := strings.ToLower(key)
-	if v, ok := o.set[k]; ok {
+	if v, ok := o.set.get(k); ok {
 		return v
 	}
 	vs, ok := o.src[http.CanonicalHeaderKey(k)]
@@ -38,16 +37,7 @@ func (o *headerObject) Get(key string) goja.Value {
 }
 
 func (o *headerObject) Set(key string, val goja.Value) bool {
-	k := strings.ToLower(key)
-	if o.set == nil {
-		o.set = map[string]goja.Value{}
-	}
-	if _, ok := o.set[k]; !ok {
-		if _, ok := o.src[http.CanonicalHeaderKey(k)]; !ok {
-			o.added = append(o.added, k)
-		}
-	}
-	o.set[k] = val
+	o.set.set(strings.ToLower(key), val)
 	return true
 }
 
@@ -59,16 +49,16 @@ func (o *headerObject) Delete(key string) bool {
 }
 
 func (o *headerObject) Keys() []string {
-	keys := make([]string, 0, len(o.src)+len(o.added))
+	keys := make([]string, 0, len(o.src)+len(o.set))
 	for k := range o.src {
 		if k := strings.ToLower(k); o.Has(k) {
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
-	for _, k := range o.added {
-		if o.Has(k) {
-			keys = append(keys, k)
+	for _, p := range o.set {
+		if _, ok := o.src[http.CanonicalHeaderKey(p.key)]; !ok && p.val != nil {
+			keys = append(keys, p.key)
 		}
 	}
 	return keys
@@ -76,14 +66,14 @@ func (o *headerObject) Keys() []string {
 
 // header is what o holds now, with room for one more.
 func (o *headerObject) header() (http.Header, error) {
-	h := make(http.Header, len(o.src)+len(o.added)+1)
+	h := make(http.Header, len(o.src)+len(o.set)+1)
 	for k, vs := range o.src {
-		if _, changed := o.set[strings.ToLower(k)]; !changed {
+		if !slices.ContainsFunc(o.set, func(p prop) bool { return strings.EqualFold(p.key, k) }) {
 			h[k] = vs
 		}
 	}
-	for k, v := range o.set {
-		if err := addHeader(h, k, v); err != nil {
+	for _, p := range o.set {
+		if err := addHeader(h, p.key, p.val); err != nil {
 			return nil, err
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // called; functions and symbols are left out of objects and are null in
 // arrays; NaN and the infinities are null.
 func encodeJSON(rt *goja.Runtime, v goja.Value, max int64) ([]byte, error) {
-	e := &encoder{rt: rt, max: max, what: "the body returned", raw: true}
+	e := &encoder{rt: rt, buf: make([]byte, 0, min(max, 512)), max: max, what: "the body returned", raw: true}
 	if _, err := e.value(v, 0, ""); err != nil {
 		return nil, err
 	}
@@ -215,13 +215,13 @@ func appendString(b []byte, s string) []byte {
 // did not read as they came.
 func (e *encoder) lazyObject(o *lazyObject, depth int) error {
 	if o.untouched() {
-		e.buf = append(e.buf, o.raw.Raw...)
+		e.buf = append(e.buf, o.d.raw(o.v)...)
 		return e.full()
 	}
 	if depth >= MaxDepth {
 		return e.tooDeep()
 	}
-	o.index()
+	o.edit()
 	e.buf = append(e.buf, '{')
 	first := true
 	for _, f := range o.fields {
@@ -241,7 +241,7 @@ func (e *encoder) lazyObject(o *lazyObject, depth int) error {
 				continue
 			}
 		} else {
-			e.buf = append(e.buf, f.raw...)
+			e.buf = append(e.buf, o.d.raw(f.raw)...)
 		}
 		first = false
 		if err := e.full(); err != nil {
@@ -255,7 +255,7 @@ func (e *encoder) lazyObject(o *lazyObject, depth int) error {
 // lazyArray writes an array read from the body, as lazyObject does.
 func (e *encoder) lazyArray(a *lazyArray, depth int) error {
 	if a.untouched() {
-		e.buf = append(e.buf, a.raw.Raw...)
+		e.buf = append(e.buf, a.d.raw(a.v)...)
 		return e.full()
 	}
 	if depth >= MaxDepth {
@@ -276,7 +276,7 @@ func (e *encoder) lazyArray(a *lazyArray, depth int) error {
 				e.buf = append(e.buf, "null"...)
 			}
 		case i < len(a.raws):
-			e.buf = append(e.buf, a.raws[i].Raw...)
+			e.buf = append(e.buf, a.d.raw(a.raws[i])...)
 		default:
 			e.buf = append(e.buf, "null"...)
 		}

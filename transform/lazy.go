@@ -2,84 +2,163 @@ package transform
 
 import (
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dop251/goja"
-	"github.com/tidwall/gjson"
 )
 
 // A JSON body reaches the script as lazy objects and arrays: each reads
 // its own level of the raw JSON (keys and the extent of each value, not
-// the values) the first time the script looks at it, and makes a value
-// into a JavaScript one when the script reads it. A script that reads two
+// the values) when the script looks into it, and makes a value into a
+// JavaScript one when the script reads it. A script that reads two
 // fields of a 5 KB body decodes two fields, not 5 KB; and what it leaves
 // alone goes back out as the sender wrote it, numbers past 2^53 included.
 
-// jsValue is r as a JavaScript value: objects and arrays lazy.
-func jsValue(rt *goja.Runtime, r gjson.Result) goja.Value {
-	switch r.Type {
-	case gjson.String:
-		return rt.ToValue(strings.Clone(r.String())) // r may be in the request's body
-	case gjson.Number:
-		return rt.ToValue(r.Float())
-	case gjson.True:
+// jsValue is the value v of d as a JavaScript value: objects and arrays
+// lazy.
+func jsValue(rt *goja.Runtime, d *doc, v span) goja.Value {
+	raw := d.raw(v)
+	switch raw[0] {
+	case '"':
+		return rt.ToValue(strings.Clone(unescape(raw[1 : len(raw)-1]))) // raw is in the request's body
+	case '{':
+		return rt.NewDynamicObject(&lazyObject{rt: rt, d: d, v: v})
+	case '[':
+		return rt.NewDynamicArray(&lazyArray{rt: rt, d: d, v: v})
+	case 't':
 		return rt.ToValue(true)
-	case gjson.False:
+	case 'f':
 		return rt.ToValue(false)
-	case gjson.JSON:
-		if r.IsArray() {
-			return rt.NewDynamicArray(&lazyArray{rt: rt, raw: r})
-		}
-		return rt.NewDynamicObject(&lazyObject{rt: rt, raw: r})
+	case 'n':
+		return goja.Null()
 	}
-	return goja.Null()
+	f, _ := strconv.ParseFloat(raw, 64) // past the float range: ±Inf, as JSON.parse reads it
+	return rt.ToValue(f)
 }
 
-// lazyObject is a JSON object as a script sees it. Until the script lists
-// its keys, sets or deletes one, each read finds its key in the raw JSON
-// and keeps the value it made in vals, so that reading it again gives the
-// same object; after, fields holds every key in order (indexed).
+// lazyObject is a JSON object as a script sees it. members lists its
+// keys and values as written, read in one pass over its level as far as
+// the keys the script looked for: no further than the last of them, to
+// the end when it lists them all. A value is made when the script reads
+// it and kept in made, so that reading it again gives the same object.
+// Once the script sets or deletes a key, fields holds the object instead
+// (edit).
 type lazyObject struct {
 	rt      *goja.Runtime
-	raw     gjson.Result
-	vals    []field // values made so far, until indexed
-	indexed bool
+	d       *doc
+	v       span
+	started bool
+	at      cursor // where the next member is, once started
+	done    bool   // every member is in members
+	members []member
+	escaped bool // a key in members is written with an escape
+	made    []made
+	edited  bool
 	fields  []field
-	changed bool
 }
 
-// field is one key of a lazyObject: its raw JSON, and its value once made
-// or set (nil before).
+// member is a key of a lazyObject as written (between its quotes) and
+// its value.
+type member struct{ key, val span }
+
+// made is the value made of members[i].
+type made struct {
+	i int
+	v goja.Value
+}
+
+// field is one key of an edited lazyObject: its value as written, and its
+// value once made or set (nil before).
 type field struct {
 	key string
-	raw string
+	raw span
 	val goja.Value
 }
 
-// index lists the object's keys. A key written twice is listed twice and
-// read as its first value, as filters read it.
-func (o *lazyObject) index() {
-	if o.indexed {
-		return
+// read lists one more member in members; false when none is left.
+func (o *lazyObject) read() bool {
+	if o.done {
+		return false
 	}
-	o.indexed = true
-	n := 0
-	o.raw.ForEach(func(_, _ gjson.Result) bool { n++; return true })
-	o.fields = make([]field, 0, n)
-	o.raw.ForEach(func(k, v gjson.Result) bool {
-		o.fields = append(o.fields, field{key: k.String(), raw: v.Raw}) // in the body: Keys copies it
-		return true
-	})
-	for _, f := range o.vals {
-		if i := o.find(f.key); i >= 0 {
-			o.fields[i].val = f.val
-		}
+	if !o.started {
+		o.started, o.at = true, o.d.start(o.v)
+		o.members = make([]member, 0, min(o.d.size(o.v), 16))
 	}
-	o.vals = nil
+	key, val, ok := o.d.member(o.v, &o.at)
+	if !ok {
+		o.done = true
+		return false
+	}
+	o.members = append(o.members, member{key, val})
+	if strings.IndexByte(o.d.raw(key), '\\') >= 0 {
+		o.escaped = true
+	}
+	return true
 }
 
-// find is the index of key in fields, or -1.
+// all lists every member in members.
+func (o *lazyObject) all() {
+	if o.read() {
+		o.members = slices.Grow(o.members, max(o.d.size(o.v)-len(o.members), 0))
+		for o.read() {
+		}
+	}
+}
+
+// key is members[i]'s key, in the body.
+func (o *lazyObject) key(i int) string {
+	k := o.d.raw(o.members[i].key)
+	if o.escaped {
+		k = unescape(k)
+	}
+	return k
+}
+
+// find is the index of key in members, or -1. A key written twice is
+// read as its first value, as filters read it.
 func (o *lazyObject) find(key string) int {
+	for i := range o.members {
+		if o.is(i, key) {
+			return i
+		}
+	}
+	for o.read() {
+		if i := len(o.members) - 1; o.is(i, key) {
+			return i
+		}
+	}
+	return -1
+}
+
+// is reports whether members[i]'s key is key.
+func (o *lazyObject) is(i int, key string) bool {
+	if o.escaped {
+		return o.key(i) == key
+	}
+	return o.d.raw(o.members[i].key) == key
+}
+
+// edit makes fields of members and made.
+func (o *lazyObject) edit() {
+	if o.edited {
+		return
+	}
+	o.all()
+	o.edited = true
+	o.fields = make([]field, len(o.members), len(o.members)+1)
+	for i, m := range o.members {
+		o.fields[i] = field{key: o.key(i), raw: m.val} // in the body: Keys copies it
+	}
+	for _, m := range o.made {
+		o.fields[m.i].val = m.v
+	}
+	o.members, o.made = nil, nil
+}
+
+// findField is the index of key in fields, or -1.
+func (o *lazyObject) findField(key string) int {
 	for i := range o.fields {
 		if o.fields[i].key == key {
 			return i
@@ -89,63 +168,68 @@ func (o *lazyObject) find(key string) int {
 }
 
 func (o *lazyObject) Get(key string) goja.Value {
-	if o.indexed {
-		i := o.find(key)
+	if o.edited {
+		i := o.findField(key)
 		if i < 0 {
 			return nil
 		}
 		f := &o.fields[i]
 		if f.val == nil {
-			f.val = jsValue(o.rt, gjson.Parse(f.raw))
+			f.val = jsValue(o.rt, o.d, f.raw)
 		}
 		return f.val
 	}
-	for _, f := range o.vals {
-		if f.key == key {
-			return f.val
-		}
-	}
-	r := o.raw.Get(gjson.Escape(key))
-	if !r.Exists() {
+	i := o.find(key)
+	if i < 0 {
 		return nil
 	}
-	v := jsValue(o.rt, r)
-	o.vals = append(o.vals, field{key: key, val: v})
+	for _, m := range o.made {
+		if m.i == i {
+			return m.v
+		}
+	}
+	v := jsValue(o.rt, o.d, o.members[i].val)
+	o.made = append(o.made, made{i, v})
 	return v
 }
 
 func (o *lazyObject) Set(key string, val goja.Value) bool {
-	o.index()
-	if i := o.find(key); i >= 0 {
+	o.edit()
+	if i := o.findField(key); i >= 0 {
 		o.fields[i].val = val
 	} else {
 		o.fields = append(o.fields, field{key: key, val: val})
 	}
-	o.changed = true
 	return true
 }
 
 func (o *lazyObject) Has(key string) bool {
-	if o.indexed {
-		return o.find(key) >= 0
+	if o.edited {
+		return o.findField(key) >= 0
 	}
-	return o.Get(key) != nil
+	return o.find(key) >= 0
 }
 
 func (o *lazyObject) Delete(key string) bool {
-	o.index()
-	if i := o.find(key); i >= 0 {
+	o.edit()
+	if i := o.findField(key); i >= 0 {
 		o.fields = append(o.fields[:i:i], o.fields[i+1:]...)
-		o.changed = true
 	}
 	return true
 }
 
 func (o *lazyObject) Keys() []string {
-	o.index()
-	keys := make([]string, len(o.fields))
-	for i, f := range o.fields {
-		keys[i] = strings.Clone(f.key)
+	if o.edited {
+		keys := make([]string, len(o.fields))
+		for i, f := range o.fields {
+			keys[i] = strings.Clone(f.key)
+		}
+		return keys
+	}
+	o.all()
+	keys := make([]string, len(o.members))
+	for i := range o.members {
+		keys[i] = strings.Clone(o.key(i))
 	}
 	return keys
 }
@@ -154,16 +238,11 @@ func (o *lazyObject) Keys() []string {
 // set or deleted, and no object or array read from it that could have been
 // changed.
 func (o *lazyObject) untouched() bool {
-	if o.changed {
+	if o.edited {
 		return false
 	}
-	for _, f := range o.vals {
-		if !untouched(f.val) {
-			return false
-		}
-	}
-	for _, f := range o.fields {
-		if f.val != nil && !untouched(f.val) {
+	for _, m := range o.made {
+		if !untouched(m.v) {
 			return false
 		}
 	}
@@ -214,13 +293,15 @@ func stringOf(v goja.Value) (string, bool) {
 	return s, ok
 }
 
-// lazyArray is a JSON array as a script sees it: raws holds its elements
-// as written once read, vals the values made or set since.
+// lazyArray is a JSON array as a script sees it: raws holds the extents
+// of its elements in the body once read, vals the values made or set
+// since.
 type lazyArray struct {
 	rt      *goja.Runtime
-	raw     gjson.Result
+	d       *doc
+	v       span
 	indexed bool
-	raws    []gjson.Result
+	raws    []span
 	vals    []goja.Value
 	changed bool
 }
@@ -230,7 +311,14 @@ func (a *lazyArray) index() {
 		return
 	}
 	a.indexed = true
-	a.raws = a.raw.Array()
+	a.raws = make([]span, 0, a.d.size(a.v))
+	for c := a.d.start(a.v); ; {
+		_, val, ok := a.d.member(a.v, &c)
+		if !ok {
+			break
+		}
+		a.raws = append(a.raws, val)
+	}
 	a.vals = make([]goja.Value, len(a.raws))
 }
 
@@ -248,7 +336,7 @@ func (a *lazyArray) Get(i int) goja.Value {
 		if i >= len(a.raws) {
 			return goja.Undefined()
 		}
-		a.vals[i] = jsValue(a.rt, a.raws[i])
+		a.vals[i] = jsValue(a.rt, a.d, a.raws[i])
 	}
 	return a.vals[i]
 }

@@ -185,6 +185,43 @@ func TestAScriptStoppedByALimitDoesNotStopTheNextRun(t *testing.T) {
 	}
 }
 
+// A run is not pinned to its thread at first: one that took longer than
+// its time limit by the wall clock, here waiting in Go rather than
+// running, is run again pinned, on another machine, where the CPU time it
+// uses is what counts.
+func TestARunSlowOnlyByTheWallClockIsRunAgainPinned(t *testing.T) {
+	s, err := Compile("wait.js", `addHandler('transform', (request, context) => {
+  if (typeof wait === 'function') wait();
+  request.headers['x-ran'] = 'yes';
+  return request;
+});`, nil, Limits{Timeout: 20 * time.Millisecond, Pool: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := 0
+	if err := m.rt.Set("wait", func() {
+		waited++
+		time.Sleep(3 * s.limits.Timeout)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.put(m)
+	out, err := s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{}`)}, Context{})
+	if err != nil || out.Header.Get("X-Ran") != "yes" {
+		t.Fatalf("Run = %+v, %v; want the request with x-ran", out, err)
+	}
+	if waited != 1 {
+		t.Errorf("the slow machine ran %d times, want once", waited)
+	}
+	if m2, _ := s.get(); m2 == m {
+		t.Error("the slow machine was kept")
+	}
+}
+
 func TestAGoPanicInsideTheEngineFailsTheRunAndItsMachineGoes(t *testing.T) {
 	t.Parallel()
 	s, err := Compile("engine.js", `addHandler('transform', (request, context) => {

@@ -35,7 +35,17 @@ type machine struct {
 	decoded  goja.Value // the body as decodeBody made it, nil if it did not
 	failMsg  string     // $transform.fail's message
 	stopped  *Error     // why a built-in stopped the run (stop)
-	request  *requestObject
+
+	// The objects a run hands the script: made once per machine, given
+	// the run's request before it and emptied after it (empty), so that
+	// no run sees what another set on them.
+	request *requestObject
+	reqObj  *goja.Object
+	hdr     *headerObject
+	hdrObj  *goja.Object
+	ctx     *contextObject
+	ctxObj  *goja.Object
+	proto   *goja.Object // Object.prototype, theirs until a script sets another
 }
 
 // errFail interrupts a run that called $transform.fail.
@@ -57,7 +67,14 @@ func (s *Script) newMachine() (*machine, error) {
 	rt.SetTimeSource(func() time.Time { return m.now })
 	harden(rt, s.limits, m.stop)
 	m.install()
-	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory)
+	m.proto = rt.NewObject().Prototype()
+	m.request = &requestObject{m: m}
+	m.reqObj = rt.NewDynamicObject(m.request)
+	m.hdr = &headerObject{rt: rt}
+	m.hdrObj = rt.NewDynamicObject(m.hdr)
+	m.ctx = &contextObject{rt: rt}
+	m.ctxObj = rt.NewDynamicObject(m.ctx)
+	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory, true)
 	err := engineSafe(func() error {
 		_, err := rt.RunProgram(s.prg)
 		return err
@@ -144,23 +161,25 @@ func display(rt *goja.Runtime, v goja.Value) string {
 }
 
 // decodeBody is the body as the script sees it: lazy objects and arrays
-// (lazy.go) when it is JSON that nests no deeper than MaxDepth, else a
-// string.
+// (lazy.go) when it is JSON that nests no deeper than MaxDepth (and is
+// smaller than maxDoc), else a string. A body the ingress found to be such
+// JSON (Request.JSON) is not checked again.
 func (m *machine) decodeBody() goja.Value {
 	// Depth first: it reads the body once without recursion, where
 	// gjson's validation recurses as deep as the body nests.
-	if !payload.TooDeep(m.body) && gjson.ValidBytes(m.body) {
+	if len(m.body) <= maxDoc && (m.request.req.JSON || !payload.TooDeep(m.body) && gjson.ValidBytes(m.body)) {
 		// The lazy values read the body where it is, not a copy of it
 		// per run: what they hand the script (strings, keys) they copy
-		// (jsValue, lazyObject.index), and Request.Body does not change.
-		raw := strings.TrimSpace(unsafe.String(unsafe.SliceData(m.body), len(m.body)))
-		r := gjson.Result{Type: gjson.JSON, Raw: raw}
-		if raw[0] != '{' && raw[0] != '[' {
-			r = gjson.Parse(raw)
+		// (jsValue, lazyObject.Keys), and Request.Body does not change.
+		s := unsafe.String(unsafe.SliceData(m.body), len(m.body))
+		d := newDoc(s)
+		at := skipSpace(s, 0)
+		end := len(strings.TrimRight(s, " \t\r\n"))
+		if at >= end {
+			return m.rt.ToValue(string(m.body))
 		}
-		v := jsValue(m.rt, r)
-		m.decoded = v
-		return v
+		m.decoded = jsValue(m.rt, d, spanOf(at, end))
+		return m.decoded
 	}
 	return m.rt.ToValue(string(m.body))
 }
@@ -184,9 +203,12 @@ func (m *machine) parsedQuery() goja.Value {
 	return o
 }
 
-// run runs the handler on req. keep says whether the machine may be
-// reused.
-func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err error) {
+// errUnpinned is a run to do again, pinned (watch).
+var errUnpinned = errors.New("run again, pinned")
+
+// run runs the handler on req, pinned to its thread or not (watch). keep
+// says whether the machine may be reused.
+func (m *machine) run(req *Request, c Context, pin bool) (out *Request, keep bool, err error) {
 	rt := m.rt
 	m.now = c.Now
 	if m.now.IsZero() {
@@ -194,13 +216,16 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	}
 	m.console, m.query, m.body = c.Console, req.Query, req.Body
 	m.bodyVal, m.bodyUsed, m.decoded, m.failMsg, m.stopped = nil, false, nil, "", nil
-	m.request = &requestObject{m: m, req: req}
-	defer func() { m.console, m.body, m.bodyVal, m.decoded, m.request = nil, nil, nil, nil, nil }()
+	m.request.req, m.hdr.src, m.ctx.c, m.ctx.req = req, req.Header, c, req
+	for _, o := range [...]*goja.Object{m.reqObj, m.hdrObj, m.ctxObj} {
+		if err := o.SetPrototype(m.proto); err != nil {
+			return nil, false, &Error{Kind: KindEngine, Msg: clip(err.Error())}
+		}
+	}
+	defer m.empty()
+	r, ctx := m.reqObj, m.ctxObj
 
-	r := rt.NewDynamicObject(m.request)
-	ctx := m.context(c)
-
-	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory)
+	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory, pin)
 	err = engineSafe(func() error {
 		res, err := m.handler(goja.Undefined(), r, ctx)
 		if err == nil {
@@ -210,6 +235,9 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	})
 	if tripped := w.end(); tripped != "" {
 		rt.ClearInterrupt()
+		if tripped == kindUnpinned {
+			return nil, false, errUnpinned
+		}
 		return nil, false, &Error{Kind: tripped, Msg: limitText(tripped, m.s.limits)}
 	}
 	if m.stopped != nil {
@@ -230,6 +258,15 @@ func (m *machine) run(req *Request, c Context) (out *Request, keep bool, err err
 	return out, true, nil
 }
 
+// empty drops what a run left on the machine: its request, and what the
+// script set on the objects it was given.
+func (m *machine) empty() {
+	m.console, m.body, m.bodyVal, m.decoded = nil, nil, nil, nil
+	m.request.req, m.request.vals = nil, m.request.vals.empty()
+	m.hdr.src, m.hdr.set = nil, m.hdr.set.empty()
+	m.ctx.c, m.ctx.req, m.ctx.vals = Context{}, nil, m.ctx.vals.empty()
+}
+
 // engineSafe runs f, turning a Go panic inside the engine into a
 // KindEngine error: it is goja's bug, not the script's, and the machine
 // goes, the event fails with it, and jethook goes on.
@@ -242,27 +279,22 @@ func engineSafe(f func() error) (err error) {
 	return f()
 }
 
-// context builds the handler's second argument, each field made when the
-// script first reads it. connection holds the names Hookdeck scripts read
-// (context.connection.source.name).
-func (m *machine) context(c Context) *goja.Object {
-	return m.rt.NewDynamicObject(&contextObject{rt: m.rt, c: c, req: m.request.req})
-}
-
 // contextKeys are the fields of a handler's context, in order.
 var contextKeys = []string{"route", "destination", "event_id", "attempt", "event_type", "received_at", "connection"}
 
 // contextObject is a handler's context: its fields are made from c, and
 // event_type from req, when read, and a script may set its own.
+// connection holds the names Hookdeck scripts read
+// (context.connection.source.name).
 type contextObject struct {
 	rt   *goja.Runtime
 	c    Context
 	req  *Request
-	vals map[string]goja.Value
+	vals props
 }
 
 func (o *contextObject) Get(key string) goja.Value {
-	if v, ok := o.vals[key]; ok {
+	if v, ok := o.vals.get(key); ok {
 		return v
 	}
 	var v goja.Value
@@ -299,10 +331,7 @@ func (o *contextObject) Get(key string) goja.Value {
 }
 
 func (o *contextObject) Set(key string, val goja.Value) bool {
-	if o.vals == nil {
-		o.vals = map[string]goja.Value{}
-	}
-	o.vals[key] = val
+	o.vals.set(key, val)
 	return true
 }
 
@@ -315,9 +344,9 @@ func (o *contextObject) Delete(key string) bool {
 
 func (o *contextObject) Keys() []string {
 	keys := append([]string(nil), contextKeys...)
-	for k := range o.vals {
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
+	for _, p := range o.vals {
+		if !slices.Contains(keys, p.key) {
+			keys = append(keys, p.key)
 		}
 	}
 	return keys

@@ -99,7 +99,7 @@ func (m *machine) field(o *goja.Object, key string) goja.Value {
 		}
 		return m.bodyVal
 	}
-	if v, ok := m.request.vals[key]; ok {
+	if v, ok := m.request.vals.get(key); ok {
 		return v
 	}
 	if slices.Contains(requestKeys, key) {
@@ -180,16 +180,20 @@ func (m *machine) queryOut(in *Request, o *goja.Object) (string, error) {
 	return vals.Encode(), nil
 }
 
+// maxValues is how many elements of an array values reads.
+const maxValues = 1000
+
 // values is a header's or query parameter's value as strings: an array
-// gives one each, null and undefined none.
+// gives one each, of its first maxValues elements; null and undefined
+// none.
 func values(v goja.Value) []string {
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 		return nil
 	}
 	if o, ok := v.(*goja.Object); ok && o.ClassName() == "Array" {
-		n := o.Get("length").ToInteger()
-		out := make([]string, 0, n)
-		for i := int64(0); i < n && i < 1000; i++ {
+		n := min(o.Get("length").ToInteger(), maxValues)
+		out := make([]string, 0, max(n, 0))
+		for i := int64(0); i < n; i++ {
 			out = append(out, values(o.Get(fmt.Sprint(i)))...)
 		}
 		return out
@@ -231,11 +235,17 @@ func addHeader(h http.Header, k string, v goja.Value) error {
 		return invalid("request.headers: %q is not a valid header name", clip(k))
 	}
 	name := http.CanonicalHeaderKey(k)
-	for _, s := range values(v) {
+	vs := values(v)
+	for _, s := range vs {
 		if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
 			return invalid("request.headers[%q]: control character in its value", strings.ToLower(name))
 		}
-		h.Add(name, s)
+	}
+	if old := h[name]; old != nil {
+		vs = append(old, vs...)
+	}
+	if len(vs) > 0 {
+		h[name] = vs
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package transform
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -144,5 +147,102 @@ func TestTheRequestItWasGivenGoesOutWithWhatTheScriptSetDeletedOrLeft(t *testing
 					out.Method, out.Path, out.Query, out.Header.Get("Content-Type"), out.Body, c.method, c.path, c.query, c.ct, c.body)
 			}
 		})
+	}
+}
+
+// What a script reads of a JSON body is what the body holds, whether or
+// not the ingress had found it to be JSON: keys with escapes, containers
+// large and small, whitespace, and a value of every kind.
+func TestAScriptReadsTheBodyAsJSONHasIt(t *testing.T) {
+	stripe, err := os.ReadFile("../filter/testdata/stripe-invoice-paid.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 80)
+	bodies := []string{
+		string(stripe),
+		`{"a\"b": 1, "c\\d": [1, {"e": "f\"}]"}], "\u0042": true, "A": false, "n": null, "x": -1.5e3}`,
+		` [ {"k": "` + long + `", "l": [[], {}, [{"m": "]}"}]]}, {"k": 2} , "` + long + `" ] `,
+		`{"outer": {"inner": {"deep": {"s": "` + long + `", "t": [1, 2, 3]}, "after": "` + long + `"}, "last": 1}, "z": {}}`,
+		`"just a string"`,
+		`12345678901234567890`,
+	}
+	s, err := Compile("t.js", `addHandler('transform', (request, context) => {
+  const b = request.body;
+  const keys = b && typeof b === 'object' ? Object.keys(b) : [];
+  request.body = {copy: JSON.parse(JSON.stringify(b)), keys};
+  return request;
+});`, nil, Limits{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, body := range bodies {
+		for _, known := range []bool{true, false} {
+			out, err := s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(body), JSON: known}, Context{})
+			if err != nil {
+				t.Fatalf("body %d, JSON known %v: %v", i, known, err)
+			}
+			var got struct {
+				Copy any
+				Keys []string
+			}
+			if err := json.Unmarshal(out.Body, &got); err != nil {
+				t.Fatalf("body %d: %v", i, err)
+			}
+			var want any
+			if err := json.Unmarshal([]byte(body), &want); err != nil {
+				t.Fatal(err)
+			}
+			if f, ok := want.(float64); ok {
+				want = float64(float32(f)) // JavaScript's number, as encoding/json reads it back
+				got.Copy = float64(float32(got.Copy.(float64)))
+			}
+			if !reflect.DeepEqual(got.Copy, want) {
+				t.Errorf("body %d, JSON known %v: the script read\n%v\nwant\n%v", i, known, got.Copy, want)
+			}
+			if m, ok := want.(map[string]any); ok && len(got.Keys) != len(m) {
+				t.Errorf("body %d: keys %q, want those of %v", i, got.Keys, m)
+			}
+		}
+	}
+}
+
+// A body wrongly marked as JSON (Request.JSON) is not checked again: it
+// reads as whatever it seems to hold, and nothing fails in the engine.
+func TestABodyWronglyMarkedAsJSONFailsNothing(t *testing.T) {
+	s, err := Compile("t.js", `addHandler('transform', (request, context) => {
+  const b = request.body;
+  const seen = [typeof b, b && typeof b === 'object' ? Object.keys(b) : [], b && b.a, b && b[0], JSON.stringify(b)];
+  if (b && typeof b === 'object') b.added = 1;
+  request.headers['x-seen'] = JSON.stringify(seen);
+  return request;
+});`, nil, Limits{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"a":`, `[1, 2`, `"abc`, `{"a" 1}`, `}{`, ``, `   `, `{"a": "\`, `{"a": [}`, `[{]`, `{,}`, `{"` + strings.Repeat(`a`, 100) + `": {{{{`, `tru`, `-`, `{"a": 1,}`} {
+		out, err := s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(body), JSON: true}, Context{})
+		var e *Error
+		if errors.As(err, &e) && e.Kind == KindEngine {
+			t.Errorf("%q: %v", body, err)
+		}
+		if err == nil && out.Header.Get("X-Seen") == "" {
+			t.Errorf("%q: the script did not run", body)
+		}
+	}
+}
+
+// An array's length is a number a script sets: a header's values are read
+// from the first thousand elements only, without making room for more.
+func TestAHeaderOfAnArrayOfAnyLengthIsItsFirstValues(t *testing.T) {
+	out, err := run(t, "const a = ['x', 'y']; a.length = 1e9; request.headers['x-a'] = a; request.query = {q: a}; return request;", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Header.Values("X-A"); !slices.Equal(got, []string{"x", "y"}) {
+		t.Errorf("x-a %q, want x and y", got)
+	}
+	if out.Query != "q=x&q=y" {
+		t.Errorf("query %q, want q=x&q=y", out.Query)
 	}
 }

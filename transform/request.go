@@ -14,7 +14,7 @@ import (
 type requestObject struct {
 	m    *machine
 	req  *Request
-	vals map[string]goja.Value // fields made or set; nil: deleted
+	vals props // fields made or set
 }
 
 // requestKeys are a request's fields, in the order a script lists them.
@@ -29,13 +29,13 @@ func (o *requestObject) Get(key string) goja.Value {
 		}
 		return m.bodyVal
 	}
-	if v, ok := o.vals[key]; ok {
+	if v, ok := o.vals.get(key); ok {
 		return v
 	}
 	var v goja.Value
 	switch key {
 	case "headers":
-		v = m.rt.NewDynamicObject(&headerObject{rt: m.rt, src: o.req.Header})
+		v = m.hdrObj
 	case "method":
 		v = m.rt.ToValue(o.req.Method)
 	case "path":
@@ -56,10 +56,7 @@ func (o *requestObject) Set(key string, val goja.Value) bool {
 		o.m.bodyUsed, o.m.bodyVal = true, val
 		return true
 	}
-	if o.vals == nil {
-		o.vals = make(map[string]goja.Value, 4)
-	}
-	o.vals[key] = val
+	o.vals.set(key, val)
 	return true
 }
 
@@ -67,7 +64,7 @@ func (o *requestObject) Has(key string) bool {
 	if key == "body" {
 		return !o.m.bodyUsed || o.m.bodyVal != nil
 	}
-	if v, ok := o.vals[key]; ok {
+	if v, ok := o.vals.get(key); ok {
 		return v != nil
 	}
 	return slices.Contains(requestKeys, key)
@@ -85,9 +82,9 @@ func (o *requestObject) Keys() []string {
 			keys = append(keys, k)
 		}
 	}
-	for k, v := range o.vals {
-		if v != nil && !slices.Contains(requestKeys, k) {
-			keys = append(keys, k)
+	for _, p := range o.vals {
+		if p.val != nil && !slices.Contains(requestKeys, p.key) {
+			keys = append(keys, p.key)
 		}
 	}
 	return keys

@@ -84,6 +84,10 @@ type Request struct {
 	// given to Run, as what a script keeps of one run (a global holding
 	// request.body) may go on reading it.
 	Body []byte
+	// JSON says Body is known to be JSON that nests no deeper than
+	// MaxDepth (filter.IsJSON), as the ingress found and recorded it: Run
+	// then does not check it again. False means not known: Run checks.
+	JSON bool
 }
 
 // Context is what the script's handler gets as its second argument, and
@@ -232,15 +236,24 @@ var running = make(chan struct{}, runtime.GOMAXPROCS(0))
 func (s *Script) Run(req *Request, c Context) (*Request, error) {
 	running <- struct{}{}
 	defer func() { <-running }()
-	m, err := s.get()
-	if err != nil {
-		return nil, err
+	// A run is not pinned to its thread unless its console output would
+	// be written twice if it ran again (watch).
+	pin := !threadClocks || c.Console != nil
+	for {
+		m, err := s.get()
+		if err != nil {
+			return nil, err
+		}
+		out, keep, err := m.run(req, c, pin)
+		if keep {
+			s.put(m)
+		}
+		if err == errUnpinned {
+			pin = true
+			continue
+		}
+		return out, err
 	}
-	out, keep, err := m.run(req, c)
-	if keep {
-		s.put(m)
-	}
-	return out, err
 }
 
 func (s *Script) get() (*machine, error) {

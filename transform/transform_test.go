@@ -129,3 +129,46 @@ func TestTheContextsEventTypeIsTheOneTheProviderPackageFinds(t *testing.T) {
 		})
 	}
 }
+
+// A machine's request, headers and context objects serve run after run:
+// what one run set on them, their prototypes included, must be gone in
+// the next.
+func TestARunSeesNothingAnEarlierRunSetOnTheObjectsItWasGiven(t *testing.T) {
+	s, err := Compile("t.js", `addHandler('transform', (request, context) => {
+  const seen = [request.mine, request.headers['x-mine'], context.mine, request.inherited, request.headers.inherited,
+    context.inherited, Object.keys(request).join(), Object.keys(request.headers).join(), Object.keys(context).join()];
+  const secret = request.body.secret;
+  request.mine = secret;
+  request.headers['x-mine'] = secret;
+  context.mine = secret;
+  for (const o of [request, request.headers, context]) Object.setPrototypeOf(o, {inherited: secret});
+  request.body = {secret, seen};
+  return request;
+});`, nil, Limits{Pool: 1, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"event-one", "event-two", "event-three"} {
+		req := &Request{Method: "POST", Path: "/hook", Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"secret": "` + secret + `"}`), JSON: true}
+		out, err := s.Run(req, Context{Route: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.Header.Get("X-Mine"); got != secret {
+			t.Fatalf("x-mine %q, want %q", got, secret)
+		}
+		var res struct {
+			Secret string
+			Seen   []any
+		}
+		if err := json.Unmarshal(out.Body, &res); err != nil || res.Secret != secret {
+			t.Fatalf("body %s (%v), want the secret %q", out.Body, err, secret)
+		}
+		want := []any{nil, nil, nil, nil, nil, nil,
+			"headers,method,path,query,parsed_query,body", "content-type",
+			"route,destination,event_id,attempt,event_type,received_at,connection"}
+		if !reflect.DeepEqual(res.Seen, want) {
+			t.Errorf("run with %s saw %q, want %q", secret, res.Seen, want)
+		}
+	}
+}

@@ -24,6 +24,7 @@ func (l limitError) Error() string { return string(l) }
 // there keeps a system call off every run.
 type guard struct {
 	rt       *goja.Runtime
+	unpinned bool // its thread's CPU clock is not read: see watch
 	timeout  time.Duration
 	deadline time.Time // past it, the run's CPU time is read
 	last     time.Time // past it, the run stops whatever its CPU time
@@ -49,15 +50,29 @@ var dog = struct {
 	running bool
 }{runs: map[*guard]struct{}{}}
 
+// kindUnpinned is how an unpinned run (watch) ends that took longer than
+// its time limit by the wall clock: it may only have waited for a CPU, so
+// it is run again, pinned (Script.Run).
+const kindUnpinned = "unpinned"
+
 // watch puts a run on rt, on the calling goroutine, under the watchdog: it
 // is interrupted once it has used more than timeout of CPU time (or, where
 // that cannot be read, of wall time), or run for wallFactor times timeout,
 // or the process allocated more than memory bytes since it began. Call end
 // when the run is over.
-func watch(rt *goja.Runtime, timeout time.Duration, memory int64) *guard {
+//
+// Reading the CPU time pins the goroutine to its thread and asks the
+// kernel which thread that is, which costs a tenth of a typical run: a run
+// not pinned instead ends as kindUnpinned once it has taken timeout by the
+// wall clock.
+func watch(rt *goja.Runtime, timeout time.Duration, memory int64, pin bool) *guard {
 	now := time.Now()
 	g := &guard{rt: rt, timeout: timeout, deadline: now.Add(timeout), last: now.Add(wallFactor * timeout), budget: uint64(memory)}
-	g.clock, g.release = cpuClock()
+	if pin {
+		g.clock, g.release = cpuClock()
+	} else {
+		g.unpinned, g.last, g.release = true, g.deadline, func() {}
+	}
 	dog.mu.Lock()
 	dog.runs[g] = struct{}{}
 	if !dog.running {
@@ -83,9 +98,17 @@ func (g *guard) end() string {
 		// Past its wall limit before the watchdog's tick saw it: inside
 		// one step, such as a regular expression match regexp2 cut short
 		// (regexp.go), whose result cannot be trusted.
-		g.tripped = KindTimeout
+		g.tripped = g.timedOut()
 	}
 	return g.tripped
+}
+
+// timedOut is the kind of error of a run that has had its time.
+func (g *guard) timedOut() string {
+	if g.unpinned {
+		return kindUnpinned
+	}
+	return KindTimeout
 }
 
 // overtime reports whether the run has had its time by now.
@@ -117,14 +140,16 @@ func patrol() {
 		for g := range dog.runs {
 			if !g.seen {
 				g.seen, g.start = true, allocated
-				g.cpu0, g.hasCPU = cpuTime(g.clock)
+				if !g.unpinned {
+					g.cpu0, g.hasCPU = cpuTime(g.clock)
+				}
 			}
 			if g.tripped != "" {
 				continue
 			}
 			switch {
 			case g.overtime(now):
-				g.tripped = KindTimeout
+				g.tripped = g.timedOut()
 			case allocated-g.start > g.budget:
 				g.tripped = KindMemory
 			default:
