@@ -714,9 +714,16 @@ func (s *Store) ReleaseHeadless(ctx context.Context, route, dest string, before,
 // that the key's head and its other events, which come back in any order,
 // all take their places first. The forwarder adopts before its first
 // fetch. It returns how many events it adopted; their waiting records
-// stay, and are renewed by this instance when they come due.
+// stay, and are renewed by this instance when they come due. It adopts
+// once per destination: after a reload, the events it adopted may have
+// been delivered while their records still wait to come due.
 func (s *Store) Adopt(ctx context.Context, route, dest string, now time.Time) (int, error) {
 	if !s.Waits() {
+		return 0, nil
+	}
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	if s.adopted[[2]string{route, dest}] {
 		return 0, nil
 	}
 	type rec struct {
@@ -759,6 +766,10 @@ func (s *Store) Adopt(ctx context.Context, route, dest string, now time.Time) (i
 	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, fmt.Errorf("order: %w", err)
 	}
+	if s.adopted == nil {
+		s.adopted = map[[2]string]bool{}
+	}
+	s.adopted[[2]string{route, dest}] = true
 	return len(recs), nil
 }
 

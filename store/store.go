@@ -201,8 +201,10 @@ type Store struct {
 	attempts *attemptLog // nil until the streams exist
 
 	mover       *mover
-	inst        *instances       // with waiting records (instances.go)
-	parked      jetstream.Stream // WEBHOOKS_PARKED
+	inst        *instances // with waiting records (instances.go)
+	adoptMu     sync.Mutex
+	adopted     map[[2]string]bool // route, destination → Adopt done
+	parked      jetstream.Stream   // WEBHOOKS_PARKED
 	idx         *index
 	orderLocks  orderLocks    // order.go
 	writer      *writer       // indexes this process's webhooks; nil when the index follows WEBHOOKS
