@@ -118,6 +118,9 @@ func (w *wire) publish(subject, reply string, data []byte) error {
 // next reads until a message to the current inbox, answering the
 // server's pings on the way.
 func (w *wire) next(ctx context.Context) (*scanMsg, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // what is buffered is not read
+	}
 	for {
 		line, err := w.r.ReadSlice('\n')
 		if err != nil {
