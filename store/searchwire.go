@@ -22,12 +22,12 @@ import (
 // sent until the scan asks for them. nats.go decodes every message's
 // headers into a map and copies it on arrival; a search reads hundreds of
 // thousands of messages and, for most, three headers: this halves what
-// the client side of a scan costs. The server is read from the scan's own
-// goroutine, between its asks: it sends no more than was asked for.
+// the client side of a scan costs.
 type wire struct {
 	conn  net.Conn
-	r     *bufio.Reader
-	sid   int // the inbox's subscription
+	in    *arrivals
+	r     *bufio.Reader // of in
+	sid   int           // the inbox's subscription
 	inbox string
 	line  []byte // the last control line, copied
 	buf   []byte // the last message's headers and data
@@ -45,7 +45,8 @@ func dialWire(ctx context.Context, srv *server.Server, token string) (*wire, err
 	if err != nil {
 		return nil, err
 	}
-	w := &wire{conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}
+	w := &wire{conn: conn, in: arrive(conn)}
+	w.r = bufio.NewReaderSize(w.in, 64<<10)
 	w.stop = context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	if err := w.handshake(token); err != nil {
 		w.close()
@@ -209,6 +210,56 @@ func (w *wire) message(line []byte) (bool, error) {
 func (w *wire) close() {
 	w.stop()
 	_ = w.conn.Close()
+	close(w.in.done)
+}
+
+// arrivals is what the server sends, read as it comes by a goroutine of
+// its own: an in-process connection has no buffer, and the server closes
+// a connection it cannot write to within its write deadline, while a
+// scan may take its time over a batch (an expression can cost up to a
+// tenth of a second per webhook). It holds no more than the server sends:
+// what the scan asked for, two batches at most, and its pings.
+type arrivals struct {
+	c    chan []byte
+	done chan struct{} // closed when the wire is
+	err  error         // why the connection ended, once c is closed
+	cur  []byte
+}
+
+func arrive(conn net.Conn) *arrivals {
+	a := &arrivals{c: make(chan []byte, 4*scanBatch), done: make(chan struct{})}
+	go func() {
+		defer close(a.c)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := conn.Read(buf)
+			if n > 0 {
+				select {
+				case a.c <- bytes.Clone(buf[:n]):
+				case <-a.done:
+					return
+				}
+			}
+			if err != nil {
+				a.err = err
+				return
+			}
+		}
+	}()
+	return a
+}
+
+func (a *arrivals) Read(p []byte) (int, error) {
+	for len(a.cur) == 0 {
+		b, ok := <-a.c
+		if !ok {
+			return 0, a.err
+		}
+		a.cur = b
+	}
+	n := copy(p, a.cur)
+	a.cur = a.cur[n:]
+	return n, nil
 }
 
 // rawHeader is the first value of the header key in a header block as
