@@ -48,8 +48,15 @@ func dialWire(ctx context.Context, srv *server.Server, token string) (*wire, err
 	w := &wire{conn: conn, in: arrive(conn)}
 	w.r = bufio.NewReaderSize(w.in, 64<<10)
 	w.stop = context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
-	if err := w.handshake(token); err != nil {
+	err = w.handshake(token)
+	if err == nil {
+		err = ctx.Err() // the handshake cleared a deadline set for it
+	}
+	if err != nil {
 		w.close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
 	return w, nil
