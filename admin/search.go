@@ -294,6 +294,9 @@ func (svc *Service) Search(ctx context.Context, s Search, found func(EventSummar
 	}
 	c.scan.Deadline = time.Now().Add(searchTime)
 	c.scan.Match = func(e *store.Envelope, seq uint64) bool {
+		if c.expr != nil && c.expr.Excludes(e.Body) {
+			return false // the cheapest test first
+		}
 		if c.typ != "" && !typeMatches(c.typ, provider.EventType(e.Header, e.Body)) {
 			return false
 		}

@@ -62,9 +62,9 @@ type SearchResult struct {
 	Idle     Measurement // ingest with no search running
 	// Selective looks, newest first, for the one webhook that matches in
 	// the last hour: the window that holds the last twenty-fourth of the
-	// retained webhooks (as a day brings them at a steady rate) and those
-	// ingest stored since. Full then reads the whole 24 h window for an
-	// expression nothing matches.
+	// retained webhooks (as a day brings them at a steady rate); the
+	// match is the hour's oldest, the last webhook the search reads. Full
+	// then reads the whole 24 h window for an expression nothing matches.
 	Selective, Full SearchRun
 }
 
@@ -100,8 +100,17 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 	fmt.Fprintf(o.Progress, "search: storing %d webhooks of %d bytes\n", o.Retained, o.BodySize)
 	// The store is filled in minutes, not in a day: the last hour of a
 	// day's steady traffic is its last twenty-fourth, stored from hour on.
+	// Ingest's idle latency is measured before it, so that what the
+	// measurement posts is not counted in the hour.
 	lastHour := max(o.Retained/24, 1)
 	day := runFrom(ctx, url, o.Clients, o.Retained-lastHour, 0, o.BodySize, 0)
+	if day.Failed > 0 || day.Requests != o.Retained-lastHour {
+		return r, fmt.Errorf("filling the store: %d stored, %d failed", day.Requests, day.Failed)
+	}
+	next := int64(o.Retained)
+	fmt.Fprintf(o.Progress, "search: stored %d in %s; ingest idle for %s\n", day.Requests, day.Elapsed.Round(time.Second), o.Idle)
+	r.Idle = runFrom(ctx, url, o.Load, 0, o.Idle, o.BodySize, next)
+	next += int64(r.Idle.Requests + r.Idle.Failed + o.Load)
 	hour := time.Now().UTC()
 	r.Fill = runFrom(ctx, url, o.Clients, lastHour, 0, o.BodySize, int64(o.Retained-lastHour))
 	r.Fill.Requests += day.Requests
@@ -111,17 +120,13 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 	if r.Fill.Failed > 0 || r.Fill.Requests != o.Retained {
 		return r, fmt.Errorf("filling the store: %d stored, %d failed", r.Fill.Requests, r.Fill.Failed)
 	}
-	next := int64(o.Retained)
-	fmt.Fprintf(o.Progress, "search: stored in %s; ingest idle for %s\n", r.Fill.Elapsed.Round(time.Second), o.Idle)
-	r.Idle = runFrom(ctx, url, o.Load, 0, o.Idle, o.BodySize, next)
-	next += int64(r.Idle.Requests + r.Idle.Failed + o.Load)
 	for _, run := range []struct {
 		out    *SearchRun
 		window string
 		s      admin.Search
 	}{
 		{&r.Selective, "last hour", admin.Search{Route: "bench", Since: hour.Format(time.RFC3339Nano),
-			Expr: fmt.Sprintf(`body.id == "evt_%d"`, o.Retained-1)}},
+			Expr: fmt.Sprintf(`body.id == "evt_%d"`, o.Retained-lastHour)}},
 		{&r.Full, "24 h", admin.Search{Route: "bench", Since: "24h", Expr: `body.id == "evt_none"`}},
 	} {
 		fmt.Fprintf(o.Progress, "search: %s: %s\n", run.window, run.s.Expr)

@@ -12,6 +12,7 @@ import (
 
 	stripeapi "github.com/stripe/stripe-go/v82"
 
+	"github.com/jethook/jethook/filter"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/provider"
 	"github.com/jethook/jethook/store"
@@ -218,6 +219,7 @@ func (s *stripe) publish(ctx context.Context, ev listed) (stored bool, err error
 		ReceivedAt:  now,
 		Header:      h,
 		Body:        body,
+		JSON:        filter.IsJSON(body), // recorded as the ingress does
 		CaughtUp:    provider.NameStripe,
 		Traceparent: tc.Traceparent,
 		Tracestate:  tc.Tracestate,

@@ -85,6 +85,9 @@ func TestStripeStoresMissedEventsOnce(t *testing.T) {
 	if first.CaughtUp != "stripe" || http.Header(first.Header).Get(catchup.HeaderCaughtUp) != "stripe" {
 		t.Errorf("caught-up event marked %q, header %v", first.CaughtUp, first.Header)
 	}
+	if !first.JSON {
+		t.Error("the caught-up event is not recorded as JSON, as the ingress records its JSON bodies")
+	}
 	p, _ := provider.New(provider.Config{Name: provider.NameStripe, Secrets: []string{stripeSecret}})
 	if err := p.Verify(&provider.Request{Method: http.MethodPost, Header: http.Header(first.Header), Body: first.Body}); err != nil {
 		t.Errorf("the caught-up event's signature does not verify: %v", err)

@@ -93,6 +93,21 @@ func BenchmarkMatch(b *testing.B) {
 			}
 		})
 	}
+	// What a search asks first: whether the body lacks the string the
+	// expression needs (it does: Match is not called).
+	f, err := Compile(`body.id == "evt_none"`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("search: 1 KiB body field, no match, excluded by its string", func(b *testing.B) {
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			if !f.Excludes(search.Body) {
+				b.Fatal("not excluded")
+			}
+		}
+	})
 }
 
 // cpuPerOp starts counting CPU time; the function it returns reports it

@@ -60,6 +60,7 @@ func IsJSON(body []byte) bool {
 type Filter struct {
 	prg   cel.Program
 	reads map[string]bool // the variables the expression names
+	needs [][]byte        // strings a raw body must hold to match (Excludes)
 }
 
 // environment is the CEL environment every filter compiles in: the
@@ -97,7 +98,7 @@ func Compile(expr string) (*Filter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filter: %v", err)
 	}
-	f := &Filter{prg: prg, reads: map[string]bool{}}
+	f := &Filter{prg: prg, reads: map[string]bool{}, needs: needs(ast.NativeRep().Expr())}
 	for _, r := range ast.NativeRep().ReferenceMap() {
 		if len(r.OverloadIDs) == 0 {
 			f.reads[r.Name] = true

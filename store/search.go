@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -101,12 +101,12 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 			return end, err
 		}
 	}
-	nc, err := s.searchConn()
+	l, err := s.searchLink(ctx)
 	if err != nil {
 		return end, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
-	defer nc.Close()
-	sc := &scanner{s: s, nc: nc, q: q, hit: hit, progress: progress, subject: "webhooks.*.*"}
+	defer l.close()
+	sc := &scanner{s: s, link: l, q: q, hit: hit, progress: progress, subject: "webhooks.*.*"}
 	if info.State.Msgs > 0 {
 		sc.avg = int64(info.State.Bytes / info.State.Msgs)
 	}
@@ -127,17 +127,25 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 	return sc.end, err
 }
 
-// searchConn opens a connection for one search, as the store's own is
-// made but without its handlers: a search's messages then queue on their
-// own, not ahead of the acks ingest waits for.
-func (s *Store) searchConn() (*nats.Conn, error) {
+// searchLink opens a connection for one search: its messages then queue
+// on their own, not ahead of the acks ingest waits for. To the embedded
+// server it is a wire; to another, a nats.go connection as the store's
+// own is made but without its handlers.
+func (s *Store) searchLink(ctx context.Context) (link, error) {
+	if s.srv != nil {
+		return dialWire(ctx, s.srv, s.opts.ClientToken)
+	}
 	o := s.nc.Opts
 	o.Name = "jethook search"
 	o.AllowReconnect = false
 	o.CustomDialer = nil // the store's dialer keeps the store's connection
 	o.ClosedCB, o.DisconnectedCB, o.DisconnectedErrCB, o.ConnectedCB, o.ReconnectedCB = nil, nil, nil, nil, nil
 	o.DiscoveredServersCB, o.AsyncErrorCB, o.ReconnectErrCB, o.LameDuckModeHandler = nil, nil, nil, nil
-	return o.Connect()
+	nc, err := o.Connect()
+	if err != nil {
+		return nil, err
+	}
+	return &clientLink{nc: nc}, nil
 }
 
 // seqAt is the sequence of the first message of the stream stored at or
@@ -169,8 +177,8 @@ func (s *Store) seqAt(ctx context.Context, t time.Time, last uint64) (uint64, er
 // scanner is one page of a Search.
 type scanner struct {
 	s        *Store
-	nc       *nats.Conn // the search's own
-	e        Envelope   // what Match is given, reused
+	link     link     // the search's own connection
+	e        Envelope // what Match is given, reused
 	q        Scan
 	hit      func(Hit) bool
 	progress func(ScanProgress)
@@ -210,17 +218,16 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 	if info.NumPending == 0 {
 		return at, false, first, nil
 	}
-	p, err := pullFrom(sc.nc, &sc.s.ingest, info.Name)
+	p, err := pullFrom(sc.link, &sc.s.ingest, info.Name)
 	if err != nil {
 		return 0, false, first, err
 	}
-	defer p.stop()
 	for {
 		m, err := p.next(ctx)
 		if err != nil {
 			return 0, false, first, err
 		}
-		seq, stored, pending, ok := ackFacts(m.Reply)
+		seq, stored, pending, ok := ackFacts(m.reply)
 		switch {
 		case !ok:
 			continue
@@ -230,7 +237,7 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 			return seq, true, first, nil
 		}
 		sc.end.Scanned++
-		sc.end.Bytes += int64(m.Size())
+		sc.end.Bytes += int64(m.size)
 		if first.IsZero() {
 			first = stored
 		}
@@ -262,12 +269,17 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 // with a domain and an account hash after $JS.ACK and a token at the end
 // (ADR-15).
 func ackFacts(reply string) (seq uint64, stored time.Time, pending uint64, ok bool) {
-	t := strings.Split(reply, ".")
+	var tokens [12]string
+	n := 0
+	for more := true; more && n < len(tokens); n++ {
+		tokens[n], reply, more = strings.Cut(reply, ".")
+	}
+	var t []string
 	switch {
-	case len(t) == 9:
-		t = t[5:]
-	case len(t) >= 11:
-		t = t[7:]
+	case n == 9:
+		t = tokens[5:]
+	case n >= 11:
+		t = tokens[7:]
 	default:
 		return 0, stored, 0, false
 	}
@@ -282,36 +294,34 @@ func ackFacts(reply string) (seq uint64, stored time.Time, pending uint64, ok bo
 
 // matches decodes m into the scanner's reused envelope, as far as Match
 // reads one, and asks Match.
-func (sc *scanner) matches(m *nats.Msg, seq uint64) bool {
+func (sc *scanner) matches(m *scanMsg, seq uint64) bool {
 	if sc.q.Match == nil {
 		return true
 	}
-	route, err := routeOf(m.Subject)
+	route, err := routeOf(m.subject)
 	if err != nil {
 		return false
 	}
 	e := &sc.e
 	if e.Header == nil {
-		e.Header = make(map[string][]string, len(m.Header))
+		e.Header = make(map[string][]string)
 	}
 	clear(e.Header)
 	if !sc.q.NoHeaders {
-		for k, vs := range m.Header {
-			if name, ok := strings.CutPrefix(k, hdrOrigPrefix); ok {
-				e.Header[name] = vs
-			}
-		}
+		m.origHeaders(e.Header)
 	}
-	e.Route, e.EventID, e.Method, e.Body = route, m.Header.Get(hdrEventID), m.Header.Get(hdrMethod), m.Data
-	e.JSON = m.Header.Get(hdrJSON) != ""
+	e.Route, e.EventID, e.Method, e.Body = route, m.get(hdrEventID), m.get(hdrMethod), m.data
+	e.JSON = m.get(hdrJSON) != ""
 	return sc.q.Match(e, seq)
 }
 
 // whole is the webhook a hit read as m, stored at seq: read again in
 // full when the scan read headers only. It is nil for a message that is
 // not a webhook or is gone (past the retention) since.
-func (sc *scanner) whole(ctx context.Context, m *nats.Msg, seq uint64) (*Envelope, error) {
-	subject, h, data := m.Subject, m.Header, m.Data
+func (sc *scanner) whole(ctx context.Context, m *scanMsg, seq uint64) (*Envelope, error) {
+	// A link reuses m's data for the next message; its headers are
+	// decoded for m alone.
+	subject, h, data := m.subject, m.header(), bytes.Clone(m.data)
 	if sc.q.NoBody {
 		w, err := sc.s.main.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {

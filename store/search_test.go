@@ -3,11 +3,15 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -221,5 +225,82 @@ func TestSearchTellsMatchWhetherTheBodyIsKnownJSON(t *testing.T) {
 	}})
 	if len(got) != 2 || !got["known"] || got["unknown"] {
 		t.Fatalf("Match saw JSON %v, want known true and unknown false", got)
+	}
+}
+
+// Match sees each webhook as a lookup by id returns it, whichever way
+// the search reads the server: in process (with or without a client
+// token) or over a NATS connection to an external server.
+func TestSearchGivesMatchTheWebhookAsStored(t *testing.T) {
+	t.Parallel()
+	external := func(t *testing.T) store.Options {
+		port := testkit.FreePort(t)
+		if err := natsOn(t, port, t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+		return store.Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+	}
+	for _, tc := range []struct {
+		name string
+		opts func(*testing.T) store.Options
+	}{
+		{"embedded", func(*testing.T) store.Options { return store.Options{} }},
+		{"embedded with a client token", func(*testing.T) store.Options { return store.Options{ClientToken: `s3cr"et`} }},
+		{"external", external},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := storetest.Open(t, tc.opts(t))
+			ctx := context.Background()
+			e := envelope("odd", `{"order":1}`)
+			e.Method, e.JSON = "PUT", true
+			e.Header["X-Odd"] = []string{"a: b:c", "x\ty", ""}
+			if _, err := st.Publish(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			publishOrders(t, st, "", 3)
+			want, _, err := st.Event(ctx, "odd", "github")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, noHeaders := range []bool{false, true} {
+				var got []store.Envelope
+				pages(t, st, store.Scan{Route: "github", Limit: 10, NoHeaders: noHeaders, Match: func(e *store.Envelope, _ uint64) bool {
+					if e.EventID == "odd" {
+						got = append(got, store.Envelope{Route: e.Route, EventID: e.EventID, Method: e.Method, JSON: e.JSON,
+							Header: maps.Clone(e.Header), Body: bytes.Clone(e.Body)})
+					}
+					return false
+				}})
+				if len(got) != 1 {
+					t.Fatalf("Match saw the webhook %d times, want once", len(got))
+				}
+				g := got[0]
+				wantHeader := want.Header
+				if noHeaders {
+					wantHeader = map[string][]string{}
+				}
+				if g.Route != want.Route || g.Method != want.Method || g.JSON != want.JSON || !bytes.Equal(g.Body, want.Body) ||
+					!reflect.DeepEqual(g.Header, wantHeader) {
+					t.Errorf("without headers %v: Match saw %+v\nstored %+v", noHeaders, g, want)
+				}
+			}
+		})
+	}
+}
+
+func TestSearchEndsWhenItsContextDoes(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	publishOrders(t, st, "", 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	matched := 0
+	_, err := st.Search(ctx, store.Scan{Route: "github", Limit: 1000, Oldest: true, Match: func(*store.Envelope, uint64) bool {
+		matched++
+		cancel()
+		return false
+	}}, func(store.Hit) bool { return true }, nil)
+	if !errors.Is(err, context.Canceled) || matched != 1 {
+		t.Fatalf("Search after its context ended: %v, having matched %d webhooks; want context.Canceled after 1", err, matched)
 	}
 }

@@ -3,20 +3,121 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 )
 
-// pull reads a search's consumer through a subscription of its own,
-// asking for a batch at a time with up to two asks outstanding: the server
-// sends the next batch while the scan reads this one, and never more than
-// was asked for, so a slow scan makes it wait, not drop messages.
+// link is a search's own connection to the server: it publishes asks and
+// receives what the server answers on one inbox at a time.
+type link interface {
+	// listen makes a new inbox the one next reads from, instead of the
+	// last, and returns its subject.
+	listen() (string, error)
+	publish(subject, reply string, data []byte) error
+	// next is the next message to the inbox; it and what it holds are
+	// valid until the following call.
+	next(ctx context.Context) (*scanMsg, error)
+	close()
+}
+
+// scanMsg is one message a link received.
+type scanMsg struct {
+	subject, reply string
+	data           []byte
+	size           int         // subject, reply, headers and data, in bytes
+	raw            []byte      // the header block as sent, until h is decoded
+	h              nats.Header // nil until decoded from raw
+}
+
+// header is the message's headers, decoded as nats.go decodes them.
+func (m *scanMsg) header() nats.Header {
+	if m.h == nil && m.raw != nil {
+		m.h, _ = nats.DecodeHeadersMsg(m.raw)
+		m.raw = nil
+	}
+	return m.h
+}
+
+// get is the first value of the header key, as header().Get(key), but
+// read from the header block as sent when it is not decoded.
+func (m *scanMsg) get(key string) string {
+	if m.raw == nil {
+		return m.h.Get(key)
+	}
+	return rawHeader(m.raw, key)
+}
+
+// origHeaders puts the webhook's own headers (those under hdrOrigPrefix)
+// into h, as decodeEnvelope does, reading the header block as sent when it
+// is not decoded: one copy of it, not a map of every header.
+func (m *scanMsg) origHeaders(h map[string][]string) {
+	if m.raw == nil {
+		for k, vs := range m.h {
+			if name, ok := strings.CutPrefix(k, hdrOrigPrefix); ok {
+				h[name] = vs
+			}
+		}
+		return
+	}
+	_, rest, _ := strings.Cut(string(m.raw), "\r\n")
+	for rest != "" {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\r\n")
+		kv, ok := strings.CutPrefix(line, hdrOrigPrefix)
+		if !ok {
+			continue
+		}
+		if k, v, ok := strings.Cut(kv, ":"); ok && k != "" {
+			h[k] = append(h[k], strings.TrimLeft(v, " \t"))
+		}
+	}
+}
+
+// clientLink is a link on a nats.go connection: the one a search has
+// when NATS is not embedded.
+type clientLink struct {
+	nc  *nats.Conn
+	sub *nats.Subscription
+	m   scanMsg
+}
+
+func (l *clientLink) listen() (string, error) {
+	if l.sub != nil {
+		_ = l.sub.Unsubscribe()
+	}
+	var err error
+	if l.sub, err = l.nc.SubscribeSync(l.nc.NewInbox()); err != nil {
+		return "", err
+	}
+	return l.sub.Subject, nil
+}
+
+func (l *clientLink) publish(subject, reply string, data []byte) error {
+	return l.nc.PublishRequest(subject, reply, data)
+}
+
+func (l *clientLink) next(ctx context.Context) (*scanMsg, error) {
+	m, err := l.sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.m = scanMsg{subject: m.Subject, reply: m.Reply, data: m.Data, size: m.Size(), h: m.Header}
+	return &l.m, nil
+}
+
+func (l *clientLink) close() { l.nc.Close() }
+
+// pull reads a search's consumer through a link, asking for a batch at a
+// time with up to two asks outstanding: the server sends the next batch
+// while the scan reads this one, and never more than was asked for, so a
+// slow scan makes it wait, not drop messages.
 type pull struct {
 	ingest  *ingestSeen // yielded to between batches
 	last    time.Time   // when the last batch was asked for
-	nc      *nats.Conn
-	sub     *nats.Subscription
+	link    link
+	inbox   string
 	subject string // where asks go
 	asked   int    // messages asked for
 	got     int    // messages received
@@ -32,10 +133,10 @@ var pullAsk = []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, scanBatch, pullExp
 
 const pullExpires = 2 * time.Second
 
-func pullFrom(nc *nats.Conn, ingest *ingestSeen, consumer string) (*pull, error) {
-	p := &pull{nc: nc, ingest: ingest, last: time.Now(), subject: "$JS.API.CONSUMER.MSG.NEXT." + StreamName + "." + consumer}
+func pullFrom(l link, ingest *ingestSeen, consumer string) (*pull, error) {
+	p := &pull{link: l, ingest: ingest, last: time.Now(), subject: "$JS.API.CONSUMER.MSG.NEXT." + StreamName + "." + consumer}
 	var err error
-	if p.sub, err = nc.SubscribeSync(nc.NewInbox()); err != nil {
+	if p.inbox, err = l.listen(); err != nil {
 		return nil, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
 	return p, p.ask()
@@ -45,7 +146,7 @@ func pullFrom(nc *nats.Conn, ingest *ingestSeen, consumer string) (*pull, error)
 func (p *pull) ask() error {
 	for p.asked-p.got < 2*scanBatch {
 		p.asked += scanBatch
-		if err := p.nc.PublishRequest(p.subject, p.sub.Subject, pullAsk); err != nil {
+		if err := p.link.publish(p.subject, p.inbox, pullAsk); err != nil {
 			return fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 		}
 	}
@@ -56,16 +157,16 @@ func (p *pull) ask() error {
 // nothing delivered after the scan asked again end it with an error:
 // the consumer counted messages the server does not send, and a search
 // must not end as if it had read them.
-func (p *pull) next(ctx context.Context) (*nats.Msg, error) {
+func (p *pull) next(ctx context.Context) (*scanMsg, error) {
 	for {
-		m, err := p.sub.NextMsgWithContext(ctx)
+		m, err := p.link.next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			return nil, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 		}
-		if m.Reply != "" {
+		if m.reply != "" {
 			p.got, p.idle = p.got+1, 0
 			if p.asked-p.got >= scanBatch {
 				return m, nil
@@ -78,8 +179,8 @@ func (p *pull) next(ctx context.Context) (*nats.Msg, error) {
 			return m, p.ask()
 		}
 		// A status: only an expired ask (408) is expected.
-		if code := m.Header.Get("Status"); code != "408" {
-			return nil, fmt.Errorf("%w: search: the server answered %s %s", ErrUnavailable, code, m.Header.Get("Description"))
+		if code := m.header().Get("Status"); code != "408" {
+			return nil, fmt.Errorf("%w: search: the server answered %s %s", ErrUnavailable, code, m.header().Get("Description"))
 		}
 		// Two asks are out at most before the first expiry: the third in a
 		// row is of an ask made after the first, which found nothing either.
@@ -92,5 +193,3 @@ func (p *pull) next(ctx context.Context) (*nats.Msg, error) {
 		}
 	}
 }
-
-func (p *pull) stop() { _ = p.sub.Unsubscribe() }
