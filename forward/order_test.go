@@ -20,6 +20,7 @@ import (
 
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/testkit"
+	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -445,23 +446,31 @@ func (r *rig) awaitNoKeyBlocked(t *testing.T) {
 	})
 }
 
-// An index made anew (lost with the disk of a pod, or deleted by hand)
-// does not know the events queued behind a failing head, whose messages
-// are acked: their waiting records bring them back to their key, in
-// order, after the head.
-func TestEventsWaitingBehindTheirKeyOutliveTheLossOfTheIndex(t *testing.T) {
-	t.Parallel()
-	var up atomic.Bool
+// aFailsFirstUntilUp is the backend and config of the waiting-record
+// tests: an ordered destination, retried every 300 ms, whose backend fails
+// the first event of key "a" until up is set, so that the key's later
+// events wait behind it.
+func aFailsFirstUntilUp(t *testing.T) (up *atomic.Bool, c *orderChecker, cfg *policy.Config) {
+	up = new(atomic.Bool)
 	c, b := newOrderChecker(t, func(key string, seq int) int {
 		if key == "a" && seq == 1 && !up.Load() {
 			return http.StatusServiceUnavailable
 		}
 		return http.StatusOK
 	})
-	cfg := edit(t, orderedRetry(t, `{key: 'body.key'}`), "max_attempts: 30", "max_attempts: 1000")
-	cfg = edit(t, cfg, "base: 20ms", "base: 300ms")
-	cfg = edit(t, cfg, "max_delay: 200ms", "max_delay: 300ms")
-	pc := parseConfig(t, cfg, b.URL)
+	yaml := edit(t, orderedRetry(t, `{key: 'body.key'}`), "max_attempts: 30", "max_attempts: 1000")
+	yaml = edit(t, yaml, "base: 20ms", "base: 300ms")
+	yaml = edit(t, yaml, "max_delay: 200ms", "max_delay: 300ms")
+	return up, c, parseConfig(t, yaml, b.URL)
+}
+
+// An index made anew (lost with the disk of a pod, or deleted by hand)
+// does not know the events queued behind a failing head, whose messages
+// are acked: their waiting records bring them back to their key, in
+// order, after the head.
+func TestEventsWaitingBehindTheirKeyOutliveTheLossOfTheIndex(t *testing.T) {
+	t.Parallel()
+	up, c, pc := aFailsFirstUntilUp(t)
 	dir := t.TempDir()
 	opts := store.Options{DataDir: dir, WaitingEvery: time.Second}
 	r := newRig(t, pc, opts)
@@ -502,18 +511,9 @@ func TestEventsWaitingBehindTheirKeyOutliveTheLossOfTheIndex(t *testing.T) {
 // once, in order.
 func TestWaitingRecordsAreRenewedAndThenDroppedWithoutAnAttempt(t *testing.T) {
 	t.Parallel()
-	var up atomic.Bool
-	c, b := newOrderChecker(t, func(key string, seq int) int {
-		if key == "a" && seq == 1 && !up.Load() {
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusOK
-	})
-	cfg := edit(t, orderedRetry(t, `{key: 'body.key'}`), "max_attempts: 30", "max_attempts: 1000")
-	cfg = edit(t, cfg, "base: 20ms", "base: 300ms")
-	cfg = edit(t, cfg, "max_delay: 200ms", "max_delay: 300ms")
+	up, c, pc := aFailsFirstUntilUp(t)
 	addr := testkit.FreeAddr(t)
-	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr, WaitingEvery: 500 * time.Millisecond})
+	r := newRig(t, pc, store.Options{ClientListen: addr, WaitingEvery: 500 * time.Millisecond})
 	for seq := 1; seq <= 3; seq++ {
 		if code, body := r.post("/hooks/shop", nil, fmt.Appendf(nil, `{"key":"a","seq":%d}`, seq)); code != http.StatusOK {
 			t.Fatalf("post: %d %s", code, body)

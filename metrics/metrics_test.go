@@ -179,17 +179,7 @@ func TestALatencyUnderASampledSpanHasItsTraceIDAsExemplar(t *testing.T) {
 	m.Attempt("shop", "app", "delivered", 200, 20*time.Second, span(unsampled, 0))
 	m.Delivered("shop", "app", time.Hour, trace.SpanContext{})
 
-	srv := httptest.NewServer(m.Handler())
-	defer srv.Close()
-	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	out := string(body)
+	out := scrapeOpenMetrics(t, m)
 	for _, want := range []string{
 		`jethook_store_publish_seconds_bucket{le="0.001"} 1 # {trace_id="` + sampled + `"} 0.001`,
 		`jethook_attempt_seconds_bucket{destination="app",route="shop",le="2.5"} 1 # {trace_id="` + sampled + `"} 2.0`,
@@ -217,6 +207,21 @@ func TestASlowBucketGetsItsExemplarRightAfterAFastOne(t *testing.T) {
 	m.Attempt("shop", "app", "delivered", 200, time.Millisecond, span(1))
 	m.Attempt("shop", "app", "delivered", 200, 20*time.Second, span(2))
 
+	body := scrapeOpenMetrics(t, m)
+	for _, want := range []string{
+		`jethook_attempt_seconds_bucket{destination="app",route="shop",le="0.005"} 1 # {trace_id="` + span(1).TraceID().String() + `"} 0.001`,
+		`jethook_attempt_seconds_bucket{destination="app",route="shop",le="30.0"} 2 # {trace_id="` + span(2).TraceID().String() + `"} 20.0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s:\n%s", want, body)
+		}
+	}
+}
+
+// scrapeOpenMetrics reads m's metrics as Prometheus reads them when it
+// asks for exemplars: in the OpenMetrics format.
+func scrapeOpenMetrics(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
@@ -226,13 +231,9 @@ func TestASlowBucketGetsItsExemplarRightAfterAFastOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{
-		`jethook_attempt_seconds_bucket{destination="app",route="shop",le="0.005"} 1 # {trace_id="` + span(1).TraceID().String() + `"} 0.001`,
-		`jethook_attempt_seconds_bucket{destination="app",route="shop",le="30.0"} 2 # {trace_id="` + span(2).TraceID().String() + `"} 20.0`,
-	} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("scrape lacks %s:\n%s", want, body)
-		}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return string(body)
 }
