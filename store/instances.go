@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -28,13 +29,13 @@ const (
 )
 
 type instances struct {
-	kv   jetstream.KeyValue
 	beat time.Duration
 	self string
 	stop chan struct{}
 	done chan struct{}
 
 	mu    sync.Mutex
+	kv    jetstream.KeyValue // nil until made
 	known map[string]alive
 }
 
@@ -46,25 +47,15 @@ type alive struct {
 // instanceName is the name of the instance whose index was made at born.
 func instanceName(born time.Time) string { return strconv.FormatInt(born.UnixNano(), 36) }
 
-func (s *Store) startInstances(ctx context.Context) error {
-	beat := min(instanceBeat, s.opts.WaitingEvery)
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      instanceBucket,
-		Description: "jethook: the instances alive, for the ordering's waiting records",
-		TTL:         3 * beat,
-		Replicas:    s.opts.Replicas,
-		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return err
-	}
-	in := &instances{kv: kv, beat: beat, self: instanceName(s.idx.born), stop: make(chan struct{}), done: make(chan struct{}), known: map[string]alive{}}
-	if _, err := kv.Put(ctx, in.self, nil); err != nil {
-		return err
-	}
+// startInstances names this instance and starts its beat. The bucket is
+// made, and the first beat written, in the background: a cluster slow to
+// create it does not hold the start up. Until then every other instance
+// counts as alive (alive), so that nothing is taken from one that is.
+func (s *Store) startInstances() {
+	in := &instances{beat: min(instanceBeat, s.opts.WaitingEvery), self: instanceName(s.idx.born),
+		stop: make(chan struct{}), done: make(chan struct{}), known: map[string]alive{}}
 	s.inst = in
 	go in.run(s)
-	return nil
 }
 
 func (in *instances) run(s *Store) {
@@ -72,32 +63,61 @@ func (in *instances) run(s *Store) {
 	t := time.NewTicker(in.beat)
 	defer t.Stop()
 	for {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.PublishTimeout)
+		err := in.write(ctx, s.js, s.opts.Replicas)
+		cancel()
+		if err != nil {
+			s.opts.Logger.Warn("this instance cannot say it is alive; other replicas may take the events waiting here for lost", "err", err)
+		}
 		select {
 		case <-t.C:
 		case <-in.stop:
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.PublishTimeout)
-		if _, err := in.kv.Put(ctx, in.self, nil); err != nil {
-			s.opts.Logger.Warn("this instance cannot say it is alive; other replicas may take the events waiting here for lost", "err", err)
-		}
-		cancel()
 	}
 }
 
-// close stops the beat and forgets this instance at once: a jethook that
-// stops, rather than dies, has its waiting records adopted by the next
-// one to start on an index made anew without waiting three beats. If this
-// one starts again on its own index, it takes its name back.
+// write makes the bucket if it is not there yet, and writes this
+// instance's beat.
+func (in *instances) write(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	kv := in.bucket()
+	if kv == nil {
+		var err error
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      instanceBucket,
+			Description: "jethook: the instances alive, for the ordering's waiting records",
+			TTL:         3 * in.beat,
+			Replicas:    replicas,
+			Storage:     jetstream.FileStorage,
+		})
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", instanceBucket, err)
+		}
+		in.mu.Lock()
+		in.kv = kv
+		in.mu.Unlock()
+	}
+	_, err := kv.Put(ctx, in.self, nil)
+	return err
+}
+
+func (in *instances) bucket() jetstream.KeyValue {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.kv
+}
+
 func (in *instances) close(wait time.Duration) {
 	if in == nil {
 		return
 	}
 	close(in.stop)
 	<-in.done
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	_ = in.kv.Delete(ctx, in.self)
+	if kv := in.bucket(); kv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		_ = kv.Delete(ctx, in.self)
+	}
 }
 
 // alive reports whether instance name wrote within three beats. An error
@@ -109,9 +129,13 @@ func (in *instances) alive(name string, wait time.Duration) bool {
 	if ok && time.Since(a.at) < min(aliveFor, in.beat) {
 		return a.yes
 	}
+	kv := in.bucket()
+	if kv == nil {
+		return true // not known yet
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	_, err := in.kv.Get(ctx, name)
+	_, err := kv.Get(ctx, name)
 	yes := !errors.Is(err, jetstream.ErrKeyNotFound)
 	in.mu.Lock()
 	defer in.mu.Unlock()

@@ -726,6 +726,9 @@ func (s *Store) Adopt(ctx context.Context, route, dest string, now time.Time) (i
 	if s.adopted[[2]string{route, dest}] {
 		return 0, nil
 	}
+	if s.inst.bucket() == nil {
+		return 0, fmt.Errorf("%w: bucket %s not made yet", ErrUnavailable, instanceBucket)
+	}
 	type rec struct {
 		key OrderKey
 		seq uint64

@@ -456,9 +456,7 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 		return err
 	}
 	if s.Waits() && s.inst == nil {
-		if err := s.startInstances(ctx); err != nil {
-			return fmt.Errorf("bucket %s: %w", instanceBucket, err)
-		}
+		s.startInstances()
 	}
 	if s.mover == nil {
 		return s.startMover(ctx)
