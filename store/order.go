@@ -675,14 +675,11 @@ type OldHead struct {
 // first event queued behind each comes back as a due record. A key that a
 // parked record names keeps its placeholder: its head waits parked for
 // its next attempt, and goes first when it comes back. It returns how many
-// it let go. It reads every head and parked record of the destination.
+// it let go. It reads every head of the destination, and its parked
+// records only when a placeholder is old enough to go.
 func (s *Store) ReleaseHeadless(ctx context.Context, route, dest string, before, now time.Time) (int, error) {
 	if s.idx == nil {
 		return 0, nil
-	}
-	parked, err := s.parkedKeys(ctx, route, dest)
-	if err != nil {
-		return 0, err
 	}
 	p := orderPrefix('o', route, dest)
 	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: append(slices.Clone(p[:len(p)-1]), 1)})
@@ -691,19 +688,31 @@ func (s *Store) ReleaseHeadless(ctx context.Context, route, dest string, before,
 	}
 	var keys []OrderKey
 	for it.First(); it.Valid(); it.Next() {
-		if h, ok := headFrom(it.Value()); ok && h.seq == 0 && h.since < before.UnixNano() && !parked[OrderKey(it.Key()[len(p):])] {
+		if h, ok := headFrom(it.Value()); ok && h.seq == 0 && h.since < before.UnixNano() {
 			keys = append(keys, OrderKey(it.Key()[len(p):]))
 		}
 	}
 	if err := it.Close(); err != nil {
 		return 0, fmt.Errorf("order: %w", err)
 	}
-	for i, k := range keys {
-		if err := s.SettleHead(ctx, route, dest, k, 0, now); err != nil {
-			return i, err
-		}
+	if len(keys) == 0 {
+		return 0, nil // the usual case: no index was lost
 	}
-	return len(keys), nil
+	parked, err := s.parkedKeys(ctx, route, dest)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range keys {
+		if parked[k] {
+			continue
+		}
+		if err := s.SettleHead(ctx, route, dest, k, 0, now); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // Adopt puts back, in an index made anew (IndexMadeAnew), the events that

@@ -267,6 +267,7 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 	type bucket struct {
 		subject, route, dest string
 		slot                 int64
+		waiting              bool // waiting records (order.go), not webhooks in backoff
 	}
 	var due []bucket
 	for subj, n := range info.State.Subjects {
@@ -283,7 +284,7 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 			counts[[2]string{p[1], p[2]}] += n
 		}
 		if slot+parkSlot.Milliseconds() <= now.UnixMilli() {
-			due = append(due, bucket{subj, p[1], p[2], slot})
+			due = append(due, bucket{subj, p[1], p[2], slot, waiting})
 		}
 	}
 	defer func() {
@@ -295,10 +296,9 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 	for _, b := range due {
 		n, err := mv.move(ctx, st, b.subject, b.route, b.dest, 0, time.Time{})
 		k := [2]string{b.route, b.dest}
-		if strings.HasSuffix(b.subject, "."+waitingToken) {
-			n = 0
+		if !b.waiting {
+			counts[k] -= min(n, counts[k]) // records parked since the listing may be moved too
 		}
-		counts[k] -= min(n, counts[k]) // records parked since the listing may be moved too
 		if err != nil {
 			return err
 		}
@@ -315,7 +315,7 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 				continue
 			}
 			if slot, err := strconv.ParseInt(p[3], 10, 64); err == nil {
-				slots = append(slots, bucket{subj, p[1], p[2], slot})
+				slots = append(slots, bucket{subj, p[1], p[2], slot, false})
 			}
 		}
 		slices.SortFunc(slots, func(a, b bucket) int { return cmp.Compare(a.slot, b.slot) })
