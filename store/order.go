@@ -287,7 +287,7 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 				out[i] = Overtaken
 			} else if c.Seq < h.seq {
 				// Before the head: settled already, or overtaken.
-				settled, err := s.settledAt(route, dest, c)
+				settled, err := s.settledAt(route, dest, c, true)
 				if err != nil {
 					return nil, err
 				}
@@ -360,18 +360,11 @@ func (s *Store) admitDue(route, dest string, c Claim) (Verdict, error) {
 
 // lostUnlessSettled is Settled if the attempt log shows c's event
 // delivered, dead-lettered or filtered at route's destination, else Go.
+// Parked does not count: c is the due record its parked record became.
 func (s *Store) lostUnlessSettled(route, dest string, c Claim) (Verdict, error) {
-	as, err := s.indexedAttempts(c.EventID)
-	if err != nil {
-		return 0, err
-	}
-	for _, a := range slices.Backward(as) {
-		if a.Route == route && a.Destination == dest && !a.Time.Before(c.FirstSeen) {
-			if a.Outcome == "delivered" || a.Next == 0 {
-				return Settled, nil
-			}
-			break
-		}
+	settled, err := s.settledAt(route, dest, c, false)
+	if err != nil || settled {
+		return Settled, err
 	}
 	return Go, nil
 }
@@ -382,15 +375,16 @@ func (s *Store) lostUnlessSettled(route, dest string, c Claim) (Verdict, error) 
 // attempt), or parked it (its parked record carries it on). An event that
 // comes to Admit after a later event of its key took the key is either
 // one whose settle was lost (a crash between its key's passing on and its
-// ack) or one that was away and never settled.
-func (s *Store) settledAt(route, dest string, c Claim) (bool, error) {
+// ack) or one that was away and never settled. Parking counts only if
+// parked is true.
+func (s *Store) settledAt(route, dest string, c Claim, parked bool) (bool, error) {
 	as, err := s.indexedAttempts(c.EventID)
 	if err != nil {
 		return false, err
 	}
 	for _, a := range slices.Backward(as) {
 		if a.Route == route && a.Destination == dest && !a.Time.Before(c.FirstSeen) {
-			return a.Outcome == "delivered" || a.Next == 0 || a.Parked, nil
+			return a.Outcome == "delivered" || a.Next == 0 || parked && a.Parked, nil
 		}
 	}
 	return false, nil
