@@ -171,6 +171,9 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 		dst.leases = newLeases()
 		dst.leases.d = dst
 	}
+	if ord != nil {
+		dst.owner = newOwner(dst, f.Store.Ownership(r.Name, d.Name))
+	}
 	return dst, nil
 }
 
@@ -193,6 +196,7 @@ func (f *Forwarder) Stop(grace time.Duration) {
 		<-done
 	}
 	f.abort()
+	f.reg.release()
 }
 
 // destination is the delivery loop of one route × destination.
@@ -214,6 +218,7 @@ type destination struct {
 	rt     http.RoundTripper // the Forwarder's Transport, or one with the destination's TLS files
 	auth   *auth
 	order  *destOrder // nil: unordered
+	owner  *owner     // an ordered destination's lease, when replicas may share it (owner.go); nil otherwise
 	leases *leases    // a pull destination's (lease.go); nil for a push destination
 	waits  shortWaits // messages nak'd for a short backoff, for RetryNow (retrynow.go)
 
@@ -223,16 +228,19 @@ type destination struct {
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 	if d.order != nil {
 		defer d.sweepLost(fetchCtx)()
-		if d.f.Store.IndexMadeAnew() {
-			d.adopt(fetchCtx)
-		}
 		d.awaitInherited(fetchCtx)
 	} else {
 		d.unorder(fetchCtx)
 	}
 	for fetchCtx.Err() == nil {
+		if d.owner != nil && !d.owner.own(fetchCtx) {
+			continue
+		}
 		n, wait, probe := d.gate.admit(int(d.inflight.Load()))
 		if n == 0 {
+			if d.owner != nil && (wait == 0 || wait > d.owner.every()) {
+				wait = d.owner.every() // the lease is kept while the gate is shut
+			}
 			d.idle(fetchCtx, wait)
 			continue
 		}

@@ -254,14 +254,6 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 				d.f.Metrics.Queued(d.route.Name, d.dest.Name)
 			}
 			_ = m.Ack()
-		case store.PassOn:
-			d.unfetched()
-			if err := d.f.Store.PassOn(ctx, d.route.Name, d.dest.Name, c, d.f.Now()); err != nil {
-				d.log.Warn("a record another replica wrote cannot be passed on to it yet; it comes back", "seq", c.Seq, "err", err)
-				_ = m.NakWithDelay(settleRetry)
-				continue
-			}
-			_ = m.Ack()
 		case store.Settled:
 			if !c.Waiting { // a waiting record outlives its event's wait: not news
 				d.log.Info("event settled before (its key moved on); not attempted again", "seq", c.Seq, "due", c.Due)
@@ -432,6 +424,9 @@ func (d *destination) sweepLost(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			}
+			if d.owner != nil && !d.owner.lease.Held() {
+				continue // another replica delivers it
+			}
 			from = d.releaseLost(ctx, from)
 			d.releaseHeadless(ctx)
 		}
@@ -439,35 +434,6 @@ func (d *destination) sweepLost(ctx context.Context) (stop func()) {
 	return func() {
 		cancel()
 		<-done
-	}
-}
-
-// adopt puts the events that waited behind their keys before the index
-// was made anew back into it (store.Adopt), before the first fetch: the
-// messages an earlier run left unsettled then queue behind them instead of
-// taking their keys first. A store that cannot be read is tried again for
-// as long as an ack wait; what is not adopted then comes back by its
-// waiting records.
-func (d *destination) adopt(ctx context.Context) {
-	deadline := time.Now().Add(d.dest.Timeout + ackMargin)
-	for {
-		n, err := d.f.Store.Adopt(ctx, d.route.Name, d.dest.Name, d.f.Now())
-		if err == nil {
-			if n > 0 {
-				d.log.Warn("the index was made anew: the events that waited behind their ordering keys go back behind them, in the order they were stored",
-					"events", n, "after", d.headlessGrace().String())
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			d.log.Error("the index was made anew, and the events that waited behind their ordering keys cannot be read; they come back by their waiting records", "err", err)
-			return
-		}
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return
-		}
 	}
 }
 

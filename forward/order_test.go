@@ -500,7 +500,7 @@ func TestEventsWaitingBehindTheirKeyOutliveTheLossOfTheIndex(t *testing.T) {
 	testkit.Eventually(t, time.Minute, "a#1, a#2 and a#3 delivered", func() bool { return c.deliveries() == 3 })
 	c.check(t)
 	r.awaitNoKeyBlocked(t)
-	if !strings.Contains(logs.String(), `msg="the index was made anew: the events that waited behind their ordering keys go back behind them, in the order they were stored" route=shop destination=app events=2`) {
+	if !strings.Contains(logs.String(), `msg="the events that waited behind their ordering keys go back behind them here, in the order they were stored" route=shop destination=app events=2`) {
 		t.Errorf("the log does not say that a#2 and a#3 were taken back:\n%s", logs)
 	}
 }

@@ -61,6 +61,19 @@ func (r *registry) launch(f *Forwarder, d *destination) *loop {
 	return l
 }
 
+// release gives up the leases of the ordered destinations, once Stop has
+// let their attempts end: another replica takes them at once.
+func (r *registry) release() {
+	r.mu.Lock()
+	loops := r.loops
+	r.mu.Unlock()
+	for _, l := range loops {
+		if l.d.owner != nil {
+			l.d.owner.release(context.Background())
+		}
+	}
+}
+
 // close keeps Reload from starting loops once Stop has begun.
 func (r *registry) close() {
 	r.mu.Lock()
@@ -134,7 +147,7 @@ func (f *Forwarder) Reload(ctx context.Context, cfg *policy.Config) error {
 		}()
 	}
 	wg.Wait()
-	for _, c := range changes {
+	for i, c := range changes {
 		if c.kind != removed && c.kind != changed {
 			continue
 		}
@@ -142,6 +155,10 @@ func (f *Forwarder) Reload(ctx context.Context, cfg *policy.Config) error {
 		if l.d.leases != nil && c.kind == removed {
 			// Removed: its leased messages come back after their AckWait.
 			l.d.leases.close()
+		}
+		if l.d.owner != nil && (c.kind == removed || next[i].owner == nil) {
+			// No longer ordered here: another replica may order it.
+			l.d.owner.release(ctx)
 		}
 		// Its breaker state goes with it: a replacement starts closed.
 		f.Metrics.Removed(l.d.route.Name, l.d.dest.Name)

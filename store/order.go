@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,9 +93,6 @@ const (
 	// Renew: a waiting record of an event still queued behind its head;
 	// park the next one (Wait), then ack this one.
 	Renew
-	// PassOn: a due record written by another instance, alive, which
-	// knows its event; park it again for that one (PassOn), then ack it.
-	PassOn
 )
 
 // Claim is one fetched event of an ordered destination, for Admit.
@@ -325,14 +323,16 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 // Settled when the event is queued (a waiting record then gets Renew) or
 // was settled; Go when the index lost it, for Admit to place as a new
 // event. An index knows every event queued or parked since it was made,
-// so only an event stored before that, and neither delivered nor
-// dead-lettered nor filtered by the attempt log, was lost.
+// and since this jethook took the destination, so only an event another
+// owner (or this one before its index was made) wrote the record of, and
+// neither delivered nor dead-lettered nor filtered by the attempt log, was
+// lost.
 func (s *Store) admitDue(route, dest string, c Claim) (Verdict, error) {
 	_, closer, err := s.idx.db.Get(queueKey(route, dest, c.Key, c.Seq))
 	switch {
 	case err == nil:
 		closer.Close()
-		if c.Waiting && (c.By == "" || s.inst == nil || c.By == s.inst.self || !s.inst.alive(c.By, s.opts.PublishTimeout)) {
+		if c.Waiting {
 			return Renew, nil // this instance's record from now on
 		}
 		return Settled, nil
@@ -340,12 +340,10 @@ func (s *Store) admitDue(route, dest string, c Claim) (Verdict, error) {
 		return 0, fmt.Errorf("order: %w", err)
 	}
 	if c.By != "" && s.inst != nil {
-		switch {
-		case c.By == s.inst.self:
+		if c.By == s.inst.self {
 			return Settled, nil // this index moved it on
-		case s.inst.alive(c.By, s.opts.PublishTimeout):
-			return PassOn, nil
 		}
+		// Written by the destination's owner before this one (owners.go).
 		return s.lostUnlessSettled(route, dest, c)
 	}
 	since := c.FirstSeen
@@ -709,73 +707,87 @@ func (s *Store) ReleaseHeadless(ctx context.Context, route, dest string, before,
 	return n, nil
 }
 
-// Adopt puts back, in an index made anew (IndexMadeAnew), the events that
-// route's destination's waiting records say were queued behind their keys
-// by an instance that is gone (this one before its index was lost, or a
-// replica that ended): each is queued again, by sequence, and a key that
-// has no head here gets a placeholder head (ReleaseHeadless lets it go), so
-// that the key's head and its other events, which come back in any order,
-// all take their places first. The forwarder adopts before its first
-// fetch. It returns how many events it adopted; their waiting records
-// stay, and are renewed by this instance when they come due. It adopts
-// once per destination: after a reload, the events it adopted may have
-// been delivered while their records still wait to come due.
-func (s *Store) Adopt(ctx context.Context, route, dest string, now time.Time) (int, error) {
-	if !s.Waits() {
+// TakeOver makes this index the one that knows route's destination's
+// ordering, when this jethook takes the destination (Ownership.Taken):
+// the heads and queues it held before are dropped, and each event that a
+// waiting record says is queued behind its key, or that a due record the
+// consumer has not settled yet brings back (a queued event released, a
+// parked head come due), and that the attempt log does not show settled,
+// is queued again, by sequence, behind a placeholder head
+// (ReleaseHeadless lets it go). A key that a parked
+// record names gets a placeholder too: its head waits parked, and goes
+// first when it comes back. So the keys' heads and their other events,
+// which come back in any order, all take their places first. The
+// forwarder takes over before its first fetch. It returns how many
+// events it queued; their waiting records stay, and are renewed by this
+// jethook when they come due.
+func (s *Store) TakeOver(ctx context.Context, route, dest string, now time.Time) (int, error) {
+	if !s.Waits() || s.idx == nil {
 		return 0, nil
-	}
-	s.adoptMu.Lock()
-	defer s.adoptMu.Unlock()
-	if s.adopted[[2]string{route, dest}] {
-		return 0, nil
-	}
-	if s.inst.bucket() == nil {
-		return 0, fmt.Errorf("%w: bucket %s not made yet", ErrUnavailable, instanceBucket)
 	}
 	type rec struct {
 		key OrderKey
 		seq uint64
 		q   queued
 	}
+	info, err := s.consumerInfo(ctx, route, dest)
+	if err != nil {
+		return 0, err
+	}
+	var from uint64 = 1 // the due records the consumer has not settled yet
+	if info != nil {
+		from = info.AckFloor.Stream + 1
+	}
 	var recs []rec
-	src := recordSource{s.parked, jetstream.OrderedConsumerConfig{HeadersOnly: true,
-		FilterSubjects: []string{"parked." + route + "." + dest + ".*." + waitingToken}}}
-	err := src.each(ctx, func(m jetstream.Msg) {
+	var lost error
+	headed := map[OrderKey]bool{}
+	queue := func(m jetstream.Msg) {
 		p, err := parkedFrom(m.Headers())
-		if err != nil || !p.Waiting || !p.Ordered {
+		if err != nil || !p.Ordered || lost != nil {
 			return
 		}
-		if p.By != "" && s.inst != nil && (p.By == s.inst.self || s.inst.alive(p.By, s.opts.PublishTimeout)) {
-			return // its writer knows it
+		if !p.Waiting && strings.HasPrefix(m.Subject(), "parked.") {
+			headed[p.Key] = true // a head in backoff: it goes first when it comes back
+			return
 		}
-		recs = append(recs, rec{p.Key, p.Seq, queued{attempts: p.Attempts, first: p.FirstSeen.UnixNano(), at: now.UnixNano(), id: m.Headers().Get(hdrEventID)}})
-	})
-	if err != nil {
-		return 0, fmt.Errorf("%w: waiting records: %w", ErrUnavailable, err)
+		id := m.Headers().Get(hdrEventID)
+		settled, err := s.settledAt(route, dest, Claim{EventID: id, FirstSeen: p.FirstSeen}, false)
+		if err != nil {
+			lost = err
+			return
+		}
+		if !settled {
+			headed[p.Key] = true
+			recs = append(recs, rec{p.Key, p.Seq, queued{attempts: p.Attempts, first: p.FirstSeen.UnixNano(), at: now.UnixNano(), id: id}})
+		}
 	}
+	for _, src := range []recordSource{
+		{s.parked, jetstream.OrderedConsumerConfig{HeadersOnly: true,
+			FilterSubjects: []string{"parked." + route + "." + dest + ".*", "parked." + route + "." + dest + ".*." + waitingToken}}},
+		{s.main, jetstream.OrderedConsumerConfig{HeadersOnly: true, FilterSubjects: []string{"due." + route + "." + dest + ".*"},
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from}},
+	} {
+		if err := src.each(ctx, queue); err != nil {
+			return 0, fmt.Errorf("%w: waiting, parked and due records: %w", ErrUnavailable, err)
+		}
+		if lost != nil {
+			return 0, lost
+		}
+	}
+	o, q := orderPrefix('o', route, dest), orderPrefix('q', route, dest)
 	b := s.idx.db.NewBatch()
 	defer b.Close()
-	headed := map[OrderKey]bool{}
+	_ = b.DeleteRange(q, append(slices.Clone(q[:len(q)-1]), 1), nil)
+	_ = b.DeleteRange(o, append(slices.Clone(o[:len(o)-1]), 1), nil)
+	for k := range headed {
+		_ = b.Set(headKey(route, dest, k), head{seq: 0, since: now.UnixNano()}.value(), nil)
+	}
 	for _, r := range recs {
-		if !headed[r.key] {
-			headed[r.key] = true
-			_, ok, err := s.readHead(headKey(route, dest, r.key))
-			if err != nil {
-				return 0, err
-			}
-			if !ok {
-				_ = b.Set(headKey(route, dest, r.key), head{seq: 0, since: now.UnixNano()}.value(), nil)
-			}
-		}
 		_ = b.Set(queueKey(route, dest, r.key, r.seq), r.q.value(), nil)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, fmt.Errorf("order: %w", err)
 	}
-	if s.adopted == nil {
-		s.adopted = map[[2]string]bool{}
-	}
-	s.adopted[[2]string{route, dest}] = true
 	return len(recs), nil
 }
 
@@ -932,27 +944,6 @@ func (s *Store) stamp(p *Parked) {
 	if p.Ordered && p.By == "" && s.inst != nil {
 		p.By = s.inst.self
 	}
-}
-
-// PassOn parks again a due record that another instance, alive, wrote
-// (Admit's PassOn), still naming that instance: a waiting record due
-// WaitingEvery from now, any other in a second.
-func (s *Store) PassOn(ctx context.Context, route, dest string, c Claim, now time.Time) error {
-	p := Parked{Seq: c.Seq, Attempts: c.Attempts, FirstSeen: c.FirstSeen, Due: now.Add(time.Second),
-		Key: c.Key, Ordered: true, Waiting: c.Waiting, QueuedAt: c.QueuedAt, By: c.By}
-	subject := parkedSubject(route, dest, p.Due)
-	if c.Waiting {
-		p.Due = now.Add(s.opts.WaitingEvery)
-		subject = waitingSubject(route, dest, p.Due)
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
-	defer cancel()
-	_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: p.header(c.EventID)},
-		jetstream.WithMsgID(fmt.Sprintf("pass/%s/%d/%d", dest, c.Seq, p.Due.UnixMilli())), jetstream.WithExpectStream(ParkedStreamName))
-	if err != nil {
-		return fmt.Errorf("%w: pass on: %w", ErrUnavailable, err)
-	}
-	return nil
 }
 
 // IndexMadeAnew reports whether this process made the index, which then

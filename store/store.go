@@ -201,10 +201,10 @@ type Store struct {
 	attempts *attemptLog // nil until the streams exist
 
 	mover       *mover
-	inst        *instances // with waiting records (instances.go)
-	adoptMu     sync.Mutex
-	adopted     map[[2]string]bool // route, destination → Adopt done
-	parked      jetstream.Stream   // WEBHOOKS_PARKED
+	inst        *instances // with waiting records (owners.go)
+	ownMu       sync.Mutex
+	owned       map[string]*Ownership // by bucket key
+	parked      jetstream.Stream      // WEBHOOKS_PARKED
 	idx         *index
 	orderLocks  orderLocks    // order.go
 	writer      *writer       // indexes this process's webhooks; nil when the index follows WEBHOOKS
@@ -559,7 +559,8 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) close() error {
-	s.inst.close(s.opts.PublishTimeout)
+	s.releaseOwned()
+	s.inst.close()
 	s.mover.close()
 	s.mon.stop()
 	if s.expired != nil {
