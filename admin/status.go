@@ -64,6 +64,10 @@ type DestinationStatus struct {
 	// OldestBlockedKeys are up to 10 of the blocked keys, the longest
 	// failing first.
 	OldestBlockedKeys []BlockedKey `json:"oldest_blocked_keys,omitempty"`
+	// DeliveredBy says, for an ordered destination that replicas share,
+	// whether "this replica" or "another replica" delivers it now: one
+	// replica at a time does. The blocked keys are those of this replica.
+	DeliveredBy string `json:"delivered_by,omitempty"`
 	// Error is set when the store could not say more about this destination.
 	Error string `json:"error,omitempty"`
 }
@@ -128,6 +132,7 @@ func (svc *Service) Status(ctx context.Context) (Status, error) {
 			LastFailureAt:    at(f.LastFailure),
 			LastStatus:       f.LastStatus,
 			LastError:        f.LastError,
+			DeliveredBy:      f.DeliveredBy,
 		}
 		if err := svc.backlog(ctx, &s, backlogs, now); err != nil {
 			s.Error = err.Error()

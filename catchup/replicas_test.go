@@ -6,33 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
+	"github.com/jethook/jethook/store/storetest"
 )
-
-// startNATS runs a JetStream nats-server, as replicas share it.
-func startNATS(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		MaxPayload: 8 << 20, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	return s.ClientURL()
-}
 
 // Two replicas on one NATS server run both catch-ups at once: each
 // missed event is stored once.
 func TestTwoReplicasStoreEachMissedEventOnce(t *testing.T) {
 	t.Parallel()
-	url := startNATS(t)
+	url := storetest.Server(t)
 	gh, sp := newFakeGitHub(t), newFakeStripe(t)
 	yaml := "routes:\n" +
 		"  - name: gh\n    path: /gh\n    provider: github\n    secret: " + ghSecret + "\n" +

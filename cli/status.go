@@ -63,6 +63,9 @@ func status(ctx context.Context, c *adminClient, args []string, out io.Writer) e
 		return err
 	}
 	for _, d := range st.Destinations {
+		if d.DeliveredBy == "another replica" {
+			fmt.Fprintf(out, "ordering: %s/%s is delivered by another replica, one at a time\n", d.Route, d.Destination)
+		}
 		if d.BlockedKeys+d.WaitingBehindKeys > 0 {
 			oldest := ""
 			if d.OldestBlockedAt != nil {

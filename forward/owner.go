@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/jethook/jethook/store"
@@ -14,9 +15,26 @@ import (
 type owner struct {
 	d     *destination
 	lease *store.Ownership
-	kept  time.Time // when Keep last ran
-	held  bool      // what the loop last said of the lease, for its log
-	fault string    // the last error logged, to log each cause once
+	kept  time.Time    // when Keep last ran
+	state atomic.Int32 // what Keep last said: 0 nothing yet, here or elsewhere
+	fault string       // the last error logged, to log each cause once
+}
+
+const (
+	here      = 1 // this replica holds the lease
+	elsewhere = 2 // another does
+)
+
+// deliveredBy says which replica delivers the destination, for Status:
+// "this replica", "another replica", or "" before the first Keep.
+func (o *owner) deliveredBy() string {
+	switch o.state.Load() {
+	case here:
+		return "this replica"
+	case elsewhere:
+		return "another replica"
+	}
+	return ""
 }
 
 func newOwner(d *destination, lease *store.Ownership) *owner {
@@ -46,13 +64,12 @@ func (o *owner) own(ctx context.Context) bool {
 			o.fault = err.Error()
 			d.log.Warn("the lease of this ordered destination cannot be kept; it is not delivered here while it is not", "err", err)
 		}
-		if held != o.held {
-			o.held = held
-			if held {
-				d.log.Info("this replica delivers the ordered destination")
-			} else {
-				d.log.Info("another replica delivers the ordered destination")
-			}
+		state := int32(elsewhere)
+		if held {
+			state = here
+		}
+		if o.state.Swap(state) != state {
+			d.log.Info("ordered destination: delivered by " + o.deliveredBy())
 		}
 	}
 	if !o.lease.Held() {

@@ -41,6 +41,10 @@ type DestinationStatus struct {
 	// Ordered is true when the destination delivers in order per key
 	// (`order:`).
 	Ordered bool
+	// DeliveredBy says, for an ordered destination that replicas share
+	// (waiting records on), whether "this replica" or "another replica"
+	// delivers it now; empty otherwise, or until this one knows.
+	DeliveredBy string
 }
 
 // Status reports every running destination, in configuration order.
@@ -62,6 +66,9 @@ func (f *Forwarder) Status() []DestinationStatus {
 		s.Paused = s.Gate.Held
 		if d.transform != nil {
 			s.Transform = d.transform.s.Name()
+		}
+		if d.owner != nil {
+			s.DeliveredBy = d.owner.deliveredBy()
 		}
 		if d.leases != nil {
 			s.Pull, s.Leased = true, d.leases.count()
