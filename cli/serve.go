@@ -116,6 +116,7 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 			Replicas:         s.Replicas,
 			AttemptLogAge:    s.AttemptLogAge,
 			MaxBytes:         maxBytes,
+			WaitingEvery:     s.WaitingEvery,
 		},
 		Logger:     log,
 		Load:       func() (*policy.Config, error) { return policy.Load(s.Config) },

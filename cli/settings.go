@@ -46,6 +46,8 @@ type Settings struct {
 	HeaderTimeout time.Duration `env:"HEADER_TIMEOUT" envDefault:"5s"`
 	ReadTimeout   time.Duration `env:"READ_TIMEOUT" envDefault:"30s"`
 	AttemptLogAge time.Duration `env:"ATTEMPT_LOG_AGE" envDefault:"72h"`
+	// WaitingEvery is store.Options.WaitingEvery: 0 picks the default.
+	WaitingEvery time.Duration `env:"WAITING_EVERY" envDefault:"0s"`
 	// MemoryLimit is the Go memory limit ("512MiB"); empty derives it
 	// (memory.go).
 	MemoryLimit string `env:"MEMORY_LIMIT"`
@@ -151,6 +153,9 @@ func loadSettings(environ map[string]string) (Settings, error) {
 	}
 	if s.MaxConns < 0 {
 		return s, fmt.Errorf("environment: JETHOOK_MAX_CONNS=%d: want a number of connections, or 0 to derive it", s.MaxConns)
+	}
+	if s.WaitingEvery < 0 || s.WaitingEvery > 0 && s.WaitingEvery < time.Second {
+		return s, fmt.Errorf("environment: JETHOOK_WAITING_EVERY=%s: want 1s or more, or 0 for the default", s.WaitingEvery)
 	}
 	if s.Replicas < 1 || s.Replicas > 5 {
 		return s, fmt.Errorf("environment: JETHOOK_REPLICAS=%d: want 1 to 5", s.Replicas)
