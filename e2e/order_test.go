@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/store/storetest"
 )
 
 // orderBackend checks, from {"key": k, "seq": n} bodies, that each key's
@@ -182,5 +184,117 @@ routes:
 		keys*perKey, keys, kills, allIn.Round(time.Millisecond), be.duplicates)
 	if len(be.inversions) > 0 {
 		t.Errorf("%d inversions, the first: %s", len(be.inversions), be.inversions[0])
+	}
+}
+
+// TestKillNineOfTheReplicaThatDeliversNeverReordersAKey: two replicas
+// share a NATS server and an ordered destination, which one of them
+// delivers. It is killed while events of 50 keys are posted, each key's
+// in order, against a backend that fails a fifth of the attempts: the
+// other replica takes the destination over and delivers every event, none
+// after a later one of its key.
+func TestKillNineOfTheReplicaThatDeliversNeverReordersAKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kill -9 of a replica: skipped with -short")
+	}
+	t.Parallel()
+	const keys, perKey = 50, 10
+	be, srv := newOrderBackend(t)
+	policies := fmt.Sprintf(`
+defaults:
+  retry: {backoff: exponential, base: 50ms, multiplier: 2, max_delay: 500ms, jitter: full, max_attempts: 1000, max_age: 1h}
+  timeout: 500ms
+routes:
+  - name: crash
+    path: /hooks/crash
+    provider: none
+    destinations:
+      - name: app
+        url: %s/hook
+        concurrency: 16
+        breaker: {failures: 0}
+        slow_start: 0s
+        order: {key: 'body.key'}
+`, srv.URL)
+	env := map[string]string{"JETHOOK_NATS_URL": storetest.Server(t), "JETHOOK_WAITING_EVERY": "2s"}
+	replicas := []*process{newProcess(t, policies, env), newProcess(t, policies, env)}
+	for _, p := range replicas {
+		p.start()
+	}
+	owner, other := deliverer(t, replicas)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	acked := 0
+	posted := make(chan error, 1)
+	go func() {
+		posted <- postOrdered(ctx, other.url("/hooks/crash"), keys, perKey, func() { mu.Lock(); acked++; mu.Unlock() })
+	}()
+	for {
+		mu.Lock()
+		n := acked
+		mu.Unlock()
+		if n >= keys*perKey/3 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	owner.kill()
+	killed := time.Now()
+	if err := <-posted; err != nil {
+		t.Fatalf("posting: %v", err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for be.count() < keys*perKey {
+		other.checkAlive()
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered two minutes after posting ended", be.count(), keys*perKey)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	allIn := time.Since(killed)
+	other.awaitSettled(t, "crash", "app", time.Minute)
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	t.Logf("%d events of %d keys, the replica that delivered them killed: all delivered %s after the kill, by the other; %d delivered twice",
+		keys*perKey, keys, allIn.Round(time.Millisecond), be.duplicates)
+	if len(be.inversions) > 0 {
+		t.Errorf("%d inversions, the first: %s", len(be.inversions), be.inversions[0])
+	}
+}
+
+// deliverer waits until each replica says whether it delivers crash/app,
+// and returns the one that does and another.
+func deliverer(t *testing.T, replicas []*process) (owner, other *process) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		owner, other = nil, nil
+		for _, p := range replicas {
+			var st struct {
+				Destinations []struct {
+					DeliveredBy string `json:"delivered_by"`
+				} `json:"destinations"`
+			}
+			if code := p.adminJSON(t, http.MethodGet, "/v1/status", &st); code != http.StatusOK || len(st.Destinations) != 1 {
+				continue
+			}
+			switch st.Destinations[0].DeliveredBy {
+			case "this replica":
+				if owner != nil {
+					t.Fatal("two replicas deliver crash/app")
+				}
+				owner = p
+			case "another replica":
+				other = p
+			}
+		}
+		if owner != nil && other != nil {
+			return owner, other
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no replica says it delivers crash/app after 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
