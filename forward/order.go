@@ -437,8 +437,8 @@ func (d *destination) sweepLost(ctx context.Context) (stop func()) {
 	}
 }
 
-// headlessGrace is how long the events an index made anew had lost are
-// held behind a placeholder head (store.Admit): long enough for the key's
+// headlessGrace is how long the events that another owner (or an index
+// lost) held are kept behind a placeholder head (store.TakeOver): long enough for the key's
 // head to come back from its consumer (an ack wait) and the waiting
 // records of the other events of its key to come due, if they were not
 // renewed since long before.
@@ -455,10 +455,10 @@ func (d *destination) releaseHeadless(ctx context.Context) {
 	now := d.f.Now()
 	n, err := d.f.Store.ReleaseHeadless(ctx, d.route.Name, d.dest.Name, now.Add(-d.headlessGrace()), now)
 	if err != nil {
-		d.log.Warn("the events an index made anew had lost cannot go back to their keys yet", "err", err)
+		d.log.Warn("the events another replica or a lost index held cannot go back to their keys yet", "err", err)
 	}
 	if n > 0 {
-		d.log.Info("events the index had lost go back to their keys, in the order they were stored", "keys", n)
+		d.log.Info("events another replica or a lost index held go back to their keys, in the order they were stored", "keys", n)
 	}
 }
 

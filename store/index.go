@@ -48,7 +48,6 @@ import (
 type index struct {
 	db    *pebble.DB
 	born  time.Time // when this index was made: it knows nothing written before
-	anew  bool      // made by this process
 	width int64     // generation width in seconds
 	keep  time.Duration
 
@@ -188,7 +187,7 @@ func (x *index) birth() (time.Time, error) {
 		return time.Time{}, fmt.Errorf("index: %w", err)
 	}
 	now := time.Now()
-	x.anew = true
+
 	if err := x.db.Set([]byte{'b'}, binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano())), pebble.Sync); err != nil {
 		return time.Time{}, fmt.Errorf("index: %w", err)
 	}

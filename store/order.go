@@ -663,8 +663,9 @@ type OldHead struct {
 }
 
 // ReleaseHeadless lets go of route's destination's placeholder heads
-// (Admit, for events an index made anew had lost) set before before: the
-// first event queued behind each comes back as a due record. A key that a
+// (Admit and TakeOver, for the events another owner or a lost index held)
+// set before before: the first event queued behind each comes back as a
+// due record. A key that a
 // parked record names keeps its placeholder: its head waits parked for
 // its next attempt, and goes first when it comes back. It returns how many
 // it let go. It reads every head of the destination, and its parked
@@ -939,16 +940,12 @@ func (s *Store) Recarry(ctx context.Context, route, dest string, h OldHead, now 
 func (s *Store) Waits() bool { return s.opts.WaitingEvery > 0 }
 
 // stamp names this instance on p, an ordered record it writes, unless p
-// names one already (a record passed on keeps its writer).
+// names one already (a record renewed keeps its writer).
 func (s *Store) stamp(p *Parked) {
 	if p.Ordered && p.By == "" && s.inst != nil {
 		p.By = s.inst.self
 	}
 }
-
-// IndexMadeAnew reports whether this process made the index, which then
-// knows none of the events queued behind their keys before.
-func (s *Store) IndexMadeAnew() bool { return s.idx != nil && s.idx.anew }
 
 // WaitingEvery is the least time between two waiting records of an event.
 func (s *Store) WaitingEvery() time.Duration { return max(s.opts.WaitingEvery, 0) }

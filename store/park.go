@@ -67,7 +67,7 @@ type Parked struct {
 	Waiting  bool
 	QueuedAt time.Time
 	// By names the instance that wrote an ordered record, with waiting
-	// records on (instances.go).
+	// records on (owners.go).
 	By string
 }
 
