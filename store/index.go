@@ -187,7 +187,6 @@ func (x *index) birth() (time.Time, error) {
 		return time.Time{}, fmt.Errorf("index: %w", err)
 	}
 	now := time.Now()
-
 	if err := x.db.Set([]byte{'b'}, binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano())), pebble.Sync); err != nil {
 		return time.Time{}, fmt.Errorf("index: %w", err)
 	}
