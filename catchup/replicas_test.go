@@ -8,14 +8,13 @@ import (
 
 	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // Two replicas on one NATS server run both catch-ups at once: each
 // missed event is stored once.
 func TestTwoReplicasStoreEachMissedEventOnce(t *testing.T) {
 	t.Parallel()
-	url := storetest.Server(t)
+	url := testkit.NATSServer(t)
 	gh, sp := newFakeGitHub(t), newFakeStripe(t)
 	yaml := "routes:\n" +
 		"  - name: gh\n    path: /gh\n    provider: github\n    secret: " + ghSecret + "\n" +

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // orderBackend checks, from {"key": k, "seq": n} bodies, that each key's
@@ -216,7 +216,7 @@ routes:
         slow_start: 0s
         order: {key: 'body.key'}
 `, srv.URL)
-	env := map[string]string{"JETHOOK_NATS_URL": storetest.Server(t), "JETHOOK_WAITING_EVERY": "2s"}
+	env := map[string]string{"JETHOOK_NATS_URL": testkit.NATSServer(t), "JETHOOK_WAITING_EVERY": "2s"}
 	replicas := []*process{newProcess(t, policies, env), newProcess(t, policies, env)}
 	for _, p := range replicas {
 		p.start()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
-	"github.com/jethook/jethook/store/storetest"
 )
 
 // replicaOptions are the store options of a replica on the NATS server at
@@ -26,7 +25,7 @@ func replicaOptions(t *testing.T, url string) store.Options {
 func TestTwoReplicasKeepAKeyBehindItsFailingEvent(t *testing.T) {
 	t.Parallel()
 	up, c, cfg := aFailsFirstUntilUp(t)
-	url := storetest.Server(t)
+	url := testkit.NATSServer(t)
 	// Fetches that end at different times, so that each replica's fetch
 	// would often be the one waiting first for the next message.
 	replicas := []*rig{newRig(t, cfg, replicaOptions(t, url)), newRig(t, cfg, replicaOptions(t, url), fetchWait(70*time.Millisecond))}
@@ -71,7 +70,7 @@ func TestTwoReplicasKeepAKeyBehindItsFailingEvent(t *testing.T) {
 func TestAnOrderedDestinationMovesToTheOtherReplicaWhenItsOwnerStops(t *testing.T) {
 	t.Parallel()
 	up, c, cfg := aFailsFirstUntilUp(t)
-	url := storetest.Server(t)
+	url := testkit.NATSServer(t)
 	replicas := []*rig{newRig(t, cfg, replicaOptions(t, url)), newRig(t, cfg, replicaOptions(t, url))}
 	for seq := 1; seq <= 3; seq++ {
 		if code, body := replicas[seq%2].post("/hooks/shop", nil, fmt.Appendf(nil, `{"key":"a","seq":%d}`, seq)); code != http.StatusOK {

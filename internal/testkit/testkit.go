@@ -1,6 +1,7 @@
 // Package testkit holds what jethook's tests need beside the code they
 // test: a condition waited for with a deadline, free loopback ports, a log
-// buffer goroutines share, and a small disk a test can fill. It knows
+// buffer goroutines share, a small disk a test can fill and a NATS server
+// replicas share. It knows
 // nothing of jethook; storetest opens a store, apptest runs the app.
 package testkit
 
@@ -15,7 +16,27 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 )
+
+// NATSServer runs a JetStream nats-server on a temporary directory, as
+// replicas share one, and returns its URL; it stops at the end of the
+// test.
+func NATSServer(t testing.TB) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		MaxPayload: 8 << 20, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	return s.ClientURL()
+}
 
 // Eventually polls cond every few milliseconds until it is true or the
 // deadline passes, then fails the test with msg.

@@ -10,28 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/jethook/jethook/store"
 )
-
-// Server runs a JetStream nats-server on a temporary directory, as
-// replicas share one, and returns its URL; it stops at the end of the
-// test.
-func Server(t testing.TB) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		MaxPayload: 8 << 20, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	return s.ClientURL()
-}
 
 // Open starts an embedded store in opts.DataDir (a new t.TempDir() when
 // empty) and closes it at the end of the test.
