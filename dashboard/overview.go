@@ -65,6 +65,10 @@ func states(s admin.DestinationStatus) []state {
 		// A pull destination has no gate but the pause: its clients
 		// fetch its webhooks (docs/pull.md).
 		out = append(out, state{fmt.Sprintf("pull: %d leased", s.Leased), "info"})
+	case s.DeliveredBy == "another replica":
+		// One replica at a time delivers an ordered destination
+		// (docs/ordering.md).
+		out = append(out, state{"delivered by another replica", "info"})
 	case len(out) == 0:
 		out = append(out, state{"delivering", "ok"})
 	}

@@ -119,6 +119,12 @@ func TestStatesPutTheMostPressingFirst(t *testing.T) {
 	if got := states(admin.DestinationStatus{Breaker: "closed"}); len(got) != 1 || got[0].Text != "delivering" {
 		t.Errorf("a healthy destination: %+v", got)
 	}
+	if got := states(admin.DestinationStatus{Breaker: "closed", DeliveredBy: "another replica"}); len(got) != 1 || got[0].Text != "delivered by another replica" {
+		t.Errorf("an ordered destination another replica delivers: %+v", got)
+	}
+	if got := states(admin.DestinationStatus{Breaker: "closed", DeliveredBy: "this replica"}); len(got) != 1 || got[0].Text != "delivering" {
+		t.Errorf("an ordered destination this replica delivers: %+v", got)
+	}
 	if got := states(admin.DestinationStatus{Pull: true, Leased: 3}); len(got) != 1 || got[0].Text != "pull: 3 leased" {
 		t.Errorf("a pull destination: %+v", got)
 	}
