@@ -151,7 +151,7 @@ func orderText(o *admin.EventOrder, now time.Time) string {
 		return fmt.Sprintf("order: holds key %s since %s%s; %d events wait behind it", keyText(o.Key, o.KeyHash), stamp(o.Since), failing, o.Behind)
 	}
 	if o.HeadSeq == 0 {
-		return fmt.Sprintf("order: waits behind key %s since %s (%d ahead of it), for the events of its key that a lost index held to come back",
+		return fmt.Sprintf("order: waits behind key %s since %s (%d ahead of it), for the events of its key that another replica or a lost index held to come back",
 			keyText(o.Key, o.KeyHash), stamp(o.Since), o.Ahead)
 	}
 	return fmt.Sprintf("order: waits behind key %s since %s (%d ahead of it); the head is event %s (seq %d)%s",

@@ -437,11 +437,11 @@ func (d *destination) sweepLost(ctx context.Context) (stop func()) {
 	}
 }
 
-// headlessGrace is how long the events that another owner (or an index
-// lost) held are kept behind a placeholder head (store.TakeOver): long enough for the key's
-// head to come back from its consumer (an ack wait) and the waiting
-// records of the other events of its key to come due, if they were not
-// renewed since long before.
+// headlessGrace is how long the events that another owner (or a lost
+// index) held are kept behind a placeholder head (store.TakeOver): long
+// enough for the key's head to come back from its consumer (an ack wait)
+// and the waiting records of the other events of its key to come due, if
+// they were not renewed since long before.
 func (d *destination) headlessGrace() time.Duration {
 	return 2*d.f.Store.WaitingEvery() + d.dest.Timeout + ackMargin
 }

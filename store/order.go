@@ -256,7 +256,7 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 			if out[i] = v; v != Go {
 				continue
 			}
-			s.opts.Logger.Warn("an event waiting behind its ordering key, which the index lost (made anew), comes back to its key",
+			s.opts.Logger.Warn("an event waiting behind its ordering key, which another replica or a lost index held, comes back to its key",
 				"route", route, "destination", dest, "event_id", c.EventID, "seq", c.Seq, "waiting_record", c.Waiting)
 			c.Due, lost = false, true
 			if !ok {
