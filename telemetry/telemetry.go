@@ -2,7 +2,9 @@
 // standard OTEL_* environment variables and carries a webhook's trace
 // context from the ingress span, through the store, to every delivery
 // attempt. With none of those variables set tracing is off: no provider is
-// built and the ingress and the forwarder start no span at all.
+// built and the ingress and the forwarder start no span at all. Spans go
+// out over OTLP through the SDK's own clients, encoded by jethook
+// (export.go).
 package telemetry
 
 import (
