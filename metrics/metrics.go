@@ -50,10 +50,12 @@ type Metrics struct {
 	minutes *minutes
 	catchUp *catchUp
 
-	// exemplarNext holds, per histogram series and bucket, when (Unix ns)
-	// it may next take an exemplar (exemplarEvery): an exemplarKey to an
-	// *atomic.Int64.
-	exemplarNext sync.Map
+	// publishNext holds, per bucket of publishSeconds, when (Unix ns) it
+	// may next take an exemplar (exemplarEvery). spacings holds the same
+	// for each destination's attemptSeconds and deliveryAge series, a
+	// destKey to its *spacing, until the destination is Removed.
+	publishNext []atomic.Int64
+	spacings    sync.Map
 }
 
 // The buckets of the latency histograms, which observe needs to space
@@ -124,6 +126,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Events of a destination with order: whose key failed or was empty, delivered unordered, by kind of error."},
 		[]string{"route", "destination", "kind"})
 	reg.MustRegister(m.filtered, m.filterFailed, m.transformFailed, m.queued, m.unordered)
+	m.publishNext = make([]atomic.Int64, len(publishBuckets)+1)
 	m.backlog = newBacklogCollector()
 	m.store = newStoreCollector()
 	m.minutes = newMinutes()
@@ -152,19 +155,34 @@ func (m *Metrics) Handler() http.Handler {
 // in it.
 const exemplarEvery = 100 * time.Millisecond
 
-// exemplarKey is a bucket of a histogram series, for exemplarNext.
-type exemplarKey struct {
-	series prometheus.Observer
-	bucket int
+// destKey is a destination of a route.
+type destKey struct{ route, destination string }
+
+// spacing holds, per bucket of a destination's attemptSeconds and
+// deliveryAge series, when (Unix ns) it may next take an exemplar.
+type spacing struct{ attempt, age []atomic.Int64 }
+
+// spacing returns the exemplar spacing of route's destination.
+func (m *Metrics) spacing(route, destination string) *spacing {
+	k := destKey{route, destination}
+	s, ok := m.spacings.Load(k)
+	if !ok {
+		s, _ = m.spacings.LoadOrStore(k, &spacing{
+			attempt: make([]atomic.Int64, len(attemptBuckets)+1),
+			age:     make([]atomic.Int64, len(ageBuckets)+1),
+		})
+	}
+	return s.(*spacing)
 }
 
 // observe records v in the series o of a histogram with the given buckets,
 // with span's trace id as its exemplar when span is sampled and v's
-// bucket of o has not had one for exemplarEvery, so that a latency bucket
-// links to a trace the tracing backend holds. With tracing off span is
-// empty and v is recorded alone.
-func (m *Metrics) observe(o prometheus.Observer, buckets []float64, v float64, span trace.SpanContext) {
-	if span.IsSampled() && m.exemplarDue(exemplarKey{o, sort.SearchFloat64s(buckets, v)}) {
+// bucket, whose next exemplar time next holds, has not had one for
+// exemplarEvery, so that a latency bucket links to a trace the tracing
+// backend holds. With tracing off span is empty and v is recorded alone;
+// next may then be nil.
+func observe(o prometheus.Observer, buckets []float64, next []atomic.Int64, v float64, span trace.SpanContext) {
+	if span.IsSampled() && exemplarDue(&next[sort.SearchFloat64s(buckets, v)]) {
 		if eo, ok := o.(prometheus.ExemplarObserver); ok {
 			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": span.TraceID().String()})
 			return
@@ -173,16 +191,12 @@ func (m *Metrics) observe(o prometheus.Observer, buckets []float64, v float64, s
 	o.Observe(v)
 }
 
-// exemplarDue reports whether bucket k may take an exemplar now, and if so
-// makes the next one wait exemplarEvery.
-func (m *Metrics) exemplarDue(k exemplarKey) bool {
-	d, ok := m.exemplarNext.Load(k)
-	if !ok {
-		d, _ = m.exemplarNext.LoadOrStore(k, new(atomic.Int64))
-	}
-	due := d.(*atomic.Int64)
-	now, next := time.Now().UnixNano(), due.Load()
-	return now >= next && due.CompareAndSwap(next, now+int64(exemplarEvery))
+// exemplarDue reports whether a bucket whose next exemplar time next
+// holds may take an exemplar now, and if so makes the next one wait
+// exemplarEvery.
+func exemplarDue(next *atomic.Int64) bool {
+	now, due := time.Now().UnixNano(), next.Load()
+	return now >= due && next.CompareAndSwap(due, now+int64(exemplarEvery))
 }
 
 // Received counts a request that arrived on route.
@@ -209,7 +223,7 @@ func (m *Metrics) Published(route string, took time.Duration, duplicate bool, er
 	if m == nil {
 		return
 	}
-	m.observe(m.publishSeconds, publishBuckets, took.Seconds(), span)
+	observe(m.publishSeconds, publishBuckets, m.publishNext, took.Seconds(), span)
 	switch {
 	case err != nil:
 	case duplicate:
@@ -247,7 +261,11 @@ func (m *Metrics) Attempt(route, destination, outcome string, status int, took t
 		return
 	}
 	m.attempts.WithLabelValues(route, destination, outcome, Class(status)).Inc()
-	m.observe(m.attemptSeconds.WithLabelValues(route, destination), attemptBuckets, took.Seconds(), span)
+	var next []atomic.Int64
+	if span.IsSampled() {
+		next = m.spacing(route, destination).attempt
+	}
+	observe(m.attemptSeconds.WithLabelValues(route, destination), attemptBuckets, next, took.Seconds(), span)
 	m.minutes.add(route, destination, outcome == "delivered", time.Now())
 }
 
@@ -258,7 +276,11 @@ func (m *Metrics) Delivered(route, destination string, age time.Duration, span t
 		return
 	}
 	m.delivered.WithLabelValues(route, destination).Inc()
-	m.observe(m.deliveryAge.WithLabelValues(route, destination), ageBuckets, max(age, 0).Seconds(), span)
+	var next []atomic.Int64
+	if span.IsSampled() {
+		next = m.spacing(route, destination).age
+	}
+	observe(m.deliveryAge.WithLabelValues(route, destination), ageBuckets, next, max(age, 0).Seconds(), span)
 }
 
 // DeadLettered counts a stored dead letter; reason is "permanent" or
@@ -338,7 +360,8 @@ func (m *Metrics) Limit(route, destination string, perSecond float64) {
 // Removed ends a destination's breaker, learned limit and in-flight gauges when a reload
 // stops it (removed, or restarted with new settings): a breaker open at
 // that moment must not stay 1 for good. Its counters and histograms stay,
-// as counters do in Prometheus.
+// as counters do in Prometheus; the spacing of their exemplars goes, so
+// that destinations removed over many reloads leave nothing behind.
 func (m *Metrics) Removed(route, destination string) {
 	if m == nil {
 		return
@@ -346,6 +369,7 @@ func (m *Metrics) Removed(route, destination string) {
 	m.breakerOpen.DeleteLabelValues(route, destination)
 	m.limit.DeleteLabelValues(route, destination)
 	m.inFlight.DeleteLabelValues(route, destination)
+	m.spacings.Delete(destKey{route, destination})
 }
 
 // Class is the status class label of an HTTP status: "2xx" to "5xx", or

@@ -2,7 +2,9 @@
 // standard OTEL_* environment variables and carries a webhook's trace
 // context from the ingress span, through the store, to every delivery
 // attempt. With none of those variables set tracing is off: no provider is
-// built and the ingress and the forwarder start no span at all.
+// built and the ingress and the forwarder start no span at all. Spans go
+// out over OTLP through the SDK's own clients, encoded by jethook
+// (export.go).
 package telemetry
 
 import (
@@ -17,6 +19,8 @@ import (
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -54,7 +58,7 @@ func Setup(ctx context.Context, version string) (*sdktrace.TracerProvider, error
 	if !Enabled(os.Getenv) {
 		return nil, nil
 	}
-	exp, err := autoexport.NewSpanExporter(ctx)
+	exp, err := spanExporter(ctx, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("OpenTelemetry trace exporter: %w", err)
 	}
@@ -70,6 +74,27 @@ func Setup(ctx context.Context, version string) (*sdktrace.TracerProvider, error
 	// The sampler is the SDK's reading of OTEL_TRACES_SAMPLER (default
 	// parentbased_always_on), the batch processor's of OTEL_BSP_*.
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// spanExporter is the exporter OTEL_TRACES_EXPORTER names. For OTLP over
+// http/protobuf or grpc it is jethook's (exporter), which sends with the
+// SDK's own client for the protocol, configured by OTEL_EXPORTER_OTLP_*
+// as the SDK's exporter would be; every other choice is autoexport's.
+func spanExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {
+	if exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp != "" && exp != "otlp" {
+		return autoexport.NewSpanExporter(ctx)
+	}
+	protocol := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if protocol == "" {
+		protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	switch protocol {
+	case "", "http/protobuf":
+		return newExporter(ctx, otlptracehttp.NewClient())
+	case "grpc":
+		return newExporter(ctx, otlptracegrpc.NewClient())
+	}
+	return autoexport.NewSpanExporter(ctx) // which names what it does not support
 }
 
 // SetAttributes sets on span, if it records, the attributes add appends

@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +18,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	collector "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/jethook/jethook/telemetry"
 	"github.com/jethook/jethook/telemetry/otlptest"
@@ -79,6 +85,93 @@ func TestSetupExportsToTheEndpointTheEnvironmentNames(t *testing.T) {
 	if spans[0].Name != "one" || spans[0].Service != "hooks-eu" {
 		t.Errorf("span %q of service %q, want one of hooks-eu", spans[0].Name, spans[0].Service)
 	}
+}
+
+// Setup's OTLP exporters send with the SDK's own clients, so every
+// OTEL_EXPORTER_OTLP_* setting holds: here the headers, over HTTP with
+// gzip and over gRPC.
+func TestSetupHonoursTheOTLPExporterSettings(t *testing.T) {
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20t0ken,x-tenant=eu")
+	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	// exportOne exports one span named name through the provider Setup
+	// builds, and shuts it down, which sends it.
+	exportOne := func(t *testing.T, name string) {
+		t.Helper()
+		tp, err := telemetry.Setup(context.Background(), "v1.2.3")
+		if err != nil || tp == nil {
+			t.Fatalf("Setup = %v, %v", tp, err)
+		}
+		_, span := tp.Tracer("test").Start(context.Background(), name, trace.WithAttributes(attribute.String("k", "v")))
+		span.End()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("over HTTP, compressed", func(t *testing.T) {
+		recv := otlptest.Start(t)
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+		t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+		exportOne(t, "over http")
+		spans := recv.Await(t, 5*time.Second, "the span", func(s []otlptest.Span) bool { return len(s) == 1 })
+		if spans[0].Name != "over http" || spans[0].Attributes["k"] != "v" {
+			t.Errorf("span %+v, want over http with k=v", spans[0])
+		}
+		h := recv.Header()
+		if h.Get("Authorization") != "Bearer t0ken" || h.Get("X-Tenant") != "eu" || h.Get("Content-Encoding") != "gzip" {
+			t.Errorf("request headers %v, want the configured ones and gzip", h)
+		}
+	})
+
+	t.Run("over gRPC", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv := &grpcReceiver{}
+		srv := grpc.NewServer()
+		collector.RegisterTraceServiceServer(srv, recv)
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(srv.Stop)
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+		t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "")
+		exportOne(t, "over grpc")
+		recv.mu.Lock()
+		defer recv.mu.Unlock()
+		if len(recv.names) != 1 || recv.names[0] != "over grpc" || !slices.Equal(recv.md.Get("x-tenant"), []string{"eu"}) {
+			t.Errorf("received spans %q with metadata %v, want one, over grpc, with x-tenant eu", recv.names, recv.md)
+		}
+	})
+}
+
+// grpcReceiver is an OTLP/gRPC trace service that keeps the names of the
+// spans it receives and the metadata of the last request.
+type grpcReceiver struct {
+	collector.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	names []string
+	md    metadata.MD
+}
+
+func (r *grpcReceiver) Export(ctx context.Context, req *collector.ExportTraceServiceRequest) (*collector.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.md, _ = metadata.FromIncomingContext(ctx)
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				r.names = append(r.names, s.GetName())
+			}
+		}
+	}
+	return &collector.ExportTraceServiceResponse{}, nil
 }
 
 func TestAStoredTraceContextRestoresTheSameParent(t *testing.T) {
@@ -167,6 +260,7 @@ func TestSetupTakesTheDocumentedExportersAndRefusesAnUnknownOne(t *testing.T) {
 		{"console", map[string]string{"OTEL_TRACES_EXPORTER": "console"}, true},
 		{"OTLP over gRPC", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, true},
 		{"OTLP over HTTP", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, true},
+		{"an unknown OTLP protocol", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "udp"}, false},
 		{"an unknown exporter", map[string]string{"OTEL_TRACES_EXPORTER": "carrier-pigeon"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,18 +12,18 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
+	"github.com/jethook/jethook/telemetry"
 )
 
 // tracingMode is one way a benchmark runs jethook: tracing off, or on
-// with every span exported over OTLP/HTTP to a collector that discards
-// what it gets. sampled is the flag of the traceparent the webhooks
+// with every span exported over OTLP/HTTP (the provider telemetry.Setup
+// builds) to a collector that discards what it gets. sampled is the flag of the traceparent the webhooks
 // arrive with: with the SDK's default sampler (parent based), a sender's
 // unsampled trace is not recorded, which should cost next to nothing.
 type tracingMode struct {
@@ -63,11 +63,16 @@ func tracingModes(b *testing.B) []tracingMode {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	b.Cleanup(sink.Close)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL+"/v1/traces"))
+	// The provider jethook builds, from the OTEL_* variables alone.
+	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_TRACES_SAMPLER"} {
+		b.Setenv(k, "")
+	}
+	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.URL)
+	tp, err := telemetry.Setup(context.Background(), "bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
 	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return []tracingMode{{name: "off", sampled: true}, {name: "on", provider: tp, sampled: true}, {name: "unsampled", provider: tp}}
 }

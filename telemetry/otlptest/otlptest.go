@@ -38,8 +38,9 @@ type Span struct {
 type Receiver struct {
 	*httptest.Server
 
-	mu    sync.Mutex
-	spans []Span
+	mu     sync.Mutex
+	spans  []Span
+	header http.Header
 }
 
 // Start starts a receiver, closed when the test ends.
@@ -94,6 +95,7 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	r.spans = append(r.spans, got...)
+	r.header = req.Header.Clone()
 	r.mu.Unlock()
 	out, _ := proto.Marshal(&collector.ExportTraceServiceResponse{})
 	w.Header().Set("Content-Type", "application/x-protobuf")
@@ -134,6 +136,13 @@ func (r *Receiver) Spans() []Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Span(nil), r.spans...)
+}
+
+// Header returns the headers of the last export request received.
+func (r *Receiver) Header() http.Header {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.header.Clone()
 }
 
 // Await polls until match returns true for the spans received, or fails
