@@ -206,7 +206,7 @@ type Store struct {
 	adopted     map[[2]string]bool // route, destination → Adopt done
 	parked      jetstream.Stream   // WEBHOOKS_PARKED
 	idx         *index
-	orderLocks  orderLocks    // order.go
+	order       orderState    // order.go
 	writer      *writer       // indexes this process's webhooks; nil when the index follows WEBHOOKS
 	tails       []*tailer     // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
 	expired     chan struct{} // closed by close: ends expireIndex
