@@ -508,7 +508,7 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 			return nil, h, false
 		}
 		h = held{m: m, n: p.Attempts + 1, seq: p.Seq, first: p.FirstSeen, due: true, queue: h.queue}
-	} else if e, err = store.Decode(m); err != nil {
+	} else if e, err = decode(m); err != nil {
 		// Not written by jethook's ingress (no event id): kept as a dead
 		// letter under its stream sequence, body and all, not dropped.
 		e = &store.Envelope{Route: d.route.Name, EventID: fmt.Sprintf("seq-%d", md.Sequence.Stream), Body: m.Data()}

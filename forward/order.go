@@ -95,12 +95,13 @@ const maxSettling = 1024
 // orderedMsg is the message of a key's head. Settling it (Ack, unless it
 // was parked; Term) passes the key on to the next event first
 // (store.SettleDelivered, store.SettleHead); a Nak, or an Ack after
-// parking, keeps the key.
+// parking, keeps the key, on disk (store.KeepHead).
 type orderedMsg struct {
 	jetstream.Msg
 	d      *destination
 	key    store.OrderKey
 	seq    uint64
+	env    *store.Envelope // read by admit, for hold; nil for a due record
 	parked bool
 }
 
@@ -120,7 +121,7 @@ func (m *orderedMsg) Ack() error {
 	if m.parked {
 		// The parked record carries the event on; the key's head entry
 		// must outlive a crash first.
-		if err := d.f.Store.SyncOrder(); err != nil {
+		if err := m.keep(); err != nil {
 			d.log.Warn("a parked head's key cannot be kept on disk yet; its message comes back", "seq", m.seq, "err", err)
 			return m.Msg.NakWithDelay(settleRetry)
 		}
@@ -157,12 +158,33 @@ func (m *orderedMsg) Term() error {
 
 func (m *orderedMsg) Nak() error {
 	m.d.order.done(m.key, m.seq)
+	m.keepUnsynced()
 	return m.Msg.Nak()
 }
 
 func (m *orderedMsg) NakWithDelay(delay time.Duration) error {
 	m.d.order.done(m.key, m.seq)
+	m.keepUnsynced()
 	return m.Msg.NakWithDelay(delay)
+}
+
+// keep puts the head's entry on disk, with fsync, as its message is acked
+// after parking.
+func (m *orderedMsg) keep() error {
+	if err := m.d.f.Store.KeepHead(m.d.route.Name, m.d.dest.Name, m.key, m.seq); err != nil {
+		return err
+	}
+	return m.d.f.Store.SyncOrder()
+}
+
+// keepUnsynced puts the head's entry on disk, without fsync, as its message
+// goes back to its consumer: a crash brings the message back, and it
+// takes its key again. If it cannot, the head stays in memory, and its
+// message takes its key again when it comes back.
+func (m *orderedMsg) keepUnsynced() {
+	if err := m.d.f.Store.KeepHead(m.d.route.Name, m.d.dest.Name, m.key, m.seq); err != nil {
+		m.d.log.Warn("a key's head cannot be written to the index; it is held in memory until its message comes back", "seq", m.seq, "err", err)
+	}
 }
 
 // settleRetry is how soon a head whose key could not be passed on comes
@@ -194,14 +216,16 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 	var out []jetstream.Msg
 	var claims []store.Claim
 	var claimed []jetstream.Msg
+	var envs []*store.Envelope
 	for _, m := range msgs {
-		c, ok := d.claim(m)
+		c, e, ok := d.claim(m)
 		if !ok {
 			out = append(out, m)
 			continue
 		}
 		claims = append(claims, c)
 		claimed = append(claimed, m)
+		envs = append(envs, e)
 	}
 	if len(claims) == 0 {
 		return out, true
@@ -236,7 +260,7 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 				}
 				continue
 			}
-			out = append(out, &orderedMsg{Msg: m, d: d, key: c.Key, seq: c.Seq})
+			out = append(out, &orderedMsg{Msg: m, d: d, key: c.Key, seq: c.Seq, env: envs[i]})
 		case store.Queued, store.Overtaken, store.Renew:
 			d.unfetched()
 			if !waiting {
@@ -298,21 +322,23 @@ func (d *destination) unfetched() {
 	}
 }
 
-// claim reads what ordering needs of m: its key and its place. ok is false
-// for a message delivered unordered: one whose key cannot be had (counted
-// and logged once per kind), and one that hold will settle on its own (no
-// metadata, undecodable, a due record parked without ordering).
-func (d *destination) claim(m jetstream.Msg) (store.Claim, bool) {
+// claim reads what ordering needs of m: its key and its place, and the
+// envelope it decoded (nil for a due record). ok is false for a message
+// delivered unordered: one whose key cannot be had (counted and logged
+// once per kind), and one that hold will settle on its own (no metadata,
+// undecodable, a due record parked without ordering).
+func (d *destination) claim(m jetstream.Msg) (_ store.Claim, _ *store.Envelope, ok bool) {
 	md, err := m.Metadata()
 	if err != nil {
-		return store.Claim{}, false
+		return store.Claim{}, nil, false
 	}
 	if store.IsDue(m) {
-		return store.DueClaim(m)
+		c, ok := store.DueClaim(m)
+		return c, nil, ok
 	}
 	e, err := store.Decode(m)
 	if err != nil {
-		return store.Claim{}, false
+		return store.Claim{}, nil, false
 	}
 	v, err := d.order.of(e)
 	if err != nil {
@@ -326,10 +352,19 @@ func (d *destination) claim(m jetstream.Msg) (store.Claim, bool) {
 			d.log.Warn("ordering key failed on an event, which is delivered unordered; logged once per kind",
 				"event_id", e.EventID, "kind", kind)
 		}
-		return store.Claim{}, false
+		return store.Claim{}, nil, false
 	}
 	return store.Claim{Key: store.KeyOf(v), Seq: md.Sequence.Stream, EventID: e.EventID,
-		Attempts: int(md.NumDelivered) - 1, FirstSeen: md.Timestamp}, true
+		Attempts: int(md.NumDelivered) - 1, FirstSeen: md.Timestamp}, e, true
+}
+
+// decode is store.Decode of m, but for an ordered head, whose envelope
+// admit decoded already.
+func decode(m jetstream.Msg) (*store.Envelope, error) {
+	if om, ok := m.(*orderedMsg); ok && om.env != nil {
+		return om.env, nil
+	}
+	return store.Decode(m)
 }
 
 // blockedLeft is how long the head m may still fail before max_blocked

@@ -578,3 +578,42 @@ func TestADeliveredHeadsKeyIsPassedOnAndItsMessageAcked(t *testing.T) {
 		return err == nil && len(heads) == 0
 	})
 }
+
+// A key's head is kept in memory during its first attempt; when that
+// attempt is cut short (jethook stops) its message goes back to its
+// consumer, and the head goes to the index, where the sweep of lost heads
+// and the status reads find it.
+func TestAHeadWhoseAttemptIsCutShortKeepsItsKeyInTheIndex(t *testing.T) {
+	t.Parallel()
+	attempted, release := make(chan struct{}, 1), make(chan struct{})
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case attempted <- struct{}{}:
+		default:
+		}
+		select { // until jethook gives up on it, or the test ends
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(b.Close)
+	t.Cleanup(func() { close(release) })
+	yaml := edit(t, orderedRetry(t, `{key: 'body.key'}`), "timeout: 2s", "timeout: 1m")
+	r := newRig(t, parseConfig(t, yaml, b.URL), store.Options{DataDir: t.TempDir()})
+	if code, body := r.post("/hooks/shop", nil, []byte(`{"key":"a","seq":1}`)); code != http.StatusOK {
+		t.Fatalf("post: %d %s", code, body)
+	}
+	select {
+	case <-attempted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("after 30s: a#1 not attempted")
+	}
+	r.stop() // cuts the attempt short after a second
+	heads, _, err := r.store.OldHeads("shop", "app", store.OrderKey{}, time.Now().Add(time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(heads) != 1 || heads[0].Key != store.KeyOf("a") {
+		t.Errorf("heads in the index: %+v, want a's", heads)
+	}
+}

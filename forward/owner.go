@@ -84,7 +84,7 @@ func (o *owner) own(ctx context.Context) bool {
 		d.idle(ctx, min(wait, o.every()))
 		return false
 	}
-	n, err := o.lease.TakeOver(ctx, d.route.Name, d.dest.Name, d.f.Now())
+	n, err := o.lease.TakeOver(ctx, d.f.Now())
 	if err != nil {
 		d.log.Warn("the ordered destination's waiting events cannot be read yet; nothing is delivered until they are", "err", err)
 		d.idle(ctx, o.every())

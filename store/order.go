@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -38,9 +39,18 @@ import (
 // the database holds the keys that have an event in flight or waiting,
 // never every key seen, and the server none of them.
 //
-// Every change is committed with fsync before the message it concerns is
-// settled or attempted: a kill -9 never leaves a key without its head nor
-// a later event before an earlier one. Like the work records, these
+// A head whose first attempt is under way here, with nothing queued
+// behind it, is kept in memory only (orderStripe.fresh): most keys have
+// one event at a time, and their head is taken and passed on without a
+// write. It goes to disk when an event is queued behind it, when its
+// attempt fails, and when its message goes back to its consumer or is
+// parked (KeepHead). A kill -9 loses it, as it could lose a head written
+// without fsync: its message, not settled, comes back before anything
+// newer and takes the key again.
+//
+// Every other change is committed with fsync before the message it
+// concerns is settled or attempted: a kill -9 never leaves a key without
+// its head nor a later event before an earlier one. Like the work records, these
 // entries are kept here and nowhere else; the waiting records (below), on
 // by default with an external server, bring the queued events back to
 // their keys when an index is lost. Without them a lost index loses the
@@ -116,9 +126,119 @@ type Claim struct {
 // one key never interleave.
 const orderStripes = 1024
 
-type orderLocks [orderStripes]sync.Mutex
+// orderState is what the ordering keeps in memory, shared among the keys
+// by stripe. Its size does not depend on the keys seen or blocked: about
+// 1 MiB, and a map entry per head in its first attempt.
+type orderState struct {
+	stripes [orderStripes]orderStripe
+	load    sync.Once // counts the head entries on disk (loadHeads)
+	loadErr error
+}
+
+// orderStripe is one lock of the keys and what it guards for them:
+//   - fresh: the heads kept in memory only, taken by Admit for their first
+//     attempt here with nothing queued behind them, by destination and key;
+//   - onDisk: a counting filter of the head entries on disk: a key whose
+//     slot counts 0 has none, and Admit does not read the index for it
+//     (a lookup that misses costs more than one that finds: it reads the
+//     index blocks of every table that might hold the key). A count is
+//     raised before its entry is written and lowered once it is deleted,
+//     so it never counts too few; a slot that reached 255 stays there.
+type orderStripe struct {
+	sync.Mutex
+	fresh  map[freshKey]head
+	onDisk [onDiskSlots]uint8
+}
+
+// onDiskSlots is each stripe's count of slots: with 100,000 head entries
+// on disk about one key in ten whose slot is shared reads the index.
+const onDiskSlots = 1024
+
+type freshKey struct {
+	route, dest string
+	key         OrderKey
+}
 
 func stripe(k OrderKey) int { return int(binary.BigEndian.Uint16(k[:2])) % orderStripes }
+
+func slot(k OrderKey) int { return int(binary.BigEndian.Uint16(k[2:4])) % onDiskSlots }
+
+// stripeOf is k's stripe of s's ordering.
+func (s *Store) stripeOf(k OrderKey) *orderStripe { return &s.order.stripes[stripe(k)] }
+
+// mayHave reports whether k may have a head entry on disk.
+func (st *orderStripe) mayHave(k OrderKey) bool { return st.onDisk[slot(k)] > 0 }
+
+// written counts a head entry of k about to be written.
+func (st *orderStripe) written(k OrderKey) {
+	if c := &st.onDisk[slot(k)]; *c < 255 {
+		*c++
+	}
+}
+
+// deleted uncounts a head entry of k, deleted.
+func (st *orderStripe) deleted(k OrderKey) {
+	if c := &st.onDisk[slot(k)]; *c > 0 && *c < 255 {
+		*c--
+	}
+}
+
+// loadHeads counts the head entries on disk, once, before the first use
+// of the ordering's filter.
+func (s *Store) loadHeads() error {
+	s.order.load.Do(func() {
+		if s.idx == nil {
+			return
+		}
+		it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'o'}, UpperBound: []byte{'o' + 1}})
+		if err != nil {
+			s.order.loadErr = fmt.Errorf("order: %w", err)
+			return
+		}
+		for it.First(); it.Valid(); it.Next() {
+			if k := it.Key(); len(k) > len(OrderKey{}) {
+				key := OrderKey(k[len(k)-len(OrderKey{}):])
+				s.stripeOf(key).written(key)
+			}
+		}
+		if err := it.Close(); err != nil {
+			s.order.loadErr = fmt.Errorf("order: %w", err)
+		}
+	})
+	return s.order.loadErr
+}
+
+// headOf reads key k's head at route's destination: from memory (fresh)
+// or from disk. The caller holds k's lock.
+func (s *Store) headOf(route, dest string, k OrderKey) (h head, fresh, ok bool, err error) {
+	if err := s.loadHeads(); err != nil {
+		return head{}, false, false, err
+	}
+	st := s.stripeOf(k)
+	if h, ok := st.fresh[freshKey{route, dest, k}]; ok {
+		return h, true, true, nil
+	}
+	if !st.mayHave(k) {
+		return head{}, false, false, nil
+	}
+	h, ok, err = s.readHead(headKey(route, dest, k))
+	return h, false, ok, err
+}
+
+// remember keeps h, a fresh head of key k, in memory (fresh is true) or
+// forgets the fresh head k had, now on disk or settled. The caller holds
+// k's lock.
+func (st *orderStripe) remember(route, dest string, k OrderKey, h head, fresh bool) {
+	fk := freshKey{route, dest, k}
+	if !fresh {
+		delete(st.fresh, fk)
+		return
+	}
+	if st.fresh == nil {
+		st.fresh = map[freshKey]head{}
+	}
+	st.fresh[fk] = h
+}
 
 func orderPrefix(kind byte, route, dest string) []byte {
 	p := make([]byte, 0, 1+len(route)+1+len(dest)+1+16+8)
@@ -213,8 +333,10 @@ func (s *Store) readHead(k []byte) (head, bool, error) {
 // says it was not (Overtaken: it is queued first behind the head). It
 // commits the batch's changes with fsync before it returns, so the caller
 // may then attempt (Go) or ack (Queued, Overtaken, Settled); it syncs them
-// only when an event was queued. A due record (a parked head's retry, or a
-// queued event released) is Go only if it is its key's head.
+// only when an event was queued. A new head is kept in memory (fresh)
+// until something must outlive a crash with it. A due record (a parked
+// head's retry, or a queued event released) is Go only if it is its key's
+// head.
 func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verdict, error) {
 	var idx []int
 	for _, c := range claims {
@@ -223,27 +345,35 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 	slices.Sort(idx)
 	idx = slices.Compact(idx)
 	for _, i := range idx {
-		s.orderLocks[i].Lock()
+		s.order.stripes[i].Lock()
 	}
 	defer func() {
 		for _, i := range idx {
-			s.orderLocks[i].Unlock()
+			s.order.stripes[i].Unlock()
 		}
 	}()
 	out := make([]Verdict, len(claims))
 	b := s.idx.db.NewBatch()
 	defer b.Close()
-	decided := map[OrderKey]head{} // heads taken in this batch
+	// The heads taken, or written to disk, in this batch: in memory
+	// (fresh) once it is committed.
+	type taken struct {
+		h     head
+		fresh bool
+	}
+	decided := map[OrderKey]taken{}
 	for i, c := range claims {
 		lost := false
 		hk := headKey(route, dest, c.Key)
-		h, ok := decided[c.Key]
+		st := s.stripeOf(c.Key)
+		t, ok := decided[c.Key]
 		if !ok {
 			var err error
-			if h, ok, err = s.readHead(hk); err != nil {
+			if t.h, t.fresh, ok, err = s.headOf(route, dest, c.Key); err != nil {
 				return nil, err
 			}
 		}
+		h := t.h
 		if c.Due && !(ok && h.seq == c.Seq) {
 			// A due record of an event that is not head: still queued
 			// (a release that did not finish comes again; a waiting
@@ -266,6 +396,8 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 				// once they have had time to come back.
 				h = head{seq: 0, since: now.UnixNano()}
 				ok = true
+				t = taken{h: h}
+				st.written(c.Key)
 				_ = b.Set(hk, h.value(), nil)
 			}
 		}
@@ -275,9 +407,7 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 		case ok && h.seq == c.Seq:
 			out[i] = Go
 		case !ok:
-			h = head{seq: c.Seq, since: now.UnixNano(), id: c.EventID}
-			decided[c.Key] = h
-			_ = b.Set(hk, h.value(), nil)
+			decided[c.Key] = taken{h: head{seq: c.Seq, since: now.UnixNano(), id: c.EventID}, fresh: true}
 			out[i] = Go
 		default:
 			out[i] = Queued
@@ -295,26 +425,27 @@ func (s *Store) Admit(route, dest string, claims []Claim, now time.Time) ([]Verd
 				}
 				out[i] = Overtaken
 			}
+			if t.fresh {
+				// The head goes to disk with the event queued behind it.
+				st.written(c.Key)
+				_ = b.Set(hk, h.value(), nil)
+				t.fresh = false
+			}
 			q := queued{attempts: c.Attempts, first: c.FirstSeen.UnixNano(), at: now.UnixNano(), id: c.EventID}
 			_ = b.Set(queueKey(route, dest, c.Key, c.Seq), q.value(), nil)
-			decided[c.Key] = h
+			decided[c.Key] = t
 		}
 	}
-	if b.Empty() {
-		return out, nil
+	if !b.Empty() {
+		// The batch queues events behind their heads (with the heads, if
+		// fresh or placeholders): their messages are acked next, so it
+		// must be on disk first.
+		if err := b.Commit(pebble.Sync); err != nil {
+			return nil, fmt.Errorf("order: %w", err)
+		}
 	}
-	// A queued event's message is acked next: its entry must be on disk
-	// first. A batch of new heads only is not synced: if a crash loses it,
-	// no later write was synced either (the log is one file, synced in
-	// order), so no event of those keys was queued or passed on since, and
-	// the heads' messages, not settled, come back before anything newer
-	// (awaitInherited) and take their keys again.
-	opts := pebble.NoSync
-	if slices.Contains(out, Queued) || slices.Contains(out, Overtaken) {
-		opts = pebble.Sync
-	}
-	if err := b.Commit(opts); err != nil {
-		return nil, fmt.Errorf("order: %w", err)
+	for k, t := range decided {
+		s.stripeOf(k).remember(route, dest, k, t.h, t.fresh)
 	}
 	return out, nil
 }
@@ -389,7 +520,7 @@ func (s *Store) settledAt(route, dest string, c Claim, parked bool) (bool, error
 }
 
 // SyncOrder puts on disk the ordering changes written so far without
-// sync (Admit's new heads): a head's message may be acked after its
+// sync (KeepHead, Failing): a head's message may be acked after its
 // parking only once its head entry is there.
 func (s *Store) SyncOrder() error {
 	if err := s.idx.db.LogData(nil, pebble.Sync); err != nil {
@@ -401,22 +532,56 @@ func (s *Store) SyncOrder() error {
 // Failing notes that route's destination's head seq of key k failed an
 // attempt, and returns since when it has been failing: its first failed
 // attempt, which max_blocked counts from.
+// A fresh head goes to disk with its mark: from its first failure on, the
+// key may stay blocked for a while, and status reads and the sweep of
+// lost heads see it.
 func (s *Store) Failing(route, dest string, k OrderKey, seq uint64, now time.Time) (time.Time, error) {
-	s.orderLocks[stripe(k)].Lock()
-	defer s.orderLocks[stripe(k)].Unlock()
-	hk := headKey(route, dest, k)
-	h, ok, err := s.readHead(hk)
+	st := s.stripeOf(k)
+	st.Lock()
+	defer st.Unlock()
+	h, fresh, ok, err := s.headOf(route, dest, k)
 	if err != nil || !ok || h.seq != seq {
 		return now, err
 	}
-	if h.failing == 0 {
-		h.failing = now.UnixNano()
-		// Without fsync: a lost mark only starts max_blocked again.
-		if err := s.idx.db.Set(hk, h.value(), pebble.NoSync); err != nil {
-			return now, fmt.Errorf("order: %w", err)
+	if h.failing == 0 || fresh {
+		h.failing = cmp.Or(h.failing, now.UnixNano())
+		// Without fsync: a lost mark only starts max_blocked again, and
+		// a lost fresh head comes back with its message.
+		if err := s.writeHead(route, dest, k, h, fresh); err != nil {
+			return now, err
 		}
 	}
 	return time.Unix(0, h.failing), nil
+}
+
+// KeepHead puts route's destination's head seq of key k on disk, without
+// fsync, if it is fresh: its message goes back to its consumer (a nak) or
+// waits parked (then SyncOrder before its ack), and the key must stay
+// held meanwhile, in the index where the status reads and the sweep of
+// lost heads find it, not in memory.
+func (s *Store) KeepHead(route, dest string, k OrderKey, seq uint64) error {
+	st := s.stripeOf(k)
+	st.Lock()
+	defer st.Unlock()
+	h, fresh := st.fresh[freshKey{route, dest, k}]
+	if !fresh || h.seq != seq {
+		return nil
+	}
+	return s.writeHead(route, dest, k, h, true)
+}
+
+// writeHead writes h, key k's head entry, without fsync; one that was
+// fresh is then on disk only. The caller holds k's lock.
+func (s *Store) writeHead(route, dest string, k OrderKey, h head, fresh bool) error {
+	st := s.stripeOf(k)
+	if fresh {
+		st.written(k)
+	}
+	if err := s.idx.db.Set(headKey(route, dest, k), h.value(), pebble.NoSync); err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	st.remember(route, dest, k, h, false)
+	return nil
 }
 
 // SettleHead passes key k of route's destination on from its head seq, which
@@ -432,8 +597,9 @@ func (s *Store) Failing(route, dest string, k OrderKey, seq uint64, now time.Tim
 // between leaves seq head, its message unsettled and the next event
 // queued: the release is done again when seq comes back.
 func (s *Store) SettleHead(ctx context.Context, route, dest string, k OrderKey, seq uint64, now time.Time) error {
-	s.orderLocks[stripe(k)].Lock()
-	defer s.orderLocks[stripe(k)].Unlock()
+	st := s.stripeOf(k)
+	st.Lock()
+	defer st.Unlock()
 	_, err := s.passOn(ctx, route, dest, k, seq, now, pebble.Sync)
 	return err
 }
@@ -445,11 +611,13 @@ func (s *Store) SettleHead(ctx context.Context, route, dest string, k OrderKey, 
 // message, which was not settled yet: it is delivered again (or filtered
 // again) before the next event, a duplicate and never an event of the key
 // first delivered after a later one. So the key's lock is not held while
-// the disk syncs: the destination's other events go on meanwhile.
+// the disk syncs: the destination's other events go on meanwhile. A
+// fresh head is forgotten, and nothing is written.
 func (s *Store) SettleDelivered(ctx context.Context, route, dest string, k OrderKey, seq uint64, now time.Time) error {
-	s.orderLocks[stripe(k)].Lock()
+	st := s.stripeOf(k)
+	st.Lock()
 	wrote, err := s.passOn(ctx, route, dest, k, seq, now, pebble.NoSync)
-	s.orderLocks[stripe(k)].Unlock()
+	st.Unlock()
 	if err != nil || !wrote {
 		return err
 	}
@@ -457,12 +625,18 @@ func (s *Store) SettleDelivered(ctx context.Context, route, dest string, k Order
 }
 
 // passOn is SettleHead's change, committed with opts; wrote is false when
-// seq was not the head. The caller holds k's lock.
+// seq was not the head, or was fresh: nothing is queued behind a fresh
+// head, and it is only forgotten. The caller holds k's lock.
 func (s *Store) passOn(ctx context.Context, route, dest string, k OrderKey, seq uint64, now time.Time, opts *pebble.WriteOptions) (wrote bool, err error) {
 	hk := headKey(route, dest, k)
-	h, ok, err := s.readHead(hk)
+	h, fresh, ok, err := s.headOf(route, dest, k)
 	if err != nil || !ok || h.seq != seq {
 		return false, err
+	}
+	st := s.stripeOf(k)
+	if fresh {
+		st.remember(route, dest, k, h, false)
+		return false, nil
 	}
 	it, err := s.idx.db.NewIter(queueOf(route, dest, k))
 	if err != nil {
@@ -479,7 +653,8 @@ func (s *Store) passOn(ctx context.Context, route, dest string, k OrderKey, seq 
 	b := s.idx.db.NewBatch()
 	defer b.Close()
 	q, readable := queuedFrom(val)
-	if next == nil || !readable {
+	gone := next == nil || !readable
+	if gone {
 		_ = b.Delete(hk, nil)
 		if next != nil {
 			_ = b.Delete(next, nil) // unreadable: dropped rather than blocking the key
@@ -501,6 +676,9 @@ func (s *Store) passOn(ctx context.Context, route, dest string, k OrderKey, seq 
 	}
 	if err := b.Commit(opts); err != nil {
 		return false, fmt.Errorf("order: %w", err)
+	}
+	if gone {
+		st.deleted(k)
 	}
 	return true, nil
 }
@@ -569,7 +747,10 @@ func (s *Store) PlaceOf(route, dest string, k OrderKey, seq uint64) (p Place, ok
 	if s.idx == nil {
 		return p, false, nil
 	}
-	h, ok, err := s.readHead(headKey(route, dest, k))
+	st := s.stripeOf(k)
+	st.Lock()
+	h, _, ok, err := s.headOf(route, dest, k)
+	st.Unlock()
 	if err != nil || !ok {
 		return p, false, err
 	}
@@ -775,21 +956,45 @@ func (s *Store) TakeOver(ctx context.Context, route, dest string, now time.Time)
 			return 0, lost
 		}
 	}
-	o, q := orderPrefix('o', route, dest), orderPrefix('q', route, dest)
+	if err := s.dropOrder(route, dest); err != nil {
+		return 0, err
+	}
 	b := s.idx.db.NewBatch()
 	defer b.Close()
-	_ = b.DeleteRange(q, append(slices.Clone(q[:len(q)-1]), 1), nil)
-	_ = b.DeleteRange(o, append(slices.Clone(o[:len(o)-1]), 1), nil)
 	for k := range headed {
-		_ = b.Set(headKey(route, dest, k), head{seq: 0, since: now.UnixNano()}.value(), nil)
+		if err := s.placeholder(b, route, dest, k, now); err != nil {
+			return 0, err
+		}
 	}
 	for _, r := range recs {
 		_ = b.Set(queueKey(route, dest, r.key, r.seq), r.q.value(), nil)
 	}
+	_ = b.Delete(s.Ownership(route, dest).pendingKey(), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, fmt.Errorf("order: %w", err)
 	}
 	return len(recs), nil
+}
+
+// placeholder sets, in b, a placeholder head for key k at route's
+// destination if it has no head, and writes a fresh head to b: the events
+// Adopt queues go behind it.
+func (s *Store) placeholder(b *pebble.Batch, route, dest string, k OrderKey, now time.Time) error {
+	st := s.stripeOf(k)
+	st.Lock()
+	defer st.Unlock()
+	h, fresh, ok, err := s.headOf(route, dest, k)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		h = head{seq: 0, since: now.UnixNano()}
+	case !fresh:
+		return nil
+	}
+	st.written(k)
+	st.remember(route, dest, k, h, false)
+	return b.Set(headKey(route, dest, k), h.value(), nil)
 }
 
 // parkedKeys returns the ordering keys route's destination's parked
@@ -1078,13 +1283,30 @@ func (s *Store) Unorder(ctx context.Context, route, dest string) (int, error) {
 	if err := it.Close(); err != nil {
 		return n, fmt.Errorf("order: %w", err)
 	}
-	o := orderPrefix('o', route, dest)
+	return n, s.dropOrder(route, dest)
+}
+
+// dropOrder forgets route's destination's heads and queues: the entries
+// on disk, and the fresh heads. The heads' counts stay (onDisk counts too
+// many, never too few).
+func (s *Store) dropOrder(route, dest string) error {
+	o, q := orderPrefix('o', route, dest), orderPrefix('q', route, dest)
 	b := s.idx.db.NewBatch()
 	defer b.Close()
-	_ = b.DeleteRange(q, qEnd, nil)
+	_ = b.DeleteRange(q, append(slices.Clone(q[:len(q)-1]), 1), nil)
 	_ = b.DeleteRange(o, append(slices.Clone(o[:len(o)-1]), 1), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
-		return n, fmt.Errorf("order: %w", err)
+		return fmt.Errorf("order: %w", err)
 	}
-	return n, nil
+	for i := range s.order.stripes {
+		st := &s.order.stripes[i]
+		st.Lock()
+		for fk := range st.fresh {
+			if fk.route == route && fk.dest == dest {
+				delete(st.fresh, fk)
+			}
+		}
+		st.Unlock()
+	}
+	return nil
 }

@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -105,8 +107,9 @@ func (in *instances) close() {
 // Ownership is this jethook's lease on one ordered destination. Its
 // methods are safe for concurrent use.
 type Ownership struct {
-	s   *Store
-	key string
+	s           *Store
+	key         string
+	route, dest string
 
 	mu    sync.Mutex
 	rev   uint64    // the lease's revision in the bucket; 0 while not held
@@ -128,7 +131,7 @@ func (s *Store) Ownership(route, dest string) *Ownership {
 		if s.owned == nil {
 			s.owned = map[string]*Ownership{}
 		}
-		o = &Ownership{s: s, key: k}
+		o = &Ownership{s: s, key: k, route: route, dest: dest}
 		s.owned[k] = o
 	}
 	return o
@@ -156,11 +159,23 @@ func (o *Ownership) Keep(ctx context.Context) (held bool, err error) {
 	defer cancel()
 	held, took, err := o.keep(ctx)
 	if took {
+		// Kept in the index too, until TakeOver is done: a jethook that
+		// stops before then and finds the lease still its own at its next
+		// start takes over then.
+		if err := o.s.idx.db.Set(o.pendingKey(), nil, pebble.Sync); err != nil {
+			return held, fmt.Errorf("order: %w", err)
+		}
 		o.mu.Lock()
 		o.taken = time.Now()
 		o.mu.Unlock()
 	}
 	return held, err
+}
+
+// pendingKey is the index's mark of a lease taken whose TakeOver is not
+// done: 't' route 0x00 dest.
+func (o *Ownership) pendingKey() []byte {
+	return append([]byte{'t'}, o.route+"\x00"+o.dest...)
 }
 
 // Taken is when the lease was taken, while the ordering of the owner
@@ -175,8 +190,8 @@ func (o *Ownership) Taken() time.Time {
 
 // TakeOver is Store.TakeOver for the lease's destination, once it is
 // taken: afterwards Keep no longer reports it taken.
-func (o *Ownership) TakeOver(ctx context.Context, route, dest string, now time.Time) (int, error) {
-	n, err := o.s.TakeOver(ctx, route, dest, now)
+func (o *Ownership) TakeOver(ctx context.Context, now time.Time) (int, error) {
+	n, err := o.s.TakeOver(ctx, o.route, o.dest, now)
 	if err == nil {
 		o.mu.Lock()
 		o.taken = time.Time{}
@@ -213,12 +228,21 @@ func (o *Ownership) keep(ctx context.Context) (held, taken bool, err error) {
 	case err == nil && string(e.Value()) == o.s.inst.self:
 		// This instance's, from before a restart on the same index (or a
 		// write whose answer was lost): no one held it since, and its
-		// ordering state here is the owner's.
+		// ordering state here is the owner's, unless it stopped before
+		// its TakeOver was done.
 		next, err := kv.Update(ctx, o.key, self, e.Revision())
 		if err != nil {
 			return false, false, ignoreTaken(err)
 		}
 		o.hold(next, sent)
+		_, closer, err := o.s.idx.db.Get(o.pendingKey())
+		if err == nil {
+			closer.Close()
+			return true, true, nil
+		}
+		if !errors.Is(err, pebble.ErrNotFound) {
+			return true, false, fmt.Errorf("order: %w", err)
+		}
 		return true, false, nil
 	case err == nil:
 		return false, false, nil // another's

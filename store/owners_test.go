@@ -50,7 +50,7 @@ func TestOneStoreAtATimeHoldsAnOrderedDestination(t *testing.T) {
 	if b.Ownership("shop", "app").Taken().IsZero() {
 		t.Error("b took the lease from a without having to read a's records")
 	}
-	if _, err := b.Ownership("shop", "app").TakeOver(ctx, "shop", "app", time.Now()); err != nil {
+	if _, err := b.Ownership("shop", "app").TakeOver(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if !b.Ownership("shop", "app").Taken().IsZero() {

@@ -206,7 +206,7 @@ type Store struct {
 	owned       map[string]*Ownership // by bucket key
 	parked      jetstream.Stream      // WEBHOOKS_PARKED
 	idx         *index
-	orderLocks  orderLocks    // order.go
+	order       orderState    // order.go
 	writer      *writer       // indexes this process's webhooks; nil when the index follows WEBHOOKS
 	tails       []*tailer     // WEBHOOKS, WEBHOOKS_DLQ, WEBHOOKS_ATTEMPTS
 	expired     chan struct{} // closed by close: ends expireIndex
