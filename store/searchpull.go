@@ -1,8 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,13 +43,42 @@ func (m *scanMsg) header() nats.Header {
 	return m.h
 }
 
-// get is the first value of the header key, as header().Get(key), but
-// read from the header block as sent when it is not decoded.
-func (m *scanMsg) get(key string) string {
+// factKeys are the headers facts reads, without their "Jethook-".
+var factKeys = [...]string{hdrEventID[len("Jethook-"):], hdrMethod[len("Jethook-"):], hdrJSON[len("Jethook-"):]}
+
+// facts are the three jethook headers a scan gives Match, as
+// header().Get gives them (the first value of each), but read in one
+// pass over the header block as sent when it is not decoded.
+func (m *scanMsg) facts() (eventID, method string, json bool) {
 	if m.raw == nil {
-		return m.h.Get(key)
+		return m.h.Get(hdrEventID), m.h.Get(hdrMethod), m.h.Get(hdrJSON) != ""
 	}
-	return rawHeader(m.raw, key)
+	var vals [len(factKeys)][]byte
+	var seen [len(factKeys)]bool
+	_, rest, _ := bytes.Cut(m.raw, []byte("\r\n"))
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		kv, ok := bytes.CutPrefix(line, []byte("Jethook-"))
+		if !ok {
+			continue
+		}
+		k, v, ok := bytes.Cut(kv, []byte(":"))
+		if i := slices.Index(factKeys[:], string(k)); ok && i >= 0 && !seen[i] {
+			vals[i], seen[i] = bytes.TrimLeft(v, " \t"), true
+		}
+	}
+	return string(vals[0]), methodName(vals[1]), len(vals[2]) > 0
+}
+
+// methodName is m as a string, without a copy for the usual methods.
+func methodName(m []byte) string {
+	for _, known := range [...]string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodGet, http.MethodDelete} {
+		if string(m) == known {
+			return known
+		}
+	}
+	return string(m)
 }
 
 // origHeaders puts the webhook's own headers (those under hdrOrigPrefix)

@@ -9,8 +9,8 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -205,7 +205,9 @@ func (w *wire) message(line []byte) (bool, error) {
 	if w.m.subject != string(subject) {
 		w.m.subject = string(subject)
 	}
-	w.m.reply = string(reply)
+	// The reply is read in place: it is valid, as the message is, until
+	// the next call (link.next).
+	w.m.reply = unsafe.String(unsafe.SliceData(reply), len(reply))
 	w.m.data, w.m.raw, w.m.h = w.buf[hsize:size], nil, nil
 	if hsize > 0 {
 		w.m.raw = w.buf[:hsize]
@@ -225,24 +227,37 @@ func (w *wire) close() {
 // a connection it cannot write to within its write deadline, while a
 // scan may take its time over a batch (an expression can cost up to a
 // tenth of a second per webhook). It holds no more than the server sends:
-// what the scan asked for, two batches at most, and its pings.
+// what the scan asked for, two batches at most, and its pings. The
+// chunks read go back to a free list once read, so that reading the
+// stream allocates nothing in the steady state.
 type arrivals struct {
 	c    chan []byte
+	free chan []byte   // chunks read, for the goroutine to read into
 	done chan struct{} // closed when the wire is
 	err  error         // why the connection ended, once c is closed
 	cur  []byte
+	last []byte // the chunk cur is of
 }
 
+// chunkSize is what one read of the connection takes at most: the
+// largest buffer the server writes at once.
+const chunkSize = 64 << 10
+
 func arrive(conn net.Conn) *arrivals {
-	a := &arrivals{c: make(chan []byte, 4*scanBatch), done: make(chan struct{})}
+	a := &arrivals{c: make(chan []byte, 4*scanBatch), free: make(chan []byte, 8), done: make(chan struct{})}
 	go func() {
 		defer close(a.c)
-		buf := make([]byte, 64<<10)
 		for {
+			var buf []byte
+			select {
+			case buf = <-a.free:
+			default:
+				buf = make([]byte, chunkSize)
+			}
 			n, err := conn.Read(buf)
 			if n > 0 {
 				select {
-				case a.c <- bytes.Clone(buf[:n]):
+				case a.c <- buf[:n]:
 				case <-a.done:
 					return
 				}
@@ -258,27 +273,20 @@ func arrive(conn net.Conn) *arrivals {
 
 func (a *arrivals) Read(p []byte) (int, error) {
 	for len(a.cur) == 0 {
+		if a.last != nil {
+			select {
+			case a.free <- a.last[:chunkSize]:
+			default:
+			}
+			a.last = nil
+		}
 		b, ok := <-a.c
 		if !ok {
 			return 0, a.err
 		}
-		a.cur = b
+		a.cur, a.last = b, b
 	}
 	n := copy(p, a.cur)
 	a.cur = a.cur[n:]
 	return n, nil
-}
-
-// rawHeader is the first value of the header key in a header block as
-// sent (NATS/1.0 line, then Key: value lines), "" if there is none.
-func rawHeader(raw []byte, key string) string {
-	_, rest, _ := bytes.Cut(raw, []byte("\r\n"))
-	for len(rest) > 0 {
-		var line []byte
-		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
-		if len(line) > len(key) && line[len(key)] == ':' && string(line[:len(key)]) == key {
-			return strings.TrimLeft(string(line[len(key)+1:]), " \t")
-		}
-	}
-	return ""
 }
