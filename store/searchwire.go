@@ -228,39 +228,49 @@ func (w *wire) close() {
 // scan may take its time over a batch (an expression can cost up to a
 // tenth of a second per webhook). It holds no more than the server sends:
 // what the scan asked for, two batches at most, and its pings. The
-// chunks read go back to a free list once read, so that reading the
-// stream allocates nothing in the steady state.
+// goroutine reads into the rest of a large buffer until little is left,
+// and a buffer whose chunks are all read goes back to a free list, so
+// that reading a stream allocates next to nothing.
 type arrivals struct {
-	c    chan []byte
-	free chan []byte   // chunks read, for the goroutine to read into
+	c    chan chunk
+	free chan []byte   // buffers read, for the goroutine to read into
 	done chan struct{} // closed when the wire is
 	err  error         // why the connection ended, once c is closed
-	cur  []byte
-	last []byte // the chunk cur is of
+	cur  chunk         // what is left to read of the last chunk
 }
 
-// chunkSize is what one read of the connection takes at most: the
-// largest buffer the server writes at once.
-const chunkSize = 64 << 10
+// chunk is what one read of the connection took: data, in buf.
+type chunk struct{ data, buf []byte }
+
+// A buffer takes reads until less than chunkMin of its chunkSize is left.
+const (
+	chunkSize = 64 << 10
+	chunkMin  = 8 << 10
+)
 
 func arrive(conn net.Conn) *arrivals {
-	a := &arrivals{c: make(chan []byte, 4*scanBatch), free: make(chan []byte, 8), done: make(chan struct{})}
+	a := &arrivals{c: make(chan chunk, 4*scanBatch), free: make(chan []byte, 4), done: make(chan struct{})}
 	go func() {
 		defer close(a.c)
+		var buf []byte
+		off := chunkSize
 		for {
-			var buf []byte
-			select {
-			case buf = <-a.free:
-			default:
-				buf = make([]byte, chunkSize)
+			if chunkSize-off < chunkMin {
+				select {
+				case buf = <-a.free:
+				default:
+					buf = make([]byte, chunkSize)
+				}
+				off = 0
 			}
-			n, err := conn.Read(buf)
+			n, err := conn.Read(buf[off:])
 			if n > 0 {
 				select {
-				case a.c <- buf[:n]:
+				case a.c <- chunk{data: buf[off : off+n : off+n], buf: buf}:
 				case <-a.done:
 					return
 				}
+				off += n
 			}
 			if err != nil {
 				a.err = err
@@ -272,21 +282,21 @@ func arrive(conn net.Conn) *arrivals {
 }
 
 func (a *arrivals) Read(p []byte) (int, error) {
-	for len(a.cur) == 0 {
-		if a.last != nil {
-			select {
-			case a.free <- a.last[:chunkSize]:
-			default:
-			}
-			a.last = nil
-		}
-		b, ok := <-a.c
+	for len(a.cur.data) == 0 {
+		c, ok := <-a.c
 		if !ok {
 			return 0, a.err
 		}
-		a.cur, a.last = b, b
+		if a.cur.buf != nil && unsafe.SliceData(c.buf) != unsafe.SliceData(a.cur.buf) {
+			// The goroutine reads into another buffer now: this one is read.
+			select {
+			case a.free <- a.cur.buf:
+			default:
+			}
+		}
+		a.cur = c
 	}
-	n := copy(p, a.cur)
-	a.cur = a.cur[n:]
+	n := copy(p, a.cur.data)
+	a.cur.data = a.cur.data[n:]
 	return n, nil
 }
