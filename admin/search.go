@@ -258,6 +258,15 @@ func typeMatches(want, got string) bool {
 	return got == want
 }
 
+// eventType is the type e names (provider.EventType), its body not
+// checked again when the ingress recorded it as JSON.
+func eventType(e *store.Envelope) string {
+	if e.JSON {
+		return provider.EventTypeOfJSON(e.Header, e.Body)
+	}
+	return provider.EventType(e.Header, e.Body)
+}
+
 // Search runs one page of s: it hands each event found to found, newest
 // (or oldest) first, and reports progress as it reads; found returning
 // false ends the page early. Stopping ctx stops the search. At most
@@ -297,7 +306,7 @@ func (svc *Service) Search(ctx context.Context, s Search, found func(EventSummar
 		if c.expr != nil && c.expr.Excludes(e.Body) {
 			return false // the cheapest test first
 		}
-		if c.typ != "" && !typeMatches(c.typ, provider.EventType(e.Header, e.Body)) {
+		if c.typ != "" && !typeMatches(c.typ, eventType(e)) {
 			return false
 		}
 		if c.expr != nil {
@@ -314,7 +323,7 @@ func (svc *Service) Search(ctx context.Context, s Search, found func(EventSummar
 	hit := func(hh store.Hit) bool {
 		e := hh.Envelope
 		ds, _ := states(e, hh.Seq, nil)
-		return found(EventSummary{Seq: hh.Seq, EventID: e.EventID, Route: e.Route, Type: provider.EventType(e.Header, e.Body),
+		return found(EventSummary{Seq: hh.Seq, EventID: e.EventID, Route: e.Route, Type: eventType(e),
 			Method: e.Method, ReceivedAt: at(e.ReceivedAt), Size: hh.Size, Destinations: ds})
 	}
 	var report func(store.ScanProgress)

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/jethook/jethook/filter"
 )
 
 func TestEventTypeIsWhereEachSenderNamesIt(t *testing.T) {
@@ -31,6 +33,31 @@ func TestEventTypeIsWhereEachSenderNamesIt(t *testing.T) {
 			if got := EventType(c.header, []byte(c.body)); got != c.want {
 				t.Fatalf("EventType = %q, want %q", got, c.want)
 			}
+			// What the ingress records as JSON reads the same known as such.
+			if filter.IsJSON([]byte(c.body)) {
+				if got := EventTypeOfJSON(c.header, []byte(c.body)); got != c.want {
+					t.Fatalf("EventTypeOfJSON = %q, want %q", got, c.want)
+				}
+			}
 		})
+	}
+}
+
+// A body recorded as JSON is not checked again: one that is not JSON
+// after all (the record is wrong, which only a bug in jethook could make)
+// is read as far as gjson reads it, without a panic.
+func TestEventTypeOfJSONDoesNotCheckTheBodyAgain(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"type":"invoice.paid","data":`)
+	if got := EventType(nil, body); got != "" {
+		t.Fatalf("EventType of a cut body = %q, want none", got)
+	}
+	if got := EventTypeOfJSON(nil, body); got != "invoice.paid" {
+		t.Fatalf("EventTypeOfJSON of a cut body = %q, want the type it reads", got)
+	}
+	for _, body := range []string{"", "   ", "type=push", `["type"]`, `{"type":`} {
+		if got := EventTypeOfJSON(nil, []byte(body)); got != "" {
+			t.Errorf("EventTypeOfJSON(%q) = %q, want none", body, got)
+		}
 	}
 }

@@ -183,9 +183,12 @@ type scanner struct {
 	hit      func(Hit) bool
 	progress func(ScanProgress)
 	subject  string
-	end      ScanEnd
-	hits     int
-	avg      int64 // the stream's average message size, for window sizes
+	// route is the route of the last subject Match was given a webhook
+	// of, subjectOf: a scan reads one subject per route.
+	route, subjectOf string
+	end              ScanEnd
+	hits             int
+	avg              int64 // the stream's average message size, for window sizes
 }
 
 // read reads the webhooks in [start, stop) in order and calls fn on each
@@ -298,10 +301,14 @@ func (sc *scanner) matches(m *scanMsg, seq uint64) bool {
 	if sc.q.Match == nil {
 		return true
 	}
-	route, err := routeOf(m.subject)
-	if err != nil {
-		return false
+	if m.subject != sc.subjectOf {
+		route, err := routeOf(m.subject)
+		if err != nil {
+			return false
+		}
+		sc.subjectOf, sc.route = m.subject, route
 	}
+	route := sc.route
 	e := &sc.e
 	if e.Header == nil {
 		e.Header = make(map[string][]string)
@@ -310,8 +317,8 @@ func (sc *scanner) matches(m *scanMsg, seq uint64) bool {
 	if !sc.q.NoHeaders {
 		m.origHeaders(e.Header)
 	}
-	e.Route, e.EventID, e.Method, e.Body = route, m.get(hdrEventID), m.get(hdrMethod), m.data
-	e.JSON = m.get(hdrJSON) != ""
+	e.EventID, e.Method, e.JSON = m.facts()
+	e.Route, e.Body = route, m.data
 	return sc.q.Match(e, seq)
 }
 

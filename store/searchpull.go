@@ -1,8 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,13 +43,42 @@ func (m *scanMsg) header() nats.Header {
 	return m.h
 }
 
-// get is the first value of the header key, as header().Get(key), but
-// read from the header block as sent when it is not decoded.
-func (m *scanMsg) get(key string) string {
+// factKeys are the headers facts reads, without their "Jethook-".
+var factKeys = [...]string{hdrEventID[len("Jethook-"):], hdrMethod[len("Jethook-"):], hdrJSON[len("Jethook-"):]}
+
+// facts are the three jethook headers a scan gives Match, as
+// header().Get gives them (the first value of each), but read in one
+// pass over the header block as sent when it is not decoded.
+func (m *scanMsg) facts() (eventID, method string, json bool) {
 	if m.raw == nil {
-		return m.h.Get(key)
+		return m.h.Get(hdrEventID), m.h.Get(hdrMethod), m.h.Get(hdrJSON) != ""
 	}
-	return rawHeader(m.raw, key)
+	var vals [len(factKeys)][]byte
+	var seen [len(factKeys)]bool
+	_, rest, _ := bytes.Cut(m.raw, []byte("\r\n"))
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		kv, ok := bytes.CutPrefix(line, []byte("Jethook-"))
+		if !ok {
+			continue
+		}
+		k, v, ok := bytes.Cut(kv, []byte(":"))
+		if i := slices.Index(factKeys[:], string(k)); ok && i >= 0 && !seen[i] {
+			vals[i], seen[i] = bytes.TrimLeft(v, " \t"), true
+		}
+	}
+	return string(vals[0]), methodName(vals[1]), len(vals[2]) > 0
+}
+
+// methodName is m as a string, without a copy for the usual methods.
+func methodName(m []byte) string {
+	for _, known := range [...]string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodGet, http.MethodDelete} {
+		if string(m) == known {
+			return known
+		}
+	}
+	return string(m)
 }
 
 // origHeaders puts the webhook's own headers (those under hdrOrigPrefix)
@@ -109,10 +141,12 @@ func (l *clientLink) next(ctx context.Context) (*scanMsg, error) {
 
 func (l *clientLink) close() { l.nc.Close() }
 
-// pull reads a search's consumer through a link, asking for a batch at a
-// time with up to two asks outstanding: the server sends the next batch
-// while the scan reads this one, and never more than was asked for, so a
-// slow scan makes it wait, not drop messages.
+// pull reads a search's consumer through a link. While ingest is idle
+// it keeps two batches of scanBatch asked for: the server sends the next
+// while the scan reads this one, and never more than was asked for, so
+// a slow scan makes it wait, not drop messages. While ingest is busy it
+// paces itself (searchpace.go): one batch of busyBatch at a time, and a
+// rest after each.
 type pull struct {
 	ingest  *ingestSeen // yielded to between batches
 	last    time.Time   // when the last batch was asked for
@@ -124,12 +158,14 @@ type pull struct {
 	idle    int    // asks expired since the last message
 }
 
-// pullAsk asks for the next batch. Asks that wait (not no_wait) queue
-// behind each other; a scan ends at its window's end or when the server
-// says nothing is left, so an ask expires only when the machine is too
-// busy to send a batch in time (then the scan asks again) or the server
-// stopped sending.
-var pullAsk = []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, scanBatch, pullExpires))
+// Asks for a batch. Asks that wait (not no_wait) queue behind each
+// other; a scan ends at its window's end or when the server says nothing
+// is left, so an ask expires only when the machine is too busy to send a
+// batch in time (then the scan asks again) or the server stopped sending.
+var (
+	pullAsk = []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, scanBatch, pullExpires))
+	busyAsk = []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, busyBatch, pullExpires))
+)
 
 const pullExpires = 2 * time.Second
 
@@ -139,16 +175,38 @@ func pullFrom(l link, ingest *ingestSeen, consumer string) (*pull, error) {
 	if p.inbox, err = l.listen(); err != nil {
 		return nil, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
-	return p, p.ask()
+	return p, nil
 }
 
-// ask keeps two batches asked for.
-func (p *pull) ask() error {
-	for p.asked-p.got < 2*scanBatch {
-		p.asked += scanBatch
-		if err := p.link.publish(p.subject, p.inbox, pullAsk); err != nil {
-			return fmt.Errorf("%w: search: %w", ErrUnavailable, err)
+// ask asks for what the scan reads next, if it must: while ingest is
+// busy, once the last batch is read, a batch of busyBatch after a rest
+// as long as that batch took to come; otherwise enough to keep two
+// batches of scanBatch asked for.
+func (p *pull) ask(ctx context.Context) error {
+	if p.ingest.busy(time.Now()) {
+		if p.asked > p.got {
+			return nil
 		}
+		if p.idle == 0 { // after an expired ask, at once
+			if err := rest(ctx, time.Since(p.last)); err != nil {
+				return err
+			}
+		}
+		return p.publish(busyAsk, busyBatch)
+	}
+	for p.asked-p.got <= scanBatch {
+		if err := p.publish(pullAsk, scanBatch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *pull) publish(ask []byte, n int) error {
+	p.asked += n
+	p.last = time.Now()
+	if err := p.link.publish(p.subject, p.inbox, ask); err != nil {
+		return fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
 	return nil
 }
@@ -159,6 +217,9 @@ func (p *pull) ask() error {
 // must not end as if it had read them.
 func (p *pull) next(ctx context.Context) (*scanMsg, error) {
 	for {
+		if err := p.ask(ctx); err != nil {
+			return nil, err
+		}
 		m, err := p.link.next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -168,15 +229,7 @@ func (p *pull) next(ctx context.Context) (*scanMsg, error) {
 		}
 		if m.reply != "" {
 			p.got, p.idle = p.got+1, 0
-			if p.asked-p.got >= scanBatch {
-				return m, nil
-			}
-			// A batch read: rest before asking for the next.
-			if err := p.ingest.yield(ctx, time.Since(p.last)); err != nil {
-				return nil, err
-			}
-			p.last = time.Now()
-			return m, p.ask()
+			return m, nil
 		}
 		// A status: only an expired ask (408) is expected.
 		if code := m.header().Get("Status"); code != "408" {
@@ -188,8 +241,5 @@ func (p *pull) next(ctx context.Context) (*scanMsg, error) {
 			return nil, fmt.Errorf("%w: search: the server sent nothing for %s", ErrUnavailable, 2*pullExpires)
 		}
 		p.asked = p.got
-		if err := p.ask(); err != nil {
-			return nil, err
-		}
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -205,7 +205,9 @@ func (w *wire) message(line []byte) (bool, error) {
 	if w.m.subject != string(subject) {
 		w.m.subject = string(subject)
 	}
-	w.m.reply = string(reply)
+	// The reply is read in place: it is valid, as the message is, until
+	// the next call (link.next).
+	w.m.reply = unsafe.String(unsafe.SliceData(reply), len(reply))
 	w.m.data, w.m.raw, w.m.h = w.buf[hsize:size], nil, nil
 	if hsize > 0 {
 		w.m.raw = w.buf[:hsize]
@@ -225,27 +227,50 @@ func (w *wire) close() {
 // a connection it cannot write to within its write deadline, while a
 // scan may take its time over a batch (an expression can cost up to a
 // tenth of a second per webhook). It holds no more than the server sends:
-// what the scan asked for, two batches at most, and its pings.
+// what the scan asked for, two batches at most, and its pings. The
+// goroutine reads into the rest of a large buffer until little is left,
+// and a buffer whose chunks are all read goes back to a free list, so
+// that reading a stream allocates next to nothing.
 type arrivals struct {
-	c    chan []byte
+	c    chan chunk
+	free chan []byte   // buffers read, for the goroutine to read into
 	done chan struct{} // closed when the wire is
 	err  error         // why the connection ended, once c is closed
-	cur  []byte
+	cur  chunk         // what is left to read of the last chunk
 }
 
+// chunk is what one read of the connection took: data, in buf.
+type chunk struct{ data, buf []byte }
+
+// A buffer takes reads until less than chunkMin of its chunkSize is left.
+const (
+	chunkSize = 64 << 10
+	chunkMin  = 8 << 10
+)
+
 func arrive(conn net.Conn) *arrivals {
-	a := &arrivals{c: make(chan []byte, 4*scanBatch), done: make(chan struct{})}
+	a := &arrivals{c: make(chan chunk, 4*scanBatch), free: make(chan []byte, 4), done: make(chan struct{})}
 	go func() {
 		defer close(a.c)
-		buf := make([]byte, 64<<10)
+		var buf []byte
+		off := chunkSize
 		for {
-			n, err := conn.Read(buf)
+			if chunkSize-off < chunkMin {
+				select {
+				case buf = <-a.free:
+				default:
+					buf = make([]byte, chunkSize)
+				}
+				off = 0
+			}
+			n, err := conn.Read(buf[off:])
 			if n > 0 {
 				select {
-				case a.c <- bytes.Clone(buf[:n]):
+				case a.c <- chunk{data: buf[off : off+n : off+n], buf: buf}:
 				case <-a.done:
 					return
 				}
+				off += n
 			}
 			if err != nil {
 				a.err = err
@@ -257,28 +282,21 @@ func arrive(conn net.Conn) *arrivals {
 }
 
 func (a *arrivals) Read(p []byte) (int, error) {
-	for len(a.cur) == 0 {
-		b, ok := <-a.c
+	for len(a.cur.data) == 0 {
+		c, ok := <-a.c
 		if !ok {
 			return 0, a.err
 		}
-		a.cur = b
-	}
-	n := copy(p, a.cur)
-	a.cur = a.cur[n:]
-	return n, nil
-}
-
-// rawHeader is the first value of the header key in a header block as
-// sent (NATS/1.0 line, then Key: value lines), "" if there is none.
-func rawHeader(raw []byte, key string) string {
-	_, rest, _ := bytes.Cut(raw, []byte("\r\n"))
-	for len(rest) > 0 {
-		var line []byte
-		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
-		if len(line) > len(key) && line[len(key)] == ':' && string(line[:len(key)]) == key {
-			return strings.TrimLeft(string(line[len(key)+1:]), " \t")
+		if a.cur.buf != nil && unsafe.SliceData(c.buf) != unsafe.SliceData(a.cur.buf) {
+			// The goroutine reads into another buffer now: this one is read.
+			select {
+			case a.free <- a.cur.buf:
+			default:
+			}
 		}
+		a.cur = c
 	}
-	return ""
+	n := copy(p, a.cur.data)
+	a.cur.data = a.cur.data[n:]
+	return n, nil
 }

@@ -114,6 +114,12 @@ type Options struct {
 	WaitingEvery time.Duration
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
+
+	// writeDeadline, when set, is the embedded server's write deadline
+	// (nats-server's write_deadline, 10 s by default): how long it waits
+	// on a client that reads nothing before it closes the connection.
+	// Tests lower it.
+	writeDeadline time.Duration
 }
 
 // DefaultMaxPayload is the embedded server's max_payload when
@@ -308,6 +314,7 @@ func (s *Store) startEmbedded() error {
 		DontListen: s.opts.ClientListen == "",
 		// 0 is nats-server's default (75 % of the free disk at start).
 		JetStreamMaxStore: s.opts.MaxBytes,
+		WriteDeadline:     s.opts.writeDeadline,
 	}
 	if s.opts.ClientListen != "" {
 		host, port, err := net.SplitHostPort(s.opts.ClientListen)
