@@ -226,6 +226,39 @@ func TestARunSlowOnlyByTheWallClockIsRunAgainPinned(t *testing.T) {
 	}
 }
 
+// A run that passed the wall limit of a pinned run inside one step, as a
+// regular expression regexp2 cut short does, fails as a timeout: run
+// again pinned, it would only be stopped there again.
+func TestARunPastItsWallLimitInOneStepIsNotRunAgain(t *testing.T) {
+	s, err := Compile("step.js", `addHandler('transform', (request, context) => {
+  step();
+  return request;
+});`, nil, Limits{Timeout: 5 * time.Millisecond, Pool: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := 0
+	if err := m.rt.Set("step", func() {
+		steps++
+		time.Sleep(2 * wallFactor * s.limits.Timeout)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.put(m)
+	_, err = s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{}`)}, Context{})
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindTimeout {
+		t.Fatalf("Run = %v; want a timeout", err)
+	}
+	if steps != 1 {
+		t.Errorf("the step ran %d times, want once", steps)
+	}
+}
+
 func TestAGoPanicInsideTheEngineFailsTheRunAndItsMachineGoes(t *testing.T) {
 	t.Parallel()
 	s, err := Compile("engine.js", `addHandler('transform', (request, context) => {

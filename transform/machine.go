@@ -233,17 +233,19 @@ func (m *machine) run(req *Request, c Context, pin bool) (out *Request, keep boo
 		}
 		return err
 	})
-	if tripped := w.end(); tripped != "" {
+	tripped := w.end()
+	if m.stopped != nil {
+		// A built-in's reason, which running again would only repeat;
+		// the run may have ended before it saw the interrupt.
+		rt.ClearInterrupt()
+		return nil, false, m.stopped
+	}
+	if tripped != "" {
 		rt.ClearInterrupt()
 		if tripped == kindUnpinned {
 			return nil, false, errUnpinned
 		}
 		return nil, false, &Error{Kind: tripped, Msg: limitText(tripped, m.s.limits)}
-	}
-	if m.stopped != nil {
-		// The run may have ended before it saw the interrupt.
-		rt.ClearInterrupt()
-		return nil, false, m.stopped
 	}
 	if err != nil {
 		if e := runError(err, m); e != nil {
