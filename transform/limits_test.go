@@ -301,9 +301,13 @@ func TestARegularExpressionCutShortStopsTheRun(t *testing.T) {
 		{"replace by a string", s + ".replace(" + re + ", 'x');"},
 		{"replace by a function", s + ".replace(" + re + ", () => 'x');"},
 		{"replaceAll", s + ".replaceAll(" + re + "g, 'x');"},
-		// Not timed by jethook: a run whose timeout is the default or less
-		// has passed its limit by the wall clock when regexp2 gives up.
+		{"matchAll, spread", "[..." + s + ".matchAll(" + re + "g)];"},
+		{"matchAll, for of", "for (const m of " + s + ".matchAll(" + re + "g)) request.headers['x-match'] = m[0];"},
+		{"Symbol.matchAll's iterator, by hand", re + "g[Symbol.matchAll](" + s + ").next();"},
+		// Not timed by jethook (regexp.go): with the default timeout,
+		// regexp2 gives up at the run's wall limit.
 		{"exec, under the default limits", re + ".exec(" + s + ");"},
+		{"exec of a global expression in a loop, under the default limits", "const r = " + re + "g; while (r.exec(" + s + ")) {}"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -313,10 +317,36 @@ func TestARegularExpressionCutShortStopsTheRun(t *testing.T) {
 			}
 			e, took := hostile(t, c.body, l)
 			t.Logf("%v in %v", e, took.Round(time.Millisecond))
-			if e.Kind != KindTimeout || l.Timeout != 0 && !strings.Contains(e.Msg, "regular expression") {
+			if e.Kind != KindTimeout || !strings.Contains(e.Msg, "regular expression") {
 				t.Errorf("%v; want a timeout of the regular expression", e)
 			}
 		})
+	}
+}
+
+// TestMatchAllMatchesAsTheLanguageSays checks that the timed matchAll
+// gives what goja's own does.
+func TestMatchAllMatchesAsTheLanguageSays(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ expr, want string }{
+		{"[...'a1b22c333'.matchAll(/\\d+/g)].map(m => m[0] + '@' + m.index).join()", "1@1,22@3,333@6"},
+		{"[...'xay'.matchAll(/(?<=x)a(?=y)/g)].map(m => m.index).join()", "1"},
+		{"[...'aa'.matchAll(/(a)\\1|a/g)].length", "1"},
+		{"(() => { const it = 'ab'.matchAll(/./g); return it[Symbol.iterator]() === it && it.next().value[0] + it.next().value[0] + it.next().done; })()", "abtrue"},
+		{"(() => { try { 'a'.matchAll(/a/); return 'no'; } catch (e) { return e.name; } })()", "TypeError"},
+	}
+	for _, c := range cases {
+		s, err := Compile("matchall.js", "addHandler('transform', (request, context) => { request.body = String("+c.expr+"); return request; });", nil, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{}`)}, Context{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if got := string(out.Body); got != c.want {
+			t.Errorf("%s = %s, want %q", c.expr, got, c.want)
+		}
 	}
 }
 

@@ -36,6 +36,7 @@ type guard struct {
 	start    uint64
 	seen     bool
 	tripped  string
+	oneStep  bool // it passed last inside one step (end)
 }
 
 // wallFactor bounds a run by the wall clock too: at this many times its
@@ -105,7 +106,7 @@ func (g *guard) end() string {
 		// interrupt waited for: such as a regular expression match
 		// regexp2 cut short (regexp.go), whose result cannot be trusted.
 		// Run again, pinned, it would be stopped there too.
-		g.tripped = KindTimeout
+		g.tripped, g.oneStep = KindTimeout, true
 	}
 	return g.tripped
 }
