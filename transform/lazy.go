@@ -84,7 +84,7 @@ func (o *lazyObject) read() bool {
 	}
 	if !o.started {
 		o.started, o.at = true, o.d.start(o.v)
-		o.members = make([]member, 0, min(o.d.size(o.v), 16))
+		o.members = make([]member, 0, min(o.d.size(o.v), 32))
 	}
 	key, val, ok := o.d.member(o.v, &o.at)
 	if !ok {

@@ -35,6 +35,7 @@ type machine struct {
 	decoded  goja.Value // the body as decodeBody made it, nil if it did not
 	failMsg  string     // $transform.fail's message
 	stopped  *Error     // why a built-in stopped the run (stop)
+	guard    guard      // the run's, under the watchdog
 
 	// The objects a run hands the script: made once per machine, given
 	// the run's request before it and emptied after it (empty), so that
@@ -74,7 +75,8 @@ func (s *Script) newMachine() (*machine, error) {
 	m.hdrObj = rt.NewDynamicObject(m.hdr)
 	m.ctx = &contextObject{rt: rt}
 	m.ctxObj = rt.NewDynamicObject(m.ctx)
-	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory, true)
+	w := &m.guard
+	w.watch(rt, 10*s.limits.Timeout, s.limits.Memory, true)
 	err := engineSafe(func() error {
 		_, err := rt.RunProgram(s.prg)
 		return err
@@ -225,7 +227,8 @@ func (m *machine) run(req *Request, c Context, pin bool) (out *Request, keep boo
 	defer m.empty()
 	r, ctx := m.reqObj, m.ctxObj
 
-	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory, pin)
+	w := &m.guard
+	w.watch(rt, m.s.limits.Timeout, m.s.limits.Memory, pin)
 	err = engineSafe(func() error {
 		res, err := m.handler(goja.Undefined(), r, ctx)
 		if err == nil {

@@ -72,9 +72,12 @@ const unpinnedShare = 4
 // kernel which thread that is, which costs a tenth of a typical run: a run
 // not pinned instead ends as kindUnpinned once it has taken
 // timeout/unpinnedShare by the wall clock.
-func watch(rt *goja.Runtime, timeout time.Duration, memory int64, pin bool) *guard {
+//
+// g is the machine's own guard, reused run after run: once end returned,
+// the watchdog holds it no more.
+func (g *guard) watch(rt *goja.Runtime, timeout time.Duration, memory int64, pin bool) {
 	now := time.Now()
-	g := &guard{rt: rt, timeout: timeout, deadline: now.Add(timeout), last: now.Add(wallFactor * timeout), budget: uint64(memory)}
+	*g = guard{rt: rt, timeout: timeout, deadline: now.Add(timeout), last: now.Add(wallFactor * timeout), budget: uint64(memory)}
 	if pin {
 		g.clock, g.release = cpuClock()
 	} else {
@@ -87,7 +90,6 @@ func watch(rt *goja.Runtime, timeout time.Duration, memory int64, pin bool) *gua
 		go patrol()
 	}
 	dog.mu.Unlock()
-	return g
 }
 
 // end takes the run off the watchdog; it returns the kind of limit the run
