@@ -36,6 +36,7 @@ type machine struct {
 	failMsg  string     // $transform.fail's message
 	stopped  *Error     // why a built-in stopped the run (stop)
 	guard    guard      // the run's, under the watchdog
+	scratch  []byte     // where a body is encoded before it is copied out
 
 	// The objects a run hands the script: made once per machine, given
 	// the run's request before it and emptied after it (empty), so that
@@ -155,7 +156,7 @@ func display(rt *goja.Runtime, v goja.Value) string {
 		return s
 	}
 	if _, ok := v.(*goja.Object); ok {
-		if b, err := encodeJSON(rt, v, 64<<10); err == nil {
+		if b, err := encodeJSON(rt, nil, v, 64<<10); err == nil {
 			return string(b)
 		}
 	}
