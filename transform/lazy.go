@@ -189,6 +189,9 @@ func (o *lazyObject) Get(key string) goja.Value {
 		}
 	}
 	v := jsValue(o.rt, o.d, o.members[i].val)
+	if o.made == nil {
+		o.made = make([]made, 0, 4) // a script reads a few, not one at a time
+	}
 	o.made = append(o.made, made{i, v})
 	return v
 }
