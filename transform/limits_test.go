@@ -190,9 +190,9 @@ func TestAScriptStoppedByALimitDoesNotStopTheNextRun(t *testing.T) {
 }
 
 // A run is not pinned to its thread at first: one that took longer than
-// its time limit by the wall clock, here waiting in Go rather than
-// running, is run again pinned, on another machine, where the CPU time it
-// uses is what counts.
+// a share of its time limit by the wall clock, here waiting in Go rather
+// than running, is run again pinned, on another machine, where the CPU
+// time it uses is what counts; and the script's next runs start pinned.
 func TestARunSlowOnlyByTheWallClockIsRunAgainPinned(t *testing.T) {
 	s, err := Compile("wait.js", `addHandler('transform', (request, context) => {
   if (typeof wait === 'function') wait();
@@ -221,8 +221,30 @@ func TestARunSlowOnlyByTheWallClockIsRunAgainPinned(t *testing.T) {
 	if waited != 1 {
 		t.Errorf("the slow machine ran %d times, want once", waited)
 	}
-	if m2, _ := s.get(); m2 == m {
+	m2, err := s.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2 == m {
 		t.Error("the slow machine was kept")
+	}
+
+	// For a while, the script's runs start pinned: one as slow by the
+	// wall clock, and no slower by the CPU's, runs once, where it began.
+	waited = 0
+	if err := m2.rt.Set("wait", func() {
+		waited++
+		time.Sleep(3 * s.limits.Timeout)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.put(m2)
+	out, err = s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{}`)}, Context{})
+	if err != nil || out.Header.Get("X-Ran") != "yes" {
+		t.Fatalf("the next Run = %+v, %v; want the request with x-ran", out, err)
+	}
+	if m3, _ := s.get(); waited != 1 || m3 != m2 {
+		t.Errorf("the next run waited %d times, on the machine it began on: %v; want once, pinned from the start", waited, m3 == m2)
 	}
 }
 
