@@ -244,6 +244,7 @@ var running = make(chan struct{}, runtime.GOMAXPROCS(0))
 // or nil when the handler returned null: the event is not for this
 // destination. req is not changed. An error is an *Error.
 func (s *Script) Run(req *Request, c Context) (*Request, error) {
+	growStack()
 	running <- struct{}{}
 	defer func() { <-running }()
 	// A run is not pinned to its thread (watch) unless its console output
@@ -283,3 +284,22 @@ func (s *Script) put(m *machine) {
 	default:
 	}
 }
+
+// runStack is about as much stack as a run takes: the engine's calls nest
+// deep, and their frames are large.
+const runStack = 16 << 10
+
+// growStack makes the calling goroutine's stack hold runStack more bytes,
+// while the stack is shallow: a goroutine that begins with a small stack
+// (the forwarder starts one per attempt) would otherwise grow it deep
+// inside the engine, one doubling at a time, each copying and adjusting
+// every frame above it.
+//
+//go:noinline
+func growStack() {
+	var b [runStack]byte
+	touch(b[:])
+}
+
+//go:noinline
+func touch([]byte) {}
