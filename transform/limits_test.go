@@ -2,6 +2,7 @@ package transform
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"runtime"
 	"slices"
@@ -248,10 +249,10 @@ func TestARunSlowOnlyByTheWallClockIsRunAgainPinned(t *testing.T) {
 	}
 }
 
-// A run that passed the wall limit of a pinned run inside one step, as a
-// regular expression regexp2 cut short does, fails as a timeout: run
-// again pinned, it would only be stopped there again.
-func TestARunPastItsWallLimitInOneStepIsNotRunAgain(t *testing.T) {
+// A pinned run that passed its wall limit inside one step, as a regular
+// expression regexp2 cut short does, fails as a timeout that says so, and
+// is not run again.
+func TestAPinnedRunPastItsWallLimitInOneStepFailsAtOnce(t *testing.T) {
 	s, err := Compile("step.js", `addHandler('transform', (request, context) => {
   step();
   return request;
@@ -271,10 +272,11 @@ func TestARunPastItsWallLimitInOneStepIsNotRunAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.put(m)
-	_, err = s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{}`)}, Context{})
+	// A run whose console is shown is pinned from the start.
+	_, err = s.Run(&Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(`{}`)}, Context{Console: io.Discard})
 	var e *Error
-	if !errors.As(err, &e) || e.Kind != KindTimeout {
-		t.Fatalf("Run = %v; want a timeout", err)
+	if !errors.As(err, &e) || e.Kind != KindTimeout || !strings.Contains(e.Msg, "one step") {
+		t.Fatalf("Run = %v; want a timeout of one step", err)
 	}
 	if steps != 1 {
 		t.Errorf("the step ran %d times, want once", steps)

@@ -238,17 +238,18 @@ func (m *machine) run(req *Request, c Context, pin bool) (out *Request, keep boo
 		return err
 	})
 	tripped := w.end()
+	if tripped == kindUnpinned {
+		// Whatever stopped it, it may only have waited for a CPU.
+		rt.ClearInterrupt()
+		return nil, false, errUnpinned
+	}
 	if m.stopped != nil {
-		// A built-in's reason, which running again would only repeat;
-		// the run may have ended before it saw the interrupt.
+		// The run may have ended before it saw the interrupt.
 		rt.ClearInterrupt()
 		return nil, false, m.stopped
 	}
 	if tripped != "" {
 		rt.ClearInterrupt()
-		if tripped == kindUnpinned {
-			return nil, false, errUnpinned
-		}
 		msg := limitText(tripped, m.s.limits)
 		if w.oneStep {
 			msg = fmt.Sprintf("one step took more than %v by the wall clock, as a regular expression that backtracks does", wallFactor*m.s.limits.Timeout)

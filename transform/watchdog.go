@@ -103,12 +103,15 @@ func (g *guard) end() string {
 		delete(dog.runs, g)
 		g.release()
 	}
-	if now.After(g.last) && (g.tripped == "" || g.tripped == kindUnpinned) {
+	if now.After(g.last) {
 		// Past its wall limit inside one step, which the watchdog's
 		// interrupt waited for: such as a regular expression match
 		// regexp2 cut short (regexp.go), whose result cannot be trusted.
-		// Run again, pinned, it would be stopped there too.
-		g.tripped, g.oneStep = KindTimeout, true
+		// Unpinned, it may only have waited for a CPU: it is run again.
+		if g.tripped == "" {
+			g.tripped = g.timedOut()
+		}
+		g.oneStep = g.tripped == KindTimeout
 	}
 	return g.tripped
 }
