@@ -55,6 +55,7 @@ type index struct {
 	gens []int64 // live generations, oldest first
 
 	seen   *seen         // the event ids of each generation, in memory
+	work   work          // the work records' counts (work.go)
 	stop   chan struct{} // closed by close: ends fillSeen
 	filled chan struct{} // closed when fillSeen has ended
 }
@@ -99,6 +100,10 @@ func openIndex(dir string, keep time.Duration, filterBytes int, log *slog.Logger
 	if err := x.loadGens(); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if err := x.loadWork(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("index in %s: work records: %w", dir, err)
 	}
 	if x.born, err = x.birth(); err != nil {
 		db.Close()

@@ -2,8 +2,8 @@ package store
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -26,6 +26,31 @@ import (
 // A mark is cleared when its work ends; one left by a webhook that never
 // came back (settled by another replica, purged) is dropped once it is
 // older than the index keeps anything.
+//
+// The counts are also kept in memory (work), read from the index once when
+// it opens: BeginWork writes its mark and reads nothing, where a read of
+// the index cost as much as the work it guards (a transform's run).
+
+// work is the count of each mark in the index, by key.
+type work struct {
+	mu     sync.Mutex
+	counts map[string]uint64
+}
+
+// loadWork reads the marks in the index into x.work.
+func (x *index) loadWork() error {
+	x.work.counts = make(map[string]uint64)
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'w'}, UpperBound: []byte{'w' + 1}})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if v := it.Value(); len(v) == 16 {
+			x.work.counts[string(it.Key())] = binary.BigEndian.Uint64(v)
+		}
+	}
+	return it.Close()
+}
 
 // workKey is the key of the work record of webhook seq for one destination.
 func workKey(route, destination string, seq uint64) []byte {
@@ -43,19 +68,19 @@ func workKey(route, destination string, seq uint64) []byte {
 // before and never ended: the number of times the process died during it.
 func (s *Store) BeginWork(route, destination string, seq uint64, now time.Time) (int, error) {
 	k := workKey(route, destination, seq)
-	n := uint64(0)
-	v, closer, err := s.idx.db.Get(k)
-	switch {
-	case err == nil:
-		if len(v) == 16 {
-			n = binary.BigEndian.Uint64(v)
-		}
-		closer.Close()
-	case !errors.Is(err, pebble.ErrNotFound):
-		return 0, fmt.Errorf("work record: %w", err)
-	}
-	v = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, n+1), uint64(now.UnixNano()))
+	w := &s.idx.work
+	w.mu.Lock()
+	n := w.counts[string(k)]
+	w.counts[string(k)] = n + 1
+	w.mu.Unlock()
+	v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, n+1), uint64(now.UnixNano()))
 	if err := s.idx.db.Set(k, v, pebble.NoSync); err != nil {
+		w.mu.Lock()
+		w.counts[string(k)] = n
+		if n == 0 {
+			delete(w.counts, string(k))
+		}
+		w.mu.Unlock()
 		return 0, fmt.Errorf("work record: %w", err)
 	}
 	return int(n), nil
@@ -64,7 +89,12 @@ func (s *Store) BeginWork(route, destination string, seq uint64, now time.Time) 
 // EndWork clears the mark of BeginWork: the work ended. A mark that cannot be cleared counts one more death if the
 // webhook comes back, which is logged.
 func (s *Store) EndWork(route, destination string, seq uint64) {
-	if err := s.idx.db.Delete(workKey(route, destination, seq), pebble.NoSync); err != nil {
+	k := workKey(route, destination, seq)
+	w := &s.idx.work
+	w.mu.Lock()
+	delete(w.counts, string(k))
+	w.mu.Unlock()
+	if err := s.idx.db.Delete(k, pebble.NoSync); err != nil {
 		s.opts.Logger.Warn("work record not cleared", "route", route, "destination", destination, "seq", seq, "err", err)
 	}
 }
@@ -76,14 +106,24 @@ func (x *index) expireWork(cut time.Time) error {
 		return err
 	}
 	b := x.db.NewBatch()
+	var gone []string
 	for it.First(); it.Valid(); it.Next() {
 		if v := it.Value(); len(v) != 16 || int64(binary.BigEndian.Uint64(v[8:])) < cut.UnixNano() {
 			_ = b.Delete(it.Key(), nil)
+			gone = append(gone, string(it.Key()))
 		}
 	}
 	if err := it.Close(); err != nil {
 		b.Close()
 		return err
 	}
-	return b.Commit(pebble.NoSync)
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	x.work.mu.Lock()
+	for _, k := range gone {
+		delete(x.work.counts, k)
+	}
+	x.work.mu.Unlock()
+	return nil
 }

@@ -2,8 +2,10 @@ package transform
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
+	"slices"
 	"testing"
 	"time"
 )
@@ -46,7 +48,7 @@ func BenchmarkRun(b *testing.B) {
   request.headers['x-customer'] = request.body.data.object.customer;
   return request;
 });`},
-		{"rename fields and add two headers (typical)", `addHandler('transform', (request, context) => {
+		{typical, `addHandler('transform', (request, context) => {
   const invoice = request.body.data.object;
   request.body = {
     event: request.body.type,
@@ -83,12 +85,67 @@ func BenchmarkRun(b *testing.B) {
 				}
 			}
 		})
+		if bc.name != typical {
+			continue
+		}
+		// As the forwarder runs it: on a goroutine of its own, whose
+		// stack starts small.
+		b.Run(bc.name+", each on a new goroutine", func(b *testing.B) {
+			b.ReportAllocs()
+			defer cpuPerOp(b)()
+			errs := make(chan error)
+			for b.Loop() {
+				go func() {
+					_, err := s.Run(req, c)
+					errs <- err
+				}()
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
+
+// typical is the name of BenchmarkRun's typical script.
+const typical = "rename fields and add two headers (typical)"
 
 // cpuPerOp starts counting CPU time; the function it returns reports it
 // per operation.
 func cpuPerOp(b *testing.B) func() {
 	start := processCPU()
 	return func() { b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op") }
+}
+
+// BenchmarkStop measures how long a run that goes past a limit takes to
+// be stopped, under the default limits: by the wall clock (ns/op) and in
+// the process's CPU time (cpu-ns/op), its first attempt and the watchdog
+// included.
+//
+//	go test -run '^$' -bench Stop -benchtime 5x ./transform/
+func BenchmarkStop(b *testing.B) {
+	for _, bc := range []struct {
+		name, body string
+		kinds      []string // what may stop it
+	}{
+		{"an endless loop", "for (;;) {}", []string{KindTimeout}},
+		// Fresh memory costs its page faults: the time limit may come first.
+		{"1 GiB in strings of 16 MiB", "const a = []; for (let i = 0; i < 64; i++) a.push('x'.repeat(1 << 24) + i);", []string{KindMemory, KindTimeout}},
+		{"a regular expression that backtracks, in exec", "/^(a|aa)+\\1$/.exec('a'.repeat(50) + 'b');", []string{KindTimeout}},
+	} {
+		s, err := Compile("stop.js", "addHandler('transform', (request, context) => {\n"+bc.body+"\nreturn request;\n});", nil, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := &Request{Method: "POST", Path: "/hook", Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"a":1}`)}
+		b.Run(bc.name, func(b *testing.B) {
+			defer cpuPerOp(b)()
+			for b.Loop() {
+				var e *Error
+				if _, err := s.Run(req, Context{}); !errors.As(err, &e) || !slices.Contains(bc.kinds, e.Kind) {
+					b.Fatalf("Run = %v, want a transform error of a kind in %q", err, bc.kinds)
+				}
+			}
+		})
+	}
 }

@@ -10,13 +10,14 @@ import (
 	"github.com/dop251/goja"
 )
 
-// encodeJSON writes v as JSON.stringify would, into at most max bytes and
-// MaxDepth levels of arrays and objects: past either it stops with an
-// *Error, having built no more than that. toJSON methods (Date's) are
-// called; functions and symbols are left out of objects and are null in
-// arrays; NaN and the infinities are null.
-func encodeJSON(rt *goja.Runtime, v goja.Value, max int64) ([]byte, error) {
-	e := &encoder{rt: rt, buf: make([]byte, 0, min(max, 512)), max: max, what: "the body returned", raw: true}
+// encodeJSON writes v as JSON.stringify would, in buf's room (from its
+// start; nil makes room), into at most max bytes and MaxDepth levels of
+// arrays and objects: past either it stops with an *Error, having built
+// no more than that. toJSON methods (Date's) are called; functions and
+// symbols are left out of objects and are null in arrays; NaN and the
+// infinities are null.
+func encodeJSON(rt *goja.Runtime, buf []byte, v goja.Value, max int64) ([]byte, error) {
+	e := &encoder{rt: rt, buf: buf[:0], max: max, what: "the body returned", raw: true}
 	if _, err := e.value(v, 0, ""); err != nil {
 		return nil, err
 	}

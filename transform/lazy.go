@@ -84,7 +84,7 @@ func (o *lazyObject) read() bool {
 	}
 	if !o.started {
 		o.started, o.at = true, o.d.start(o.v)
-		o.members = make([]member, 0, min(o.d.size(o.v), 16))
+		o.members = make([]member, 0, min(o.d.size(o.v), 32))
 	}
 	key, val, ok := o.d.member(o.v, &o.at)
 	if !ok {
@@ -189,6 +189,9 @@ func (o *lazyObject) Get(key string) goja.Value {
 		}
 	}
 	v := jsValue(o.rt, o.d, o.members[i].val)
+	if o.made == nil {
+		o.made = make([]made, 0, 4) // a script reads a few, not one at a time
+	}
 	o.made = append(o.made, made{i, v})
 	return v
 }

@@ -35,6 +35,8 @@ type machine struct {
 	decoded  goja.Value // the body as decodeBody made it, nil if it did not
 	failMsg  string     // $transform.fail's message
 	stopped  *Error     // why a built-in stopped the run (stop)
+	guard    guard      // the run's, under the watchdog
+	scratch  []byte     // where a body is encoded before it is copied out
 
 	// The objects a run hands the script: made once per machine, given
 	// the run's request before it and emptied after it (empty), so that
@@ -74,7 +76,8 @@ func (s *Script) newMachine() (*machine, error) {
 	m.hdrObj = rt.NewDynamicObject(m.hdr)
 	m.ctx = &contextObject{rt: rt}
 	m.ctxObj = rt.NewDynamicObject(m.ctx)
-	w := watch(rt, 10*s.limits.Timeout, s.limits.Memory, true)
+	w := &m.guard
+	w.watch(rt, 10*s.limits.Timeout, s.limits.Memory, true)
 	err := engineSafe(func() error {
 		_, err := rt.RunProgram(s.prg)
 		return err
@@ -153,7 +156,7 @@ func display(rt *goja.Runtime, v goja.Value) string {
 		return s
 	}
 	if _, ok := v.(*goja.Object); ok {
-		if b, err := encodeJSON(rt, v, 64<<10); err == nil {
+		if b, err := encodeJSON(rt, nil, v, 64<<10); err == nil {
 			return string(b)
 		}
 	}
@@ -225,7 +228,8 @@ func (m *machine) run(req *Request, c Context, pin bool) (out *Request, keep boo
 	defer m.empty()
 	r, ctx := m.reqObj, m.ctxObj
 
-	w := watch(rt, m.s.limits.Timeout, m.s.limits.Memory, pin)
+	w := &m.guard
+	w.watch(rt, m.s.limits.Timeout, m.s.limits.Memory, pin)
 	err = engineSafe(func() error {
 		res, err := m.handler(goja.Undefined(), r, ctx)
 		if err == nil {
@@ -233,17 +237,24 @@ func (m *machine) run(req *Request, c Context, pin bool) (out *Request, keep boo
 		}
 		return err
 	})
-	if tripped := w.end(); tripped != "" {
+	tripped := w.end()
+	if tripped == kindUnpinned {
+		// Whatever stopped it, it may only have waited for a CPU.
 		rt.ClearInterrupt()
-		if tripped == kindUnpinned {
-			return nil, false, errUnpinned
-		}
-		return nil, false, &Error{Kind: tripped, Msg: limitText(tripped, m.s.limits)}
+		return nil, false, errUnpinned
 	}
 	if m.stopped != nil {
 		// The run may have ended before it saw the interrupt.
 		rt.ClearInterrupt()
 		return nil, false, m.stopped
+	}
+	if tripped != "" {
+		rt.ClearInterrupt()
+		msg := limitText(tripped, m.s.limits)
+		if w.oneStep {
+			msg = fmt.Sprintf("one step took more than %v by the wall clock, as a regular expression that backtracks does", wallFactor*m.s.limits.Timeout)
+		}
+		return nil, false, &Error{Kind: tripped, Msg: msg}
 	}
 	if err != nil {
 		if e := runError(err, m); e != nil {

@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -285,12 +286,20 @@ func (m *machine) bodyOut(in *Request, o *goja.Object) (body []byte, json bool, 
 		}
 		return []byte(s), false, nil
 	}
-	b, err := encodeJSON(m.rt, v, m.s.limits.MaxBody)
+	b, err := encodeJSON(m.rt, m.scratch, v, m.s.limits.MaxBody)
 	if err != nil {
 		return nil, false, err
 	}
-	return b, true, nil
+	if cap(b) <= maxScratch {
+		m.scratch = b
+	}
+	// A copy of its size: the scratch buffer grew by doubling, and it is
+	// the next run's.
+	return bytes.Clone(b), true, nil
 }
+
+// maxScratch is the largest scratch buffer a machine keeps.
+const maxScratch = 64 << 10
 
 func tooBig(max int64) *Error {
 	return &Error{Kind: KindTooBig, Msg: fmt.Sprintf("the body returned is larger than max_body (%d bytes)", max)}

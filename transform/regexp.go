@@ -34,14 +34,18 @@ var keepClock = sync.OnceFunc(func() {
 })
 
 // boundRegExps makes the built-ins that match a regular expression
-// (test, and the Symbol.match, search and split that String.prototype's
-// match, search and split call) fail the run as a timeout when one of
-// their calls matched for matchTimeout or longer: regexp2 may have cut
-// the match short, and goja takes a cut match for no match. Replacing
-// is boundReplace's. exec and matchAll's iterator are goja's own: wrapping
-// exec would take every regular expression off goja's fast paths; a cut
-// exec is seen by the run's time limit when the run's timeout is the
-// default or less.
+// (test, the Symbol.match, search and split that String.prototype's
+// match, search and split call, and the next of the iterator that
+// Symbol.matchAll, which String.prototype.matchAll calls, returns) fail
+// the run as a timeout when one of their calls matched for matchTimeout
+// or longer: regexp2 may have cut the match short, and goja takes a cut
+// match for no match. Replacing is boundReplace's.
+//
+// exec is goja's own: goja guards it, and replacing it would take every
+// regular expression off goja's fast paths for good (a split would call
+// exec at each character). A cut exec takes matchTimeout by the wall
+// clock in one step: with the default timeout that is a run's wall
+// limit, and the run fails as a timeout (guard.end).
 func (b *bounds) boundRegExps() {
 	rt := b.rt
 	rproto := rt.Get("RegExp").ToObject(rt).Get("prototype").ToObject(rt)
@@ -55,6 +59,15 @@ func (b *bounds) boundRegExps() {
 	b.wrapSymbol(rproto, goja.SymMatch, "[Symbol.match]", timed)
 	b.wrapSymbol(rproto, goja.SymSearch, "[Symbol.search]", timed)
 	b.wrapSymbol(rproto, goja.SymSplit, "[Symbol.split]", timed)
+	b.wrapSymbol(rproto, goja.SymMatchAll, "[Symbol.matchAll]", func(orig goja.Callable, call goja.FunctionCall) goja.Value {
+		it := b.call(orig, call.This, call.Arguments...).ToObject(rt)
+		next, ok := goja.AssertFunction(it.Get("next"))
+		if !ok {
+			return it
+		}
+		b.define(it, "next", 0, func(call goja.FunctionCall) goja.Value { return timed(next, call) })
+		return it
+	})
 }
 
 // wrapSymbol replaces o[sym] by f, which is given the original.

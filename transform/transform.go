@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
@@ -156,7 +157,16 @@ type Script struct {
 	limits Limits
 	env    map[string]string
 	pool   chan *machine
+	// pinUntil is when its runs start unpinned again (Unix nanoseconds):
+	// see Run.
+	pinUntil atomic.Int64
 }
+
+// pinnedFor is how long a script's runs start pinned once one of them was
+// run again pinned (Run): on a machine so busy that a run waits past its
+// share of its time limit, running again on a fresh virtual machine
+// (about half a millisecond of CPU) costs more than a hundred pinned runs.
+const pinnedFor = time.Second
 
 // Compile compiles src, named name in errors and stack traces, and runs its
 // top-level code once to check that it registers a transform handler. env
@@ -234,11 +244,13 @@ var running = make(chan struct{}, runtime.GOMAXPROCS(0))
 // or nil when the handler returned null: the event is not for this
 // destination. req is not changed. An error is an *Error.
 func (s *Script) Run(req *Request, c Context) (*Request, error) {
+	growStack()
 	running <- struct{}{}
 	defer func() { <-running }()
-	// A run is not pinned to its thread unless its console output would
-	// be written twice if it ran again (watch).
-	pin := !threadClocks || c.Console != nil
+	// A run is not pinned to its thread (watch) unless its console output
+	// would be written twice if it ran again, or a run of the script was
+	// run again less than pinnedFor ago.
+	pin := !threadClocks || c.Console != nil || time.Now().UnixNano() < s.pinUntil.Load()
 	for {
 		m, err := s.get()
 		if err != nil {
@@ -250,6 +262,7 @@ func (s *Script) Run(req *Request, c Context) (*Request, error) {
 		}
 		if err == errUnpinned {
 			pin = true
+			s.pinUntil.Store(time.Now().Add(pinnedFor).UnixNano())
 			continue
 		}
 		return out, err
@@ -271,3 +284,22 @@ func (s *Script) put(m *machine) {
 	default:
 	}
 }
+
+// runStack is about as much stack as a run takes: the engine's calls nest
+// deep, and their frames are large.
+const runStack = 16 << 10
+
+// growStack makes the calling goroutine's stack hold runStack more bytes,
+// while the stack is shallow: a goroutine that begins with a small stack
+// (the forwarder starts one per attempt) would otherwise grow it deep
+// inside the engine, one doubling at a time, each copying and adjusting
+// every frame above it.
+//
+//go:noinline
+func growStack() {
+	var b [runStack]byte
+	touch(b[:])
+}
+
+//go:noinline
+func touch([]byte) {}

@@ -36,6 +36,7 @@ type guard struct {
 	start    uint64
 	seen     bool
 	tripped  string
+	oneStep  bool // it passed last inside one step (end)
 }
 
 // wallFactor bounds a run by the wall clock too: at this many times its
@@ -51,9 +52,15 @@ var dog = struct {
 }{runs: map[*guard]struct{}{}}
 
 // kindUnpinned is how an unpinned run (watch) ends that took longer than
-// its time limit by the wall clock: it may only have waited for a CPU, so
-// it is run again, pinned (Script.Run).
+// a share of its time limit by the wall clock: it may only have waited
+// for a CPU, so it is run again, pinned (Script.Run).
 const kindUnpinned = "unpinned"
+
+// unpinnedShare is that share: an unpinned run is run again pinned once
+// it has taken a quarter of its time limit by the wall clock. A run that
+// does take its time is stopped after at most 1.25 times its limit of CPU
+// time, its first attempt included.
+const unpinnedShare = 4
 
 // watch puts a run on rt, on the calling goroutine, under the watchdog: it
 // is interrupted once it has used more than timeout of CPU time (or, where
@@ -63,15 +70,18 @@ const kindUnpinned = "unpinned"
 //
 // Reading the CPU time pins the goroutine to its thread and asks the
 // kernel which thread that is, which costs a tenth of a typical run: a run
-// not pinned instead ends as kindUnpinned once it has taken timeout by the
-// wall clock.
-func watch(rt *goja.Runtime, timeout time.Duration, memory int64, pin bool) *guard {
+// not pinned instead ends as kindUnpinned once it has taken
+// timeout/unpinnedShare by the wall clock.
+//
+// g is the machine's own guard, reused run after run: once end returned,
+// the watchdog holds it no more.
+func (g *guard) watch(rt *goja.Runtime, timeout time.Duration, memory int64, pin bool) {
 	now := time.Now()
-	g := &guard{rt: rt, timeout: timeout, deadline: now.Add(timeout), last: now.Add(wallFactor * timeout), budget: uint64(memory)}
+	*g = guard{rt: rt, timeout: timeout, deadline: now.Add(timeout), last: now.Add(wallFactor * timeout), budget: uint64(memory)}
 	if pin {
 		g.clock, g.release = cpuClock()
 	} else {
-		g.unpinned, g.last, g.release = true, g.deadline, func() {}
+		g.unpinned, g.deadline, g.release = true, now.Add(timeout/unpinnedShare), func() {}
 	}
 	dog.mu.Lock()
 	dog.runs[g] = struct{}{}
@@ -80,7 +90,6 @@ func watch(rt *goja.Runtime, timeout time.Duration, memory int64, pin bool) *gua
 		go patrol()
 	}
 	dog.mu.Unlock()
-	return g
 }
 
 // end takes the run off the watchdog; it returns the kind of limit the run
@@ -94,11 +103,15 @@ func (g *guard) end() string {
 		delete(dog.runs, g)
 		g.release()
 	}
-	if g.tripped == "" && now.After(g.last) {
-		// Past its wall limit before the watchdog's tick saw it: inside
-		// one step, such as a regular expression match regexp2 cut short
-		// (regexp.go), whose result cannot be trusted.
-		g.tripped = g.timedOut()
+	if now.After(g.last) {
+		// Past its wall limit inside one step, which the watchdog's
+		// interrupt waited for: such as a regular expression match
+		// regexp2 cut short (regexp.go), whose result cannot be trusted.
+		// Unpinned, it may only have waited for a CPU: it is run again.
+		if g.tripped == "" {
+			g.tripped = g.timedOut()
+		}
+		g.oneStep = g.tripped == KindTimeout
 	}
 	return g.tripped
 }
