@@ -250,11 +250,7 @@ func (m *machine) run(req *Request, c Context, pin bool) (out *Request, keep boo
 	}
 	if tripped != "" {
 		rt.ClearInterrupt()
-		msg := limitText(tripped, m.s.limits)
-		if w.oneStep {
-			msg = fmt.Sprintf("one step took more than %v by the wall clock, as a regular expression that backtracks does", wallFactor*m.s.limits.Timeout)
-		}
-		return nil, false, &Error{Kind: tripped, Msg: msg}
+		return nil, false, &Error{Kind: tripped, Msg: limitText(tripped, m.s.limits)}
 	}
 	if err != nil {
 		if e := runError(err, m); e != nil {

@@ -36,7 +36,6 @@ type guard struct {
 	start    uint64
 	seen     bool
 	tripped  string
-	oneStep  bool // it passed last inside one step (end)
 }
 
 // wallFactor bounds a run by the wall clock too: at this many times its
@@ -111,7 +110,6 @@ func (g *guard) end() string {
 		if g.tripped == "" {
 			g.tripped = g.timedOut()
 		}
-		g.oneStep = g.tripped == KindTimeout
 	}
 	return g.tripped
 }
