@@ -6,21 +6,13 @@ import (
 	"time"
 )
 
-// A search yields to ingest. While webhooks arrive (one stored within
-// the last ingestQuiet), it reads a batch of busyBatch at a time and
-// then rests, with nothing asked for, as long as that batch took to
-// come: the whole read, the server's part included, stops, so the
-// search takes at most about half of the time it runs, in stretches
-// short enough (under a millisecond on 2 cores) that a webhook being
-// stored waits behind one at most. With no ingest it reads batches of
-// scanBatch, two asked for at once, and never rests. The evidence is the
-// store's own last publish; the rest is bounded by the batch's own
-// reading time, so a search always goes on at half its speed or more.
+// A search yields to ingest: while webhooks arrive, it rests between the
+// batches it reads as long as it took to read the last, so that it takes
+// at most half of the time it runs, and ingest gets the cores in between.
+// The evidence is a webhook stored within the last ingestQuiet; the rest
+// is bounded by the batch's own reading time, so a search always goes on
+// at half its speed or more.
 const ingestQuiet = 250 * time.Millisecond
-
-// busyBatch is how many messages one ask of a scan takes while ingest is
-// busy.
-const busyBatch = 128
 
 // ingestSeen is when the store last stored a webhook, for searches to
 // yield to.
@@ -36,9 +28,13 @@ func (i *ingestSeen) busy(now time.Time) bool {
 	return at != 0 && now.UnixNano()-at < int64(ingestQuiet)
 }
 
-// rest waits for d, or until ctx ends.
-func rest(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
+// yield rests after a batch that took read, when ingest is busy: for as
+// long as read, or until ctx ends.
+func (i *ingestSeen) yield(ctx context.Context, read time.Duration) error {
+	if !i.busy(time.Now()) {
+		return nil
+	}
+	t := time.NewTimer(read)
 	defer t.Stop()
 	select {
 	case <-t.C:

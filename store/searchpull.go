@@ -141,12 +141,10 @@ func (l *clientLink) next(ctx context.Context) (*scanMsg, error) {
 
 func (l *clientLink) close() { l.nc.Close() }
 
-// pull reads a search's consumer through a link. While ingest is idle
-// it keeps two batches of scanBatch asked for: the server sends the next
-// while the scan reads this one, and never more than was asked for, so
-// a slow scan makes it wait, not drop messages. While ingest is busy it
-// paces itself (searchpace.go): one batch of busyBatch at a time, and a
-// rest after each.
+// pull reads a search's consumer through a link, asking for a batch at a
+// time with up to two asks outstanding: the server sends the next batch
+// while the scan reads this one, and never more than was asked for, so a
+// slow scan makes it wait, not drop messages.
 type pull struct {
 	ingest  *ingestSeen // yielded to between batches
 	last    time.Time   // when the last batch was asked for
@@ -158,14 +156,12 @@ type pull struct {
 	idle    int    // asks expired since the last message
 }
 
-// Asks for a batch. Asks that wait (not no_wait) queue behind each
-// other; a scan ends at its window's end or when the server says nothing
-// is left, so an ask expires only when the machine is too busy to send a
-// batch in time (then the scan asks again) or the server stopped sending.
-var (
-	pullAsk = []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, scanBatch, pullExpires))
-	busyAsk = []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, busyBatch, pullExpires))
-)
+// pullAsk asks for the next batch. Asks that wait (not no_wait) queue
+// behind each other; a scan ends at its window's end or when the server
+// says nothing is left, so an ask expires only when the machine is too
+// busy to send a batch in time (then the scan asks again) or the server
+// stopped sending.
+var pullAsk = []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, scanBatch, pullExpires))
 
 const pullExpires = 2 * time.Second
 
@@ -175,38 +171,16 @@ func pullFrom(l link, ingest *ingestSeen, consumer string) (*pull, error) {
 	if p.inbox, err = l.listen(); err != nil {
 		return nil, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
-	return p, nil
+	return p, p.ask()
 }
 
-// ask asks for what the scan reads next, if it must: while ingest is
-// busy, once the last batch is read, a batch of busyBatch after a rest
-// as long as that batch took to come; otherwise enough to keep two
-// batches of scanBatch asked for.
-func (p *pull) ask(ctx context.Context) error {
-	if p.ingest.busy(time.Now()) {
-		if p.asked > p.got {
-			return nil
+// ask keeps two batches asked for.
+func (p *pull) ask() error {
+	for p.asked-p.got < 2*scanBatch {
+		p.asked += scanBatch
+		if err := p.link.publish(p.subject, p.inbox, pullAsk); err != nil {
+			return fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 		}
-		if p.idle == 0 { // after an expired ask, at once
-			if err := rest(ctx, time.Since(p.last)); err != nil {
-				return err
-			}
-		}
-		return p.publish(busyAsk, busyBatch)
-	}
-	for p.asked-p.got <= scanBatch {
-		if err := p.publish(pullAsk, scanBatch); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *pull) publish(ask []byte, n int) error {
-	p.asked += n
-	p.last = time.Now()
-	if err := p.link.publish(p.subject, p.inbox, ask); err != nil {
-		return fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
 	return nil
 }
@@ -217,9 +191,6 @@ func (p *pull) publish(ask []byte, n int) error {
 // must not end as if it had read them.
 func (p *pull) next(ctx context.Context) (*scanMsg, error) {
 	for {
-		if err := p.ask(ctx); err != nil {
-			return nil, err
-		}
 		m, err := p.link.next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -229,7 +200,15 @@ func (p *pull) next(ctx context.Context) (*scanMsg, error) {
 		}
 		if m.reply != "" {
 			p.got, p.idle = p.got+1, 0
-			return m, nil
+			if p.asked-p.got >= scanBatch {
+				return m, nil
+			}
+			// A batch read: rest before asking for the next.
+			if err := p.ingest.yield(ctx, time.Since(p.last)); err != nil {
+				return nil, err
+			}
+			p.last = time.Now()
+			return m, p.ask()
 		}
 		// A status: only an expired ask (408) is expected.
 		if code := m.header().Get("Status"); code != "408" {
@@ -241,5 +220,8 @@ func (p *pull) next(ctx context.Context) (*scanMsg, error) {
 			return nil, fmt.Errorf("%w: search: the server sent nothing for %s", ErrUnavailable, 2*pullExpires)
 		}
 		p.asked = p.got
+		if err := p.ask(); err != nil {
+			return nil, err
+		}
 	}
 }
