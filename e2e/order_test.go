@@ -124,22 +124,7 @@ func TestKillNineNeverReordersAKey(t *testing.T) {
 	}
 	const keys, perKey, kills = 100, 10, 4
 	be, srv := newOrderBackend(t)
-	jh := newProcess(t, fmt.Sprintf(`
-defaults:
-  retry: {backoff: exponential, base: 50ms, multiplier: 2, max_delay: 500ms, jitter: full, max_attempts: 1000, max_age: 1h}
-  timeout: 500ms
-routes:
-  - name: crash
-    path: /hooks/crash
-    provider: none
-    destinations:
-      - name: app
-        url: %s/hook
-        concurrency: 16
-        breaker: {failures: 0}
-        slow_start: 0s
-        order: {key: 'body.key'}
-`, srv.URL), nil)
+	jh := newProcess(t, orderedPolicies(srv.URL), nil)
 	jh.start()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -168,23 +153,9 @@ routes:
 	if err := <-posted; err != nil {
 		t.Fatalf("posting: %v", err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for be.count() < keys*perKey {
-		jh.checkAlive()
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events delivered two minutes after posting ended", be.count(), keys*perKey)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	allIn := time.Since(lastKill)
-	jh.awaitSettled(t, "crash", "app", time.Minute)
-	be.mu.Lock()
-	defer be.mu.Unlock()
+	allIn, twice := be.awaitInOrder(t, jh, keys*perKey, lastKill)
 	t.Logf("%d events of %d keys, %d kills: all delivered %s after the last kill; %d delivered twice",
-		keys*perKey, keys, kills, allIn.Round(time.Millisecond), be.duplicates)
-	if len(be.inversions) > 0 {
-		t.Errorf("%d inversions, the first: %s", len(be.inversions), be.inversions[0])
-	}
+		keys*perKey, keys, kills, allIn.Round(time.Millisecond), twice)
 }
 
 // TestKillNineOfTheReplicaThatDeliversNeverReordersAKey: two replicas
@@ -200,24 +171,8 @@ func TestKillNineOfTheReplicaThatDeliversNeverReordersAKey(t *testing.T) {
 	t.Parallel()
 	const keys, perKey = 50, 10
 	be, srv := newOrderBackend(t)
-	policies := fmt.Sprintf(`
-defaults:
-  retry: {backoff: exponential, base: 50ms, multiplier: 2, max_delay: 500ms, jitter: full, max_attempts: 1000, max_age: 1h}
-  timeout: 500ms
-routes:
-  - name: crash
-    path: /hooks/crash
-    provider: none
-    destinations:
-      - name: app
-        url: %s/hook
-        concurrency: 16
-        breaker: {failures: 0}
-        slow_start: 0s
-        order: {key: 'body.key'}
-`, srv.URL)
 	env := map[string]string{"JETHOOK_NATS_URL": testkit.NATSServer(t), "JETHOOK_WAITING_EVERY": "2s"}
-	replicas := []*process{newProcess(t, policies, env), newProcess(t, policies, env)}
+	replicas := []*process{newProcess(t, orderedPolicies(srv.URL), env), newProcess(t, orderedPolicies(srv.URL), env)}
 	for _, p := range replicas {
 		p.start()
 	}
@@ -244,23 +199,9 @@ routes:
 	if err := <-posted; err != nil {
 		t.Fatalf("posting: %v", err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for be.count() < keys*perKey {
-		other.checkAlive()
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events delivered two minutes after posting ended", be.count(), keys*perKey)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	allIn := time.Since(killed)
-	other.awaitSettled(t, "crash", "app", time.Minute)
-	be.mu.Lock()
-	defer be.mu.Unlock()
+	allIn, twice := be.awaitInOrder(t, other, keys*perKey, killed)
 	t.Logf("%d events of %d keys, the replica that delivered them killed: all delivered %s after the kill, by the other; %d delivered twice",
-		keys*perKey, keys, allIn.Round(time.Millisecond), be.duplicates)
-	if len(be.inversions) > 0 {
-		t.Errorf("%d inversions, the first: %s", len(be.inversions), be.inversions[0])
-	}
+		keys*perKey, keys, allIn.Round(time.Millisecond), twice)
 }
 
 // deliverer waits until each replica says whether it delivers crash/app,
@@ -297,4 +238,36 @@ func deliverer(t *testing.T, replicas []*process) (owner, other *process) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// orderedPolicies is the kill tests' configuration (policies) with the
+// destination ordered by the body's key.
+func orderedPolicies(backendURL string) string {
+	return policies(backendURL, "{backoff: exponential, base: 50ms, multiplier: 2, max_delay: 500ms, jitter: full, max_attempts: 1000, max_age: 1h}") +
+		"        order: {key: 'body.key'}\n"
+}
+
+// awaitInOrder waits until the n events posted are delivered, p's jethook
+// staying alive meanwhile, and its destination crash/app has nothing left
+// to attempt; it fails the test if an event of a key came after a later
+// one. It returns how long after since the last event came, and how many
+// were delivered twice.
+func (b *orderBackend) awaitInOrder(t *testing.T, p *process, n int, since time.Time) (allIn time.Duration, twice int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for b.count() < n {
+		p.checkAlive()
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered two minutes after posting ended", b.count(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	allIn = time.Since(since)
+	p.awaitSettled(t, "crash", "app", time.Minute)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.inversions) > 0 {
+		t.Errorf("%d inversions, the first: %s", len(b.inversions), b.inversions[0])
+	}
+	return allIn, b.duplicates
 }
