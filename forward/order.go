@@ -459,8 +459,8 @@ func (d *destination) sweepLost(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			}
-			if d.owner != nil && !d.owner.lease.Held() {
-				continue // another replica delivers it
+			if d.owner != nil && (!d.owner.lease.Held() || !d.owner.lease.Taken().IsZero()) {
+				continue // another replica delivers it, or this one is taking it over
 			}
 			from = d.releaseLost(ctx, from)
 			d.releaseHeadless(ctx)

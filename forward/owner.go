@@ -26,7 +26,8 @@ const (
 )
 
 // deliveredBy says which replica delivers the destination, for Status:
-// "this replica", "another replica", or "" before the first Keep.
+// "this replica", "another replica", or "" while that cannot be known
+// (before the first Keep, or while the lease bucket is not open).
 func (o *owner) deliveredBy() string {
 	switch o.state.Load() {
 	case here:
@@ -65,10 +66,13 @@ func (o *owner) own(ctx context.Context) bool {
 			d.log.Warn("the lease of this ordered destination cannot be kept; it is not delivered here while it is not", "err", err)
 		}
 		state := int32(elsewhere)
-		if held {
+		switch {
+		case held:
 			state = here
+		case !o.lease.Ready():
+			state = 0 // no one can be known to hold it yet
 		}
-		if o.state.Swap(state) != state {
+		if o.state.Swap(state) != state && state != 0 {
 			d.log.Info("ordered destination: delivered by " + o.deliveredBy())
 		}
 	}
@@ -107,17 +111,17 @@ func (o *owner) quiet(ctx context.Context) bool {
 	return err == nil && info.NumAckPending == 0
 }
 
-// takeoverWait is how long after taking the lease this replica waits
-// before it reads the records and fetches. The owner before stopped
-// fetching at most Grace after its last renewal, and the lease was
-// taken no sooner than twice Grace after it. What its last fetch brought
-// came within FetchWait; each attempt ended within the timeout, and its
-// message went back to the consumer at once, after a short backoff
-// (ParkAfter at most), after its ack wait, or was parked: by then, all of
-// it is in the consumer or in a record.
+// takeoverWait is how long after taking the lease this replica waits,
+// unless the consumer has no message out, before it reads the records and
+// fetches. The owner before may have given the lease up (a stop, a reload)
+// a moment ago, or lost it while its attempts ran: what its last fetch
+// brought came within FetchWait; each attempt ended within the timeout,
+// and its message went back to the consumer at once, after a short
+// backoff (ParkAfter at most), after its ack wait, or was parked. By then,
+// all of it is in the consumer or in a record.
 func (o *owner) takeoverWait() time.Duration {
 	d := o.d
-	return max(0, d.f.FetchWait+d.dest.Timeout+ackMargin+max(d.f.ParkAfter, settleRetry)-o.lease.Grace())
+	return d.f.FetchWait + d.dest.Timeout + ackMargin + max(d.f.ParkAfter, settleRetry)
 }
 
 // release gives the lease up, so that another replica takes the

@@ -67,11 +67,13 @@ func (r *registry) release() {
 	r.mu.Lock()
 	loops := r.loops
 	r.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, l := range loops {
 		if l.d.owner != nil {
-			l.d.owner.release(context.Background())
+			wg.Go(func() { l.d.owner.release(context.Background()) })
 		}
 	}
+	wg.Wait()
 }
 
 // close keeps Reload from starting loops once Stop has begun.

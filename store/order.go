@@ -912,6 +912,14 @@ func (s *Store) TakeOver(ctx context.Context, route, dest string, now time.Time)
 		seq uint64
 		q   queued
 	}
+	// The attempt log says which events are settled: it must hold what
+	// the owner before logged.
+	if err := s.attempts.flushStored(ctx); err != nil {
+		return 0, fmt.Errorf("%w: attempt log: %w", ErrUnavailable, err)
+	}
+	if _, err := s.tails[2].sync(ctx, s.opts.PublishTimeout); err != nil {
+		return 0, err
+	}
 	info, err := s.consumerInfo(ctx, route, dest)
 	if err != nil {
 		return 0, err

@@ -41,7 +41,7 @@ const (
 // background: a cluster slow to create it does not hold the start up.
 // Until it is made, no ordered destination is owned here.
 type instances struct {
-	ttl  time.Duration
+	ttl  time.Duration // the bucket's TTL, once it is open (lease)
 	self string
 	stop chan struct{}
 	done chan struct{}
@@ -60,24 +60,24 @@ func (s *Store) startInstances() {
 	go in.make(s)
 }
 
-// make creates the bucket, trying again every ttl/6 until it is made.
+// make creates the bucket, trying again every ttl/6 until it is made. A
+// bucket made before, by this jethook or another, is used as it is: its
+// TTL, not this one's, says how long a lease lasts, so that every replica
+// counts the same.
 func (in *instances) make(s *Store) {
 	defer close(in.done)
 	t := time.NewTicker(in.ttl / 6)
 	defer t.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.PublishTimeout)
-		kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      instanceBucket,
-			Description: "jethook: the owners of ordered destinations",
-			TTL:         in.ttl,
-			Replicas:    s.opts.Replicas,
-			Storage:     jetstream.FileStorage,
-		})
+		kv, ttl, err := in.open(ctx, s)
 		cancel()
 		if err == nil {
 			in.mu.Lock()
 			in.kv = kv
+			if ttl > 0 {
+				in.ttl = ttl
+			}
 			in.mu.Unlock()
 			return
 		}
@@ -88,6 +88,38 @@ func (in *instances) make(s *Store) {
 			return
 		}
 	}
+}
+
+// open opens the bucket, or makes it, and returns it with its TTL.
+func (in *instances) open(ctx context.Context, s *Store) (jetstream.KeyValue, time.Duration, error) {
+	kv, err := s.js.KeyValue(ctx, instanceBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      instanceBucket,
+			Description: "jethook: the owners of ordered destinations",
+			TTL:         in.ttl,
+			Replicas:    s.opts.Replicas,
+			Storage:     jetstream.FileStorage,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = s.js.KeyValue(ctx, instanceBucket)
+		}
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("bucket %s: %w", instanceBucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("bucket %s: %w", instanceBucket, err)
+	}
+	return kv, st.TTL(), nil
+}
+
+// lease is how long the bucket keeps a lease after its last write.
+func (in *instances) lease() time.Duration {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.ttl
 }
 
 func (in *instances) bucket() jetstream.KeyValue {
@@ -138,11 +170,15 @@ func (s *Store) Ownership(route, dest string) *Ownership {
 }
 
 // Every is how often Keep should be called while the destination runs.
-func (o *Ownership) Every() time.Duration { return o.s.inst.ttl / 6 }
+func (o *Ownership) Every() time.Duration { return o.s.inst.lease() / 6 }
 
 // Grace is how long a lease that is not renewed stays held here; another
 // jethook can take it no sooner than twice that after its last renewal.
-func (o *Ownership) Grace() time.Duration { return o.s.inst.ttl / 2 }
+func (o *Ownership) Grace() time.Duration { return o.s.inst.lease() / 2 }
+
+// Ready reports whether the bucket is open: until it is, no one can be
+// known to hold the lease.
+func (o *Ownership) Ready() bool { return o.s.inst.bucket() != nil }
 
 // Held reports whether this jethook may fetch for the destination now.
 func (o *Ownership) Held() bool {
@@ -159,17 +195,22 @@ func (o *Ownership) Keep(ctx context.Context) (held bool, err error) {
 	defer cancel()
 	held, took, err := o.keep(ctx)
 	if took {
-		// Kept in the index too, until TakeOver is done: a jethook that
-		// stops before then and finds the lease still its own at its next
-		// start takes over then.
-		if err := o.s.idx.db.Set(o.pendingKey(), nil, pebble.Sync); err != nil {
-			return held, fmt.Errorf("order: %w", err)
-		}
 		o.mu.Lock()
 		o.taken = time.Now()
 		o.mu.Unlock()
 	}
 	return held, err
+}
+
+// markPending marks in the index, before the lease is taken, that its
+// TakeOver is to be done: a jethook that stops before it is done, and
+// finds the lease still its own at its next start, takes over then. A
+// mark left by a take that failed only costs a TakeOver more.
+func (o *Ownership) markPending() error {
+	if err := o.s.idx.db.Set(o.pendingKey(), nil, pebble.Sync); err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	return nil
 }
 
 // pendingKey is the index's mark of a lease taken whose TakeOver is not
@@ -247,6 +288,9 @@ func (o *Ownership) keep(ctx context.Context) (held, taken bool, err error) {
 	case err == nil:
 		return false, false, nil // another's
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, false, err
+	}
+	if err := o.markPending(); err != nil {
 		return false, false, err
 	}
 	next, err := kv.Create(ctx, o.key, self)
