@@ -373,13 +373,20 @@ func appendJSONString(b []byte, s string) []byte {
 // they were made). The index holds the records; an attempt logged a
 // moment ago is found once the index has read it from the stream.
 func (s *Store) Attempts(ctx context.Context, eventID string) ([]Attempt, error) {
-	if err := s.attempts.flushStored(ctx); err != nil {
-		return nil, fmt.Errorf("%w: attempt log: %w", ErrUnavailable, err)
-	}
-	if _, err := s.tails[2].sync(ctx, time.Second); err != nil {
+	if err := s.syncAttempts(ctx, time.Second); err != nil {
 		return nil, err
 	}
 	return s.indexedAttempts(eventID)
+}
+
+// syncAttempts stores the attempt records made so far and waits, for up to
+// wait, until the index has read every one the stream holds.
+func (s *Store) syncAttempts(ctx context.Context, wait time.Duration) error {
+	if err := s.attempts.flushStored(ctx); err != nil {
+		return fmt.Errorf("%w: attempt log: %w", ErrUnavailable, err)
+	}
+	_, err := s.tails[2].sync(ctx, wait)
+	return err
 }
 
 // LastAttempt returns the latest attempt of event eventID to route's

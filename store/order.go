@@ -914,10 +914,7 @@ func (s *Store) TakeOver(ctx context.Context, route, dest string, now time.Time)
 	}
 	// The attempt log says which events are settled: it must hold what
 	// the owner before logged.
-	if err := s.attempts.flushStored(ctx); err != nil {
-		return 0, fmt.Errorf("%w: attempt log: %w", ErrUnavailable, err)
-	}
-	if _, err := s.tails[2].sync(ctx, s.opts.PublishTimeout); err != nil {
+	if err := s.syncAttempts(ctx, s.opts.PublishTimeout); err != nil {
 		return 0, err
 	}
 	info, err := s.consumerInfo(ctx, route, dest)
@@ -977,7 +974,7 @@ func (s *Store) TakeOver(ctx context.Context, route, dest string, now time.Time)
 	for _, r := range recs {
 		_ = b.Set(queueKey(route, dest, r.key, r.seq), r.q.value(), nil)
 	}
-	_ = b.Delete(s.Ownership(route, dest).pendingKey(), nil)
+	_ = b.Delete(pendingKey(route, dest), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, fmt.Errorf("order: %w", err)
 	}

@@ -207,7 +207,7 @@ func (o *Ownership) Keep(ctx context.Context) (held bool, err error) {
 // finds the lease still its own at its next start, takes over then. A
 // mark left by a take that failed only costs a TakeOver more.
 func (o *Ownership) markPending() error {
-	if err := o.s.idx.db.Set(o.pendingKey(), nil, pebble.Sync); err != nil {
+	if err := o.s.idx.db.Set(pendingKey(o.route, o.dest), nil, pebble.Sync); err != nil {
 		return fmt.Errorf("order: %w", err)
 	}
 	return nil
@@ -215,8 +215,8 @@ func (o *Ownership) markPending() error {
 
 // pendingKey is the index's mark of a lease taken whose TakeOver is not
 // done: 't' route 0x00 dest.
-func (o *Ownership) pendingKey() []byte {
-	return append([]byte{'t'}, o.route+"\x00"+o.dest...)
+func pendingKey(route, dest string) []byte {
+	return append([]byte{'t'}, route+"\x00"+dest...)
 }
 
 // Taken is when the lease was taken, while the ordering of the owner
@@ -276,7 +276,7 @@ func (o *Ownership) keep(ctx context.Context) (held, taken bool, err error) {
 			return false, false, ignoreTaken(err)
 		}
 		o.hold(next, sent)
-		_, closer, err := o.s.idx.db.Get(o.pendingKey())
+		_, closer, err := o.s.idx.db.Get(pendingKey(o.route, o.dest))
 		if err == nil {
 			closer.Close()
 			return true, true, nil
