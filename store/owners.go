@@ -279,12 +279,9 @@ func (o *Ownership) keep(ctx context.Context) (held, taken bool, err error) {
 		_, closer, err := o.s.idx.db.Get(pendingKey(o.route, o.dest))
 		if err == nil {
 			closer.Close()
-			return true, true, nil
 		}
-		if !errors.Is(err, pebble.ErrNotFound) {
-			return true, false, fmt.Errorf("order: %w", err)
-		}
-		return true, false, nil
+		// A mark that cannot be read counts as there: one TakeOver more.
+		return true, !errors.Is(err, pebble.ErrNotFound), nil
 	case err == nil:
 		return false, false, nil // another's
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
