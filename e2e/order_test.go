@@ -113,6 +113,37 @@ func postOrdered(ctx context.Context, url string, keys, perKey int, acked func()
 	return <-errs
 }
 
+// orderedPosting is postOrdered running in the background while a test
+// kills processes under it, as posting is postAll; done gets its result.
+type orderedPosting struct {
+	done chan error
+
+	mu    sync.Mutex
+	acked int
+}
+
+func postOrderedInBackground(ctx context.Context, url string, keys, perKey int) *orderedPosting {
+	p := &orderedPosting{done: make(chan error, 1)}
+	go func() {
+		p.done <- postOrdered(ctx, url, keys, perKey, func() { p.mu.Lock(); p.acked++; p.mu.Unlock() })
+	}()
+	return p
+}
+
+// reached waits until jethook has acknowledged at least acked events, or
+// posting has ended (no more acks will come).
+func (p *orderedPosting) reached(acked int) {
+	for {
+		p.mu.Lock()
+		n := p.acked
+		p.mu.Unlock()
+		if n >= acked || len(p.done) > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestKillNineNeverReordersAKey is the kill -9 loop on a destination with
 // ordering: events of 100 keys, posted interleaved, each key's in order,
 // against a backend that fails a fifth of the attempts at random, while
@@ -128,29 +159,16 @@ func TestKillNineNeverReordersAKey(t *testing.T) {
 	jh.start()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var mu sync.Mutex
-	acked := 0
-	posted := make(chan error, 1)
-	go func() {
-		posted <- postOrdered(ctx, jh.url("/hooks/crash"), keys, perKey, func() { mu.Lock(); acked++; mu.Unlock() })
-	}()
+	posting := postOrderedInBackground(ctx, jh.url("/hooks/crash"), keys, perKey)
 	var lastKill time.Time
 	for k := range kills {
-		for {
-			mu.Lock()
-			n := acked
-			mu.Unlock()
-			if n >= (k+1)*keys*perKey/(kills+1) {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		posting.reached((k + 1) * keys * perKey / (kills + 1))
 		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
 		jh.kill()
 		lastKill = time.Now()
 		jh.start()
 	}
-	if err := <-posted; err != nil {
+	if err := <-posting.done; err != nil {
 		t.Fatalf("posting: %v", err)
 	}
 	allIn, twice := be.awaitInOrder(t, jh, keys*perKey, lastKill)
@@ -179,24 +197,11 @@ func TestKillNineOfTheReplicaThatDeliversNeverReordersAKey(t *testing.T) {
 	owner, other := deliverer(t, replicas)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var mu sync.Mutex
-	acked := 0
-	posted := make(chan error, 1)
-	go func() {
-		posted <- postOrdered(ctx, other.url("/hooks/crash"), keys, perKey, func() { mu.Lock(); acked++; mu.Unlock() })
-	}()
-	for {
-		mu.Lock()
-		n := acked
-		mu.Unlock()
-		if n >= keys*perKey/3 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	posting := postOrderedInBackground(ctx, other.url("/hooks/crash"), keys, perKey)
+	posting.reached(keys * perKey / 3)
 	owner.kill()
 	killed := time.Now()
-	if err := <-posted; err != nil {
+	if err := <-posting.done; err != nil {
 		t.Fatalf("posting: %v", err)
 	}
 	allIn, twice := be.awaitInOrder(t, other, keys*perKey, killed)
