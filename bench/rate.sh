@@ -9,9 +9,12 @@
 # for DURATION. Runs alternate between the binaries, REPEAT times, so a
 # before/after comparison shares the machine's state. Prints each run's
 # p50, p99 and max ack latency, the share of 2xx, jethook's CPU per
-# webhook, how busy the machine's CPUs were, how long jethook's threads
-# waited for a CPU for each second they ran (the kernel's run delay), and
-# the load average before the run.
+# webhook, the share of its publishes the stream acked within 5 and 10 ms
+# as jethook saw them (jethook_store_publish_seconds: the wait inside
+# jethook, without the sender's side of the connection), how busy the
+# machine's CPUs were, how long jethook's threads waited for a CPU for
+# each second they ran (the kernel's run delay), and the load average
+# before the run.
 #
 #   bench/rate.sh                                   # this tree, 1000, 2000 and 5000/s, 10 s each
 #   BINARIES="/tmp/jethook-before /tmp/jethook-after" RATES=5000 REPEAT=3 bench/rate.sh
@@ -30,6 +33,7 @@
 # runnable after them, and what held the CPU during the longest waits.
 # PAUSED=1 pauses the destination before each run, so that the ack latency
 # is the ingress's alone, with nothing delivered beside it.
+# CONCURRENCY sets the destination's concurrency (64).
 # KEEP=PREFIX keeps each run's vegeta results and jethook log under PREFIX.
 # WORKERS bounds vegeta's concurrent requests (2000).
 #
@@ -79,7 +83,7 @@ routes:
     provider: none
     retry: {max_age: 1h}
     destinations:
-      - {name: sink, url: "http://$BARE_ADDR/sink", concurrency: 64}
+      - {name: sink, url: "http://$BARE_ADDR/sink", concurrency: ${CONCURRENCY:-64}}
 EOF
 
 # targets N RUN: N vegeta JSON targets, each a POST of a unique body.
@@ -101,7 +105,7 @@ token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 delivery="delivery running"
 [ "${PAUSED:-}" = 1 ] && delivery="the destination paused"
 echo "vegeta at a constant rate for $DURATION, $BODY-byte JSON bodies unique per request, $delivery, loopback; $(nproc) CPUs"
-printf '%-40s %6s %9s %9s %9s %7s %11s %6s %7s %7s\n' BINARY RATE P50 P99 MAX 2XX "CPU/WEBHOOK" BUSY WAIT/RUN LOAD
+printf '%-40s %6s %9s %9s %9s %7s %11s %7s %7s %6s %7s %7s\n' BINARY RATE P50 P99 MAX 2XX "CPU/WEBHOOK" "ACK≤5ms" "≤10ms" BUSY WAIT/RUN LOAD
 run=0
 for _ in $(seq "$REPEAT"); do
 	for rate in $RATES; do
@@ -144,19 +148,27 @@ for _ in $(seq "$REPEAT"); do
 			c1=$(cpu_ticks "$jpid")
 			w1=$(cpu_wait_ns "$jpid")
 			read -r b1 t1 < <(machine_ticks)
+			curl -s -H "Authorization: Bearer $token" -o "$tmp/metrics" "http://$ADMIN_ADDR/metrics" || : >"$tmp/metrics"
 			"$vegeta" report -type=json <"$tmp/results.bin" >"$tmp/report.json"
 			[ -n "${KEEP:-}" ] && cp "$tmp/results.bin" "$KEEP-$run.bin" && cp "$tmp/jethook-$run.log" "$KEEP-$run.log"
 			python3 - "$tmp/report.json" "$bin" "$rate" "$((c1 - c0))" "$(getconf CLK_TCK)" "$load" \
-				"$((b1 - b0))" "$((t1 - t0))" "$((w1 - w0))" <<'PY'
-import json, sys
+				"$((b1 - b0))" "$((t1 - t0))" "$((w1 - w0))" "$tmp/metrics" <<'PY'
+import json, re, sys
 r = json.load(open(sys.argv[1]))
+# The share of publishes acked within 5 and 10 ms, from jethook's histogram.
+bucket = {}
+for line in open(sys.argv[10]):
+    m = re.match(r'jethook_store_publish_seconds_bucket\{le="([^"]+)"\} (\S+)', line)
+    if m:
+        bucket[m.group(1)] = float(m.group(2))
+share = lambda le: "%6.1f%%" % (100 * bucket[le] / bucket["+Inf"]) if bucket.get("+Inf") else "-"
 bin, rate, ticks, hz, load = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 busy, all_, wait_ns = int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
 lat = r["latencies"]
 ms = lambda ns: "%.2fms" % (ns / 1e6)
 cpu = ticks / hz * 1e6 / max(r["requests"], 1)
-print("%-40s %6s %9s %9s %9s %6.1f%% %10.0fµs %5.0f%% %7.2f %7s" % (bin[-40:], rate, ms(lat["50th"]), ms(lat["99th"]), ms(lat["max"]),
-      100 * r["success"], cpu, 100 * busy / max(all_, 1), wait_ns / 1e9 / max(ticks / hz, 1e-9), load))
+print("%-40s %6s %9s %9s %9s %6.1f%% %10.0fµs %7s %7s %5.0f%% %7.2f %7s" % (bin[-40:], rate, ms(lat["50th"]), ms(lat["99th"]), ms(lat["max"]),
+      100 * r["success"], cpu, share("0.005"), share("0.01"), 100 * busy / max(all_, 1), wait_ns / 1e9 / max(ticks / hz, 1e-9), load))
 codes = {k: v for k, v in r["status_codes"].items() if not k.startswith("2")}
 if codes:
     print("  answers other than 2xx: %s" % codes, file=sys.stderr)
@@ -179,6 +191,7 @@ PY
 	done
 done
 echo "(CPU/WEBHOOK: jethook's CPU during the attack, ingress and delivery, per request sent; the backend's is not counted."
+echo " ACK≤5ms, ≤10ms: the share of publishes the stream acked within 5 and 10 ms, timed inside jethook, over the whole run."
 echo " BUSY: the share of all CPUs busy during the attack, vegeta and the backend included. WAIT/RUN: the time jethook's"
 echo " threads were runnable but had no CPU, divided by the time they ran; above 0 when the machine has more work than CPUs)"
 echo "done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
