@@ -234,18 +234,19 @@ func compileError(name string, err error) error {
 	return fmt.Errorf("%s: %v", name, err)
 }
 
+// running holds a slot per run in progress, all scripts together: runs
+// are CPU work, and more at once than there are CPUs only share them, each
+// taking longer by the wall clock its time limit reads. A run waits for a
+// slot before its time starts.
+var running = make(chan struct{}, runtime.GOMAXPROCS(0))
+
 // Run runs the script's handler on req. It returns the request to send,
 // or nil when the handler returned null: the event is not for this
 // destination. req is not changed. An error is an *Error.
-//
-// The run is made on one of this package's goroutines (worker.go), while
-// the caller waits: at most as many runs at once as there are CPUs.
 func (s *Script) Run(req *Request, c Context) (*Request, error) {
-	return s.onWorker(req, c)
-}
-
-// run is Run, on the calling goroutine.
-func (s *Script) run(req *Request, c Context) (*Request, error) {
+	growStack()
+	running <- struct{}{}
+	defer func() { <-running }()
 	// A run is not pinned to its thread (watch) unless its console output
 	// would be written twice if it ran again, or a run of the script was
 	// run again less than pinnedFor ago.
@@ -289,9 +290,10 @@ func (s *Script) put(m *machine) {
 const runStack = 16 << 10
 
 // growStack makes the calling goroutine's stack hold runStack more bytes,
-// while the stack is shallow: a worker (worker.go) begins with a small
-// stack, which would otherwise grow deep inside the engine, one doubling
-// at a time, each copying and adjusting every frame above it.
+// while the stack is shallow: a goroutine that begins with a small stack
+// (the forwarder starts one per attempt) would otherwise grow it deep
+// inside the engine, one doubling at a time, each copying and adjusting
+// every frame above it.
 //
 //go:noinline
 func growStack() {
