@@ -104,8 +104,48 @@ func BenchmarkRun(b *testing.B) {
 				}
 			}
 		})
+		// What running on a new goroutine costs without a script: the
+		// same loop of arithmetic, about as long as the typical run,
+		// called and on a goroutine of its own. On an otherwise idle
+		// machine the new goroutine wakes another thread, which then
+		// sleeps again, and that costs CPU time of its own.
+		for _, fresh := range []bool{false, true} {
+			name := "arithmetic as long as the typical run"
+			if fresh {
+				name += ", each on a new goroutine"
+			}
+			b.Run(name, func(b *testing.B) {
+				defer cpuPerOp(b)()
+				done := make(chan struct{})
+				for b.Loop() {
+					if !fresh {
+						arithmetic()
+						continue
+					}
+					go func() {
+						arithmetic()
+						done <- struct{}{}
+					}()
+					<-done
+				}
+			})
+		}
 	}
 }
+
+// arithmetic takes about as long as the typical run (15 µs on the
+// 2-core machine of docs/transformations.md), allocating nothing.
+//
+//go:noinline
+func arithmetic() {
+	x := uint64(1)
+	for range 14_000 {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	arithmeticSink = x
+}
+
+var arithmeticSink uint64
 
 // typical is the name of BenchmarkRun's typical script.
 const typical = "rename fields and add two headers (typical)"

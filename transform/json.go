@@ -3,6 +3,7 @@ package transform
 import (
 	"math"
 	"math/big"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -141,7 +142,30 @@ func (e *encoder) value(v goja.Value, depth int, key string) (skip bool, err err
 	return false, e.full()
 }
 
+// Go types of the primitives goja's ExportType gives, to read a string
+// or a number without boxing it in an interface, as Export does.
+var (
+	stringType  = reflect.TypeFor[string]()
+	int64Type   = reflect.TypeFor[int64]()
+	float64Type = reflect.TypeFor[float64]()
+)
+
 func (e *encoder) primitive(v goja.Value) (skip bool, err error) {
+	switch v.ExportType() {
+	case stringType:
+		e.buf = appendString(e.buf, v.String())
+		return false, e.full()
+	case int64Type:
+		e.buf = strconv.AppendInt(e.buf, v.ToInteger(), 10)
+		return false, e.full()
+	case float64Type:
+		if x := v.ToFloat(); math.IsNaN(x) || math.IsInf(x, 0) {
+			e.buf = append(e.buf, "null"...)
+		} else {
+			e.buf = append(e.buf, v.String()...) // JavaScript's own number format
+		}
+		return false, e.full()
+	}
 	switch x := v.Export().(type) {
 	case bool:
 		e.buf = strconv.AppendBool(e.buf, x)

@@ -316,8 +316,15 @@ func (o *contextObject) Get(key string) goja.Value {
 		v = o.rt.ToValue(o.c.Attempt)
 	case "event_type":
 		// The type search, admin and the dashboard show: they cannot
-		// disagree.
-		v = o.rt.ToValue(provider.EventType(o.req.Header, o.req.Body))
+		// disagree. A body the ingress found to be JSON is not checked
+		// again, as search does not.
+		t := ""
+		if o.req.JSON {
+			t = provider.EventTypeOfJSON(o.req.Header, o.req.Body)
+		} else {
+			t = provider.EventType(o.req.Header, o.req.Body)
+		}
+		v = o.rt.ToValue(t)
 	case "received_at":
 		if o.c.ReceivedAt.IsZero() {
 			return nil
