@@ -144,7 +144,7 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 		CaughtUp:   h.Get(hdrCaughtUp),
 		SignedKey:  h.Get(hdrSignedKey),
 		JSON:       h.Get(hdrJSON) != "",
-		Header:     make(map[string][]string, len(h)),
+		Header:     make(map[string][]string, originals(h)),
 		Body:       data,
 	}
 	e.Traceparent, e.Tracestate = h.Get(hdrTrace), h.Get(hdrTraceState)
@@ -160,6 +160,19 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 		}
 	}
 	return e, nil
+}
+
+// originals counts the original request headers in h: the size of the
+// envelope's Header, which jethook's own headers would more than double
+// (a map of up to 8 keys is one allocation, a larger one several).
+func originals(h nats.Header) int {
+	n := 0
+	for k := range h {
+		if strings.HasPrefix(k, hdrOrigPrefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // routeOf returns the route token of webhooks.<route>.<token>,
