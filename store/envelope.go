@@ -178,9 +178,10 @@ func originals(h nats.Header) int {
 // routeOf returns the route token of webhooks.<route>.<token>,
 // replay.<route>.<dest>.<token> or dlq.<route>.<dest>.<token>.
 func routeOf(subject string) (string, error) {
-	parts := strings.Split(subject, ".")
-	if len(parts) < 2 || parts[1] == "" {
+	_, rest, _ := strings.Cut(subject, ".")
+	route, _, _ := strings.Cut(rest, ".")
+	if route == "" {
 		return "", fmt.Errorf("subject %q names no route", subject)
 	}
-	return parts[1], nil
+	return route, nil
 }
