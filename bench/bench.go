@@ -49,6 +49,10 @@ type Options struct {
 	Dir string
 	// Logger gets jethook's own log; nil discards it.
 	Logger *slog.Logger
+	// DrainProfile, if not nil, gets a CPU profile of the end-to-end
+	// scenario's drain alone: from the destination's resume to the last
+	// delivery.
+	DrainProfile io.Writer
 }
 
 func (o *Options) applyDefaults() {

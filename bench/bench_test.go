@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -59,6 +60,19 @@ func TestEndToEndDeliversEveryEventBothWays(t *testing.T) {
 		if d.PerSecond() <= 0 || d.Elapsed <= 0 {
 			t.Errorf("%s: %.0f/s over %s; want a positive rate and time", name, d.PerSecond(), d.Elapsed)
 		}
+	}
+}
+
+func TestEndToEndWritesAProfileOfTheDrainWhenAskedTo(t *testing.T) {
+	o := tiny(t)
+	var prof bytes.Buffer
+	o.DrainProfile = &prof
+	if _, err := EndToEnd(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	// A CPU profile is a gzipped protocol buffer.
+	if b := prof.Bytes(); len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("drain profile: %d bytes, want a gzipped pprof profile", len(b))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -77,10 +78,10 @@ func EndToEnd(ctx context.Context, o Options) (EndToEndResult, error) {
 	if err := check("direct posts", r.Direct); err != nil {
 		return r, err
 	}
-	if r.Sustained, err = deliver(ctx, o, false, ""); err != nil {
+	if r.Sustained, err = deliver(ctx, o, false, "", nil); err != nil {
 		return r, fmt.Errorf("sustained: %w", err)
 	}
-	if r.Drain, err = deliver(ctx, o, true, ""); err != nil {
+	if r.Drain, err = deliver(ctx, o, true, "", o.DrainProfile); err != nil {
 		return r, fmt.Errorf("drain: %w", err)
 	}
 	return r, nil
@@ -89,8 +90,9 @@ func EndToEnd(ctx context.Context, o Options) (EndToEndResult, error) {
 // deliver runs o.Events webhooks through a fresh jethook to a fresh
 // backend: posted while the forwarder delivers, or, with backlog, all
 // posted while the destination is paused, then delivered once it resumes.
-// A script, if not empty, is the destination's transform.
-func deliver(ctx context.Context, o Options, backlog bool, script string) (Delivery, error) {
+// A script, if not empty, is the destination's transform. A profile, if not
+// nil, gets a CPU profile of the drain of the backlog.
+func deliver(ctx context.Context, o Options, backlog bool, script string, profile io.Writer) (Delivery, error) {
 	var d Delivery
 	be := newBackend(o.Events)
 	s, err := listen(be)
@@ -122,6 +124,12 @@ func deliver(ctx context.Context, o Options, backlog bool, script string) (Deliv
 		return d, err
 	}
 	if backlog {
+		if profile != nil {
+			if err := pprof.StartCPUProfile(profile); err != nil {
+				return d, fmt.Errorf("drain profile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
 		start, cpu0 = time.Now(), cpuTime()
 		if err := st.resume(); err != nil {
 			return d, err
@@ -132,6 +140,9 @@ func deliver(ctx context.Context, o Options, backlog bool, script string) (Deliv
 	select {
 	case <-be.done:
 		d.Elapsed, d.CPU = be.doneAt.Sub(start), cpuTime()-cpu0
+		if profile != nil {
+			pprof.StopCPUProfile()
+		}
 	case <-ctx.Done():
 		return d, ctx.Err()
 	case <-timeout.C:

@@ -43,7 +43,7 @@ func Transform(ctx context.Context, o Options) (TransformResult, error) {
 		{&r.Plain, false, ""}, {&r.Transformed, false, TypicalTransform},
 		{&r.PlainDrain, true, ""}, {&r.TransformDrain, true, TypicalTransform},
 	} {
-		if *c.to, err = deliver(ctx, o, c.backlog, c.script); err != nil {
+		if *c.to, err = deliver(ctx, o, c.backlog, c.script, nil); err != nil {
 			return r, fmt.Errorf("transform %v, backlog %v: %w", c.script != "", c.backlog, err)
 		}
 	}

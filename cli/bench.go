@@ -25,6 +25,7 @@ type benchShared struct {
 	duration                       time.Duration
 	count, clients, destConc, size int
 	dir                            string
+	drainProfile                   io.Writer
 }
 
 func (c *benchShared) flags(fs *flag.FlagSet) {
@@ -54,7 +55,7 @@ func (c *benchShared) check() error {
 // options are the in-process scenarios' bench.Options.
 func (c *benchShared) options() bench.Options {
 	return bench.Options{Duration: c.duration, BodySize: c.size, Events: c.count, Clients: c.clients,
-		DestConcurrency: c.destConc, Dir: c.dir}
+		DestConcurrency: c.destConc, Dir: c.dir, DrainProfile: c.drainProfile}
 }
 
 // benchScenario is one scenario of jethook bench: it registers its own
@@ -92,6 +93,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	serveBare := fs.String("serve-bare", "", "only serve the bare baseline handler on this loopback address until interrupted, for an outside load generator (bench/wrk.sh)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (baselines included) to this file, for go tool pprof")
+	drainProfile := fs.String("drainprofile", "", "e2e: write a CPU profile of the drain alone (resume to last delivery) to this file, for go tool pprof")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -116,6 +118,17 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 
+	if *cpuProfile != "" && *drainProfile != "" {
+		return fmt.Errorf("%w: -cpuprofile and -drainprofile cannot be taken at once", errUsage)
+	}
+	if *drainProfile != "" {
+		f, err := os.Create(*drainProfile)
+		if err != nil {
+			return fmt.Errorf("drainprofile: %w", err)
+		}
+		defer f.Close()
+		shared.drainProfile = f
+	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -163,7 +164,7 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 	if err != nil {
 		return nil, err
 	}
-	dst := &destination{f: f, route: r, dest: d, spanAttrs: attemptAttrs(r, d), cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now), order: ord,
+	dst := &destination{f: f, route: r, dest: d, url: parsedDest(d.URL), spanAttrs: attemptAttrs(r, d), cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now), order: ord,
 		log:   f.Logger.With("route", r.Name, "destination", d.Name),
 		gate:  newGate(d, f.Now),
 		ended: make(chan struct{}, 1)}
@@ -215,6 +216,7 @@ type destination struct {
 	filter    *destFilter    // nil: every event is attempted
 	transform *destTransform // nil: every attempt sends the event as stored
 
+	url    *url.URL          // dest.URL parsed, nil if it does not parse (each attempt then fails with the error)
 	rt     http.RoundTripper // the Forwarder's Transport, or one with the destination's TLS files
 	auth   *auth
 	order  *destOrder // nil: unordered
@@ -779,7 +781,13 @@ func (d *destination) eventLog(e *store.Envelope, attempt int) *slog.Logger {
 // send makes attempt number attempt of webhook seq: the HTTP request, and
 // what came back classified.
 func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int, seq uint64) (out Outcome) {
-	req, err := newRequest(ctx, d.dest.URL, e, attempt)
+	var req *http.Request
+	var err error
+	if d.url != nil {
+		req, err = newRequestTo(ctx, d.url, e, attempt)
+	} else {
+		req, err = newRequest(ctx, d.dest.URL, e, attempt)
+	}
 	if err != nil {
 		return Outcome{Kind: Permanent, Err: err, Reason: "bad request: " + err.Error(), Unsent: true}
 	}
@@ -818,6 +826,11 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int, 
 	if err != nil {
 		return Classify(d.route.Retry, nil, err, d.f.Now())
 	}
+	if resp.Body == http.NoBody {
+		// Nothing to read (net/http's answer without a body, such as
+		// a Content-Length: 0): nothing to close at the context's end.
+		return Classify(d.route.Retry, resp, nil, d.f.Now())
+	}
 	// The attempt ends with its context whatever the backend sends: a
 	// 101's body is the raw connection, which the request's context does
 	// not cancel, and a Transport need not cancel reads of a body either.
@@ -826,7 +839,7 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int, 
 		stop()
 		resp.Body.Close()
 	}()
-	if resp.StatusCode >= 200 && resp.Body != http.NoBody {
+	if resp.StatusCode >= 200 {
 		drain(resp.Body)
 	}
 	return Classify(d.route.Retry, resp, nil, d.f.Now())

@@ -31,21 +31,29 @@ var hopHeaders = []string{
 // the provider called appended. An error means no attempt can succeed; it
 // never quotes dest, which may hold a credential.
 func newRequest(ctx context.Context, dest string, e *store.Envelope, attempt int) (*http.Request, error) {
+	u, err := parseDest(dest)
+	if err != nil {
+		return nil, err
+	}
+	return newRequestTo(ctx, u, e, attempt)
+}
+
+// newRequestTo is newRequest to a destination URL parsed already
+// (parseDest), which it does not change: a destination's attempts parse
+// its URL once, not once each.
+func newRequestTo(ctx context.Context, dest *url.URL, e *store.Envelope, attempt int) (*http.Request, error) {
 	method := e.Method
 	if method == "" {
 		method = http.MethodPost
 	}
-	u, err := withQuery(dest, e.RequestURI)
-	if err != nil {
-		return nil, err
-	}
+	u := appendQuery(dest, e.RequestURI)
 	// The URL is set after: printed and parsed again, it cost a fifth
 	// of the request's making.
 	req, err := http.NewRequestWithContext(ctx, method, "", bytes.NewReader(e.Body))
 	if err != nil {
 		// Only the method can be wrong here, and the error must not
 		// quote the URL (it may hold a credential).
-		return nil, fmt.Errorf("destination %s: %s", policy.RedactURL(dest), errText(err))
+		return nil, fmt.Errorf("destination %s: %s", policy.RedactURL(dest.String()), errText(err))
 	}
 	req.URL, req.Host = u, u.Host
 	h, err := storedHeader(e.Header)
@@ -60,7 +68,7 @@ func newRequest(ctx context.Context, dest string, e *store.Envelope, attempt int
 		}
 	}
 	for _, name := range hopHeaders {
-		h.Del(name)
+		delete(h, name) // canonical already, as storedHeader made h's keys
 	}
 	h.Set("X-Webhook-Id", e.EventID)
 	h.Set("X-Webhook-Attempt", strconv.Itoa(attempt))
@@ -109,13 +117,39 @@ func newRequest(ctx context.Context, dest string, e *store.Envelope, attempt int
 // sender cannot add a fragment or make the URL unparsable. The error names
 // the destination redacted (policy.RedactURL).
 func withQuery(dest, requestURI string) (*url.URL, error) {
+	u, err := parseDest(dest)
+	if err != nil {
+		return nil, err
+	}
+	return appendQuery(u, requestURI), nil
+}
+
+// parsedDest is dest parsed, or nil if it does not parse.
+func parsedDest(dest string) *url.URL {
+	u, err := url.Parse(dest)
+	if err != nil {
+		return nil
+	}
+	return u
+}
+
+// parseDest parses a destination URL; the error names it redacted
+// (policy.RedactURL).
+func parseDest(dest string) (*url.URL, error) {
 	u, err := url.Parse(dest)
 	if err != nil {
 		return nil, fmt.Errorf("destination %s: %s", policy.RedactURL(dest), errText(err))
 	}
+	return u, nil
+}
+
+// appendQuery is withQuery of a parsed destination URL: a copy of dest,
+// which it does not change.
+func appendQuery(dest *url.URL, requestURI string) *url.URL {
+	u := *dest
 	_, q, ok := strings.Cut(requestURI, "?")
 	if !ok || q == "" {
-		return u, nil
+		return &u
 	}
 	q = queryEscape(q)
 	switch {
@@ -127,7 +161,7 @@ func withQuery(dest, requestURI string) (*url.URL, error) {
 		u.RawQuery += "&" + q
 	}
 	u.ForceQuery = false
-	return u, nil
+	return &u
 }
 
 // queryEscape percent-encodes the bytes of q that would end or break a

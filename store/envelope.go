@@ -144,7 +144,7 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 		CaughtUp:   h.Get(hdrCaughtUp),
 		SignedKey:  h.Get(hdrSignedKey),
 		JSON:       h.Get(hdrJSON) != "",
-		Header:     make(map[string][]string, len(h)),
+		Header:     make(map[string][]string, originals(h)),
 		Body:       data,
 	}
 	e.Traceparent, e.Tracestate = h.Get(hdrTrace), h.Get(hdrTraceState)
@@ -162,12 +162,26 @@ func decodeEnvelope(subject string, h nats.Header, data []byte) (*Envelope, erro
 	return e, nil
 }
 
+// originals counts the original request headers in h: the size of the
+// envelope's Header, which jethook's own headers would more than double
+// (a map of up to 8 keys is one allocation, a larger one several).
+func originals(h nats.Header) int {
+	n := 0
+	for k := range h {
+		if strings.HasPrefix(k, hdrOrigPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
 // routeOf returns the route token of webhooks.<route>.<token>,
 // replay.<route>.<dest>.<token> or dlq.<route>.<dest>.<token>.
 func routeOf(subject string) (string, error) {
-	parts := strings.Split(subject, ".")
-	if len(parts) < 2 || parts[1] == "" {
+	_, rest, _ := strings.Cut(subject, ".")
+	route, _, _ := strings.Cut(rest, ".")
+	if route == "" {
 		return "", fmt.Errorf("subject %q names no route", subject)
 	}
-	return parts[1], nil
+	return route, nil
 }
