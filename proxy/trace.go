@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strconv"
@@ -54,11 +55,11 @@ var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer
 
 // startSpan starts the ingress span, a server span (HTTP server semantic
 // conventions) named after the route rt (nil: no route at this path) that
-// continues the sender's traceparent when it sent one, and returns r with
-// the span in its context. Its attributes are set once, when the answer is
-// known (setSpan).
-func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Span) {
-	ctx := telemetry.Extract(r.Context(), r.Header)
+// continues the sender's traceparent when it sent one, and returns ctx,
+// r's context, with the span. Its attributes are set once, when the answer
+// is known (setSpan).
+func (h *Handler) startSpan(ctx context.Context, r *http.Request, rt *route) (context.Context, trace.Span) {
+	ctx = telemetry.Extract(ctx, r.Header)
 	name := r.Method
 	if rt != nil {
 		if n, ok := rt.span.names[r.Method]; ok {
@@ -67,18 +68,17 @@ func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Sp
 			name += " " + rt.Path
 		}
 	}
-	ctx, span := h.Tracer.Start(ctx, name, serverSpan...)
-	return r.WithContext(ctx), span
+	return h.Tracer.Start(ctx, name, serverSpan...)
 }
 
-// setSpan sets the attributes of r's ingress span, if it records, once
-// the answer is known (telemetry.SetAttributes): the request's
+// setSpan sets the attributes of r's ingress span, ctx's, if it records,
+// once the answer is known (telemetry.SetAttributes): the request's
 // (requestAttrs) and then what came of it, those add appends.
-func (h *Handler) setSpan(r *http.Request, rt *route, add func([]attribute.KeyValue) []attribute.KeyValue) {
+func (h *Handler) setSpan(ctx context.Context, r *http.Request, rt *route, add func([]attribute.KeyValue) []attribute.KeyValue) {
 	if h.Tracer == nil {
 		return
 	}
-	telemetry.SetAttributes(trace.SpanFromContext(r.Context()), func(attrs []attribute.KeyValue) []attribute.KeyValue {
+	telemetry.SetAttributes(trace.SpanFromContext(ctx), func(attrs []attribute.KeyValue) []attribute.KeyValue {
 		return add(requestAttrs(attrs, r, rt))
 	})
 }
@@ -112,8 +112,8 @@ func clientAddress(remote string) string {
 
 // spanStored records what the store made of the webhook and, on a route
 // with a provider, that it passed the provider's check.
-func (h *Handler) spanStored(r *http.Request, rt *route, env *store.Envelope, stored store.Stored) {
-	h.setSpan(r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+func (h *Handler) spanStored(ctx context.Context, r *http.Request, rt *route, env *store.Envelope, stored store.Stored) {
+	h.setSpan(ctx, r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue {
 		if rt.span.verifies {
 			attrs = append(attrs, attrVerified.Bool(true))
 		}
@@ -132,15 +132,15 @@ func (h *Handler) spanStored(r *http.Request, rt *route, env *store.Envelope, st
 // marks the span as an error (HTTP server semantic conventions), a
 // signature refused on a route rt with a provider is recorded as not
 // verified.
-func (h *Handler) spanAnswered(r *http.Request, rt *route, status int, reason string) {
-	h.setSpan(r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+func (h *Handler) spanAnswered(ctx context.Context, r *http.Request, rt *route, status int, reason string) {
+	h.setSpan(ctx, r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue {
 		attrs = append(attrs, semconv.HTTPResponseStatusCode(status), attrReason.String(reason))
 		if rt != nil && rt.span.verifies && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
 			attrs = append(attrs, attrVerified.Bool(false))
 		}
 		if status >= 500 {
 			attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(status)))
-			trace.SpanFromContext(r.Context()).SetStatus(codes.Error, reason)
+			trace.SpanFromContext(ctx).SetStatus(codes.Error, reason)
 		}
 		return attrs
 	})
@@ -148,6 +148,6 @@ func (h *Handler) spanAnswered(r *http.Request, rt *route, status int, reason st
 
 // spanUnanswered records a request its sender hung up on before the
 // answer: the request alone.
-func (h *Handler) spanUnanswered(r *http.Request, rt *route) {
-	h.setSpan(r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue { return attrs })
+func (h *Handler) spanUnanswered(ctx context.Context, r *http.Request, rt *route) {
+	h.setSpan(ctx, r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue { return attrs })
 }
