@@ -166,18 +166,26 @@ func (b *batcher) run() {
 	}
 }
 
-// export exports the queue a batch at a time: all of it, or only full
-// batches. Errors go to the OpenTelemetry error handler, as the SDK's
-// processor sends them; the exporter retries as its settings say.
+// export exports the spans queued when it is called, a batch at a time:
+// all of them, or only full batches (spans queued meanwhile wait for the
+// next call, so that a flush or a shutdown is not held up by a steady
+// stream of new ones). Errors go to the OpenTelemetry error handler, as
+// the SDK's processor sends them; the exporter retries as its settings
+// say.
 func (b *batcher) export(all bool) {
+	left := -1 // spans of the queue at the call still to export; -1: not read yet
 	for {
 		b.mu.Lock()
-		n := len(b.queue)
+		if left < 0 {
+			left = len(b.queue)
+		}
+		n := min(len(b.queue), left)
 		if n == 0 || !all && n < b.cfg.maxBatch {
 			b.mu.Unlock()
 			return
 		}
 		n = min(n, b.cfg.maxBatch)
+		left -= n
 		b.batch = append(b.batch[:0], b.queue[:n]...)
 		rest := copy(b.queue, b.queue[n:])
 		clear(b.queue[rest:]) // let the exported spans go
@@ -206,13 +214,6 @@ func (b *batcher) reportDropped() {
 	if n > 0 {
 		otel.Handle(fmt.Errorf("%d spans dropped: the export queue of %d spans (OTEL_BSP_MAX_QUEUE_SIZE) was full", n, b.cfg.maxQueue))
 	}
-}
-
-// Dropped is how many spans found the queue full and were not exported.
-func (b *batcher) Dropped() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.dropped
 }
 
 // ForceFlush exports every span that ended before it, or returns ctx's

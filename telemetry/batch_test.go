@@ -128,7 +128,10 @@ func TestTheBatcherDropsAndCountsSpansThatFindTheQueueFull(t *testing.T) {
 	endSpans(tp, 2) // a full batch: taken from the queue by an export, which waits
 	<-rec.entered
 	endSpans(tp, 5) // two fill the queue again, three find it full
-	if got := b.Dropped(); got != 3 {
+	b.mu.Lock()
+	got := b.dropped
+	b.mu.Unlock()
+	if got != 3 {
 		t.Errorf("%d spans dropped, want 3", got)
 	}
 	rec.gate.Unlock()
