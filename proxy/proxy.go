@@ -114,37 +114,41 @@ const maxEventID = 200
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := (*h.routes.Load())[r.URL.Path]
+	// ctx is r's context, with the ingress span when tracing is on: kept
+	// beside r rather than put in a copy of it (r.WithContext), which
+	// would cost a request's allocation.
+	ctx := r.Context()
 	if h.Tracer != nil {
 		var span trace.Span
-		r, span = h.startSpan(r, rt)
+		ctx, span = h.startSpan(ctx, r, rt)
 		defer span.End()
 	}
 	if rt == nil {
-		h.reject(w, r, nil, http.StatusNotFound, "no_route", "no webhook route at this path")
+		h.reject(ctx, w, r, nil, http.StatusNotFound, "no_route", "no webhook route at this path")
 		return
 	}
 	h.Metrics.Received(rt.Name)
 	if !slices.Contains(rt.Methods, r.Method) {
 		w.Header().Set("Allow", strings.Join(rt.Methods, ", "))
-		h.reject(w, r, rt, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" not allowed on this route")
+		h.reject(ctx, w, r, rt, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" not allowed on this route")
 		return
 	}
 	if len(rt.AllowSources) > 0 && !h.allowedSource(r, rt.AllowSources) {
 		// Before the body is read: a stranger costs a header parse.
-		h.reject(w, r, rt, http.StatusForbidden, "source_not_allowed", "this route takes webhooks only from its provider's addresses")
+		h.reject(ctx, w, r, rt, http.StatusForbidden, "source_not_allowed", "this route takes webhooks only from its provider's addresses")
 		return
 	}
 	if r.ContentLength > rt.MaxBody {
-		h.reject(w, r, rt, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over the route's limit of %d bytes", rt.MaxBody))
+		h.reject(ctx, w, r, rt, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over the route's limit of %d bytes", rt.MaxBody))
 		return
 	}
 	h.once.Do(h.newBudget)
-	body, err := h.inflight.read(r.Context(), http.MaxBytesReader(w, r.Body, rt.MaxBody), r.ContentLength, rt.MaxBody)
+	body, err := h.inflight.read(ctx, http.MaxBytesReader(w, r.Body, rt.MaxBody), r.ContentLength, rt.MaxBody)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			h.reject(w, r, rt, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over the route's limit of %d bytes", rt.MaxBody))
+			h.reject(ctx, w, r, rt, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over the route's limit of %d bytes", rt.MaxBody))
 		case errors.Is(err, errOverBudget):
 			// The rest of the body is read, into no buffer, before the
 			// answer: answered in the middle of its upload, the sender
@@ -153,9 +157,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// slow to look, and never read the answer.
 			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, rt.MaxBody))
 			w.Header().Set("Retry-After", fmt.Sprint(int(h.retryAfter().Seconds())))
-			h.reject(w, r, rt, http.StatusServiceUnavailable, "overloaded", "too many request bodies in memory; retry later")
+			h.reject(ctx, w, r, rt, http.StatusServiceUnavailable, "overloaded", "too many request bodies in memory; retry later")
 		default:
-			h.reject(w, r, rt, http.StatusBadRequest, "body_unreadable", "request body could not be read")
+			h.reject(ctx, w, r, rt, http.StatusBadRequest, "body_unreadable", "request body could not be read")
 		}
 		return
 	}
@@ -170,11 +174,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				status = pe.Status
 			}
 		}
-		h.reject(w, r, rt, status, reason, "webhook not verified: "+detail)
+		h.reject(ctx, w, r, rt, status, reason, "webhook not verified: "+detail)
 		return
 	}
 	if status, ctype, resp, ok := rt.verifier.Handshake(preq); ok {
-		h.spanAnswered(r, rt, status, "handshake")
+		h.spanAnswered(ctx, r, rt, status, "handshake")
 		w.Header().Set("Content-Type", ctype)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(status)
@@ -206,15 +210,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.vouch(r, env)
 	if h.Tracer != nil {
-		tc := telemetry.Store(r.Context())
+		tc := telemetry.Store(ctx)
 		env.Traceparent, env.Tracestate = tc.Traceparent, tc.Tracestate
 	}
 	start := time.Now()
-	stored, err := h.Store.Publish(r.Context(), env)
-	h.Metrics.Published(rt.Name, time.Since(start), stored.Duplicate, err, trace.SpanContextFromContext(r.Context()))
+	stored, err := h.Store.Publish(ctx, env)
+	h.Metrics.Published(rt.Name, time.Since(start), stored.Duplicate, err, trace.SpanContextFromContext(ctx))
 	if err != nil {
-		if errors.Is(r.Context().Err(), context.Canceled) {
-			h.spanUnanswered(r, rt)
+		if errors.Is(ctx.Err(), context.Canceled) {
+			h.spanUnanswered(ctx, r, rt)
 			return // the provider hung up; it will retry on its own
 		}
 		// A store that refuses writes says so itself, once (readiness,
@@ -224,12 +228,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if _, refusing := errors.AsType[*store.NotReadyError](err); refusing {
 			level = slog.LevelDebug
 		}
-		h.Logger.Log(r.Context(), level, "store did not take the webhook", "route", rt.Name, "event_id", env.EventID, "err", err)
+		h.Logger.Log(ctx, level, "store did not take the webhook", "route", rt.Name, "event_id", env.EventID, "err", err)
 		w.Header().Set("Retry-After", fmt.Sprint(int(h.retryAfter().Seconds())))
-		h.reject(w, r, rt, http.StatusServiceUnavailable, "store_unavailable", "the webhook was not stored; retry later")
+		h.reject(ctx, w, r, rt, http.StatusServiceUnavailable, "store_unavailable", "the webhook was not stored; retry later")
 		return
 	}
-	h.spanStored(r, rt, env, stored)
+	h.spanStored(ctx, r, rt, env, stored)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	_, _ = w.Write(acceptedJSON(env.EventID, stored.Duplicate))
@@ -328,7 +332,9 @@ func printableASCII(s string) bool {
 	return true
 }
 
-func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rt *route, status int, reason, msg string) {
+// reject answers r with status and msg; ctx is r's, with its ingress
+// span.
+func (h *Handler) reject(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *route, status int, reason, msg string) {
 	name := ""
 	if rt != nil {
 		name = rt.Name
@@ -340,9 +346,9 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rt *route, stat
 	if status == http.StatusUnauthorized || status >= 500 && status != http.StatusServiceUnavailable {
 		level = slog.LevelWarn
 	}
-	h.Logger.Log(r.Context(), level, "webhook rejected", "route", name, "status", status, "reason", reason, "remote", r.RemoteAddr)
+	h.Logger.Log(ctx, level, "webhook rejected", "route", name, "status", status, "reason", reason, "remote", r.RemoteAddr)
 	h.Metrics.Rejected(name, reason)
-	h.spanAnswered(r, rt, status, reason)
+	h.spanAnswered(ctx, r, rt, status, reason)
 	writeJSON(w, status, rejected{Error: reason, Message: msg})
 }
 

@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"net"
+	"context"
 	"net/http"
 	"strconv"
 
@@ -54,11 +54,11 @@ var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer
 
 // startSpan starts the ingress span, a server span (HTTP server semantic
 // conventions) named after the route rt (nil: no route at this path) that
-// continues the sender's traceparent when it sent one, and returns r with
-// the span in its context. Its attributes are set once, when the answer is
-// known (setSpan).
-func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Span) {
-	ctx := telemetry.Extract(r.Context(), r.Header)
+// continues the sender's traceparent when it sent one, and returns ctx,
+// r's context, with the span. Its attributes are set once, when the answer
+// is known (setSpan).
+func (h *Handler) startSpan(ctx context.Context, r *http.Request, rt *route) (context.Context, trace.Span) {
+	ctx = telemetry.Extract(ctx, r.Header)
 	name := r.Method
 	if rt != nil {
 		if n, ok := rt.span.names[r.Method]; ok {
@@ -67,53 +67,40 @@ func (h *Handler) startSpan(r *http.Request, rt *route) (*http.Request, trace.Sp
 			name += " " + rt.Path
 		}
 	}
-	ctx, span := h.Tracer.Start(ctx, name, serverSpan...)
-	return r.WithContext(ctx), span
+	return h.Tracer.Start(ctx, name, serverSpan...)
 }
 
-// setSpan sets the attributes of r's ingress span, if it records, once
-// the answer is known (telemetry.SetAttributes): the request's
+// setSpan sets the attributes of r's ingress span, ctx's, if it records,
+// once the answer is known (telemetry.SetAttributes): the request's
 // (requestAttrs) and then what came of it, those add appends.
-func (h *Handler) setSpan(r *http.Request, rt *route, add func([]attribute.KeyValue) []attribute.KeyValue) {
+func (h *Handler) setSpan(ctx context.Context, r *http.Request, rt *route, add func([]attribute.KeyValue) []attribute.KeyValue) {
 	if h.Tracer == nil {
 		return
 	}
-	telemetry.SetAttributes(trace.SpanFromContext(r.Context()), func(attrs []attribute.KeyValue) []attribute.KeyValue {
+	telemetry.SetAttributes(trace.SpanFromContext(ctx), func(attrs []attribute.KeyValue) []attribute.KeyValue {
 		return add(requestAttrs(attrs, r, rt))
 	})
 }
 
 // requestAttrs appends what the ingress span says of request r on route
-// rt: only the method, path, route and addresses, never the query (it may
-// carry a token), a header, or the body.
+// rt: only the method and the route or path, never the query (it may
+// carry a token), a header, or the body. The scheme and the sender's
+// address (url.scheme, client.address) are left out: with them a stored
+// webhook's span would pass eight attributes, past which the SDK ends
+// each span with a map of its attributes (three allocations) to drop
+// duplicate keys.
 func requestAttrs(attrs []attribute.KeyValue, r *http.Request, rt *route) []attribute.KeyValue {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	attrs = append(attrs,
-		semconv.HTTPRequestMethodKey.String(r.Method),
-		semconv.URLScheme(scheme),
-		semconv.ClientAddress(clientAddress(r.RemoteAddr)))
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(r.Method))
 	if rt == nil {
 		return append(attrs, semconv.URLPath(r.URL.Path))
 	}
 	return append(attrs, rt.span.attrs...)
 }
 
-// clientAddress is the host of a request's RemoteAddr, without the port
-// (client.address in the semantic conventions).
-func clientAddress(remote string) string {
-	if host, _, err := net.SplitHostPort(remote); err == nil {
-		return host
-	}
-	return remote
-}
-
 // spanStored records what the store made of the webhook and, on a route
 // with a provider, that it passed the provider's check.
-func (h *Handler) spanStored(r *http.Request, rt *route, env *store.Envelope, stored store.Stored) {
-	h.setSpan(r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+func (h *Handler) spanStored(ctx context.Context, r *http.Request, rt *route, env *store.Envelope, stored store.Stored) {
+	h.setSpan(ctx, r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue {
 		if rt.span.verifies {
 			attrs = append(attrs, attrVerified.Bool(true))
 		}
@@ -132,15 +119,15 @@ func (h *Handler) spanStored(r *http.Request, rt *route, env *store.Envelope, st
 // marks the span as an error (HTTP server semantic conventions), a
 // signature refused on a route rt with a provider is recorded as not
 // verified.
-func (h *Handler) spanAnswered(r *http.Request, rt *route, status int, reason string) {
-	h.setSpan(r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+func (h *Handler) spanAnswered(ctx context.Context, r *http.Request, rt *route, status int, reason string) {
+	h.setSpan(ctx, r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue {
 		attrs = append(attrs, semconv.HTTPResponseStatusCode(status), attrReason.String(reason))
 		if rt != nil && rt.span.verifies && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
 			attrs = append(attrs, attrVerified.Bool(false))
 		}
 		if status >= 500 {
 			attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(status)))
-			trace.SpanFromContext(r.Context()).SetStatus(codes.Error, reason)
+			trace.SpanFromContext(ctx).SetStatus(codes.Error, reason)
 		}
 		return attrs
 	})
@@ -148,6 +135,6 @@ func (h *Handler) spanAnswered(r *http.Request, rt *route, status int, reason st
 
 // spanUnanswered records a request its sender hung up on before the
 // answer: the request alone.
-func (h *Handler) spanUnanswered(r *http.Request, rt *route) {
-	h.setSpan(r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue { return attrs })
+func (h *Handler) spanUnanswered(ctx context.Context, r *http.Request, rt *route) {
+	h.setSpan(ctx, r, rt, func(attrs []attribute.KeyValue) []attribute.KeyValue { return attrs })
 }

@@ -72,8 +72,8 @@ func Setup(ctx context.Context, version string) (*sdktrace.TracerProvider, error
 		return nil, fmt.Errorf("OpenTelemetry resource: %w", err)
 	}
 	// The sampler is the SDK's reading of OTEL_TRACES_SAMPLER (default
-	// parentbased_always_on), the batch processor's of OTEL_BSP_*.
-	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+	// parentbased_always_on); the batch processor reads OTEL_BSP_*.
+	return sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(newBatcher(exp, os.Getenv)), sdktrace.WithResource(res)), nil
 }
 
 // spanExporter is the exporter OTEL_TRACES_EXPORTER names. For OTLP over
