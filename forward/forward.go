@@ -164,7 +164,8 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 	if err != nil {
 		return nil, err
 	}
-	dst := &destination{f: f, route: r, dest: d, url: parsedDest(d.URL), spanAttrs: attemptAttrs(r, d), cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now), order: ord,
+	u, badURL := parseDest(d.URL)
+	dst := &destination{f: f, route: r, dest: d, url: u, badURL: badURL, spanAttrs: attemptAttrs(r, d), cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now), order: ord,
 		log:   f.Logger.With("route", r.Name, "destination", d.Name),
 		gate:  newGate(d, f.Now),
 		ended: make(chan struct{}, 1)}
@@ -216,7 +217,8 @@ type destination struct {
 	filter    *destFilter    // nil: every event is attempted
 	transform *destTransform // nil: every attempt sends the event as stored
 
-	url    *url.URL          // dest.URL parsed, nil if it does not parse (each attempt then fails with the error)
+	url    *url.URL          // dest.URL parsed once, for every attempt
+	badURL error             // why dest.URL does not parse: every attempt fails with it
 	rt     http.RoundTripper // the Forwarder's Transport, or one with the destination's TLS files
 	auth   *auth
 	order  *destOrder // nil: unordered
@@ -782,11 +784,9 @@ func (d *destination) eventLog(e *store.Envelope, attempt int) *slog.Logger {
 // what came back classified.
 func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int, seq uint64) (out Outcome) {
 	var req *http.Request
-	var err error
-	if d.url != nil {
+	err := d.badURL
+	if err == nil {
 		req, err = newRequestTo(ctx, d.url, e, attempt)
-	} else {
-		req, err = newRequest(ctx, d.dest.URL, e, attempt)
 	}
 	if err != nil {
 		return Outcome{Kind: Permanent, Err: err, Reason: "bad request: " + err.Error(), Unsent: true}

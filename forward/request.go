@@ -109,30 +109,6 @@ func newRequestTo(ctx context.Context, dest *url.URL, e *store.Envelope, attempt
 	return req, nil
 }
 
-// withQuery returns the destination URL with the query string of the URL
-// the provider called (requestURI) appended after the destination's own.
-// The sender's query is taken as it came, except that a byte that would
-// end or break the query, such as the "#" Go's server leaves in it, is
-// percent-encoded (queryEscape): the backend gets every byte the sender sent, and the
-// sender cannot add a fragment or make the URL unparsable. The error names
-// the destination redacted (policy.RedactURL).
-func withQuery(dest, requestURI string) (*url.URL, error) {
-	u, err := parseDest(dest)
-	if err != nil {
-		return nil, err
-	}
-	return appendQuery(u, requestURI), nil
-}
-
-// parsedDest is dest parsed, or nil if it does not parse.
-func parsedDest(dest string) *url.URL {
-	u, err := url.Parse(dest)
-	if err != nil {
-		return nil
-	}
-	return u
-}
-
 // parseDest parses a destination URL; the error names it redacted
 // (policy.RedactURL).
 func parseDest(dest string) (*url.URL, error) {
@@ -143,8 +119,13 @@ func parseDest(dest string) (*url.URL, error) {
 	return u, nil
 }
 
-// appendQuery is withQuery of a parsed destination URL: a copy of dest,
-// which it does not change.
+// appendQuery returns a copy of the destination URL dest with the query
+// string of the URL the provider called (requestURI) appended after the
+// destination's own; dest itself is not changed. The sender's query is
+// taken as it came, except that a byte that would end or break the query,
+// such as the "#" Go's server leaves in it, is percent-encoded
+// (queryEscape): the backend gets every byte the sender sent, and the
+// sender cannot add a fragment or make the URL unparsable.
 func appendQuery(dest *url.URL, requestURI string) *url.URL {
 	u := *dest
 	_, q, ok := strings.Cut(requestURI, "?")

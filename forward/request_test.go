@@ -24,12 +24,12 @@ func TestTheSendersQueryIsAppendedToTheDestinationsAsItCame(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			u, err := withQuery(tc.dest, tc.uri)
+			dest, err := parseDest(tc.dest)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := u.String(); got != tc.want {
-				t.Errorf("withQuery(%q, %q) = %q, want %q", tc.dest, tc.uri, got, tc.want)
+			if got := appendQuery(dest, tc.uri).String(); got != tc.want {
+				t.Errorf("appendQuery(%q, %q) = %q, want %q", tc.dest, tc.uri, got, tc.want)
 			}
 		})
 	}
@@ -37,7 +37,7 @@ func TestTheSendersQueryIsAppendedToTheDestinationsAsItCame(t *testing.T) {
 
 func TestADestinationURLThatDoesNotParseIsNamedWithoutItsCredentials(t *testing.T) {
 	t.Parallel()
-	_, err := withQuery("http://alice:S3cretPass@b/x%zz?token=T0kenValue", "/hooks/a?a=1")
+	_, err := parseDest("http://alice:S3cretPass@b/x%zz?token=T0kenValue")
 	if err == nil || err.Error() != `destination http://b/x%zz: invalid URL escape "%zz"` {
 		t.Errorf("err = %v", err)
 	}
