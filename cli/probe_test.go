@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/jethook/jethook/internal/testkit"
 )
 
@@ -42,16 +40,7 @@ func TestProbePassesAgainstARunningJethook(t *testing.T) {
 func TestProbeSaysNotReadyWhileTheNATSServerIsDownButStillLive(t *testing.T) {
 	t.Parallel()
 	// max_payload as deploy/nats.conf sets it: the 1 MB default is refused.
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, MaxPayload: 8 << 20,
-		StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
+	ns := testkit.StartNATS(t)
 	admin := testkit.FreeAddr(t)
 	serveForTest(t, func(s *Settings) { s.AdminListen, s.NATSURL = admin, ns.ClientURL() })
 	if _, err := runProbeFor(admin, "ready"); err != nil {

@@ -25,6 +25,15 @@ import (
 // test.
 func NATSServer(t testing.TB) string {
 	t.Helper()
+	return StartNATS(t).ClientURL()
+}
+
+// StartNATS is NATSServer for a test that stops the server itself before
+// the end (Shutdown may be called again): it returns the server. Its
+// max_payload is 8 MiB, as deploy/nats.conf sets it and jethook's
+// embedded server has.
+func StartNATS(t testing.TB) *server.Server {
+	t.Helper()
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
 		MaxPayload: 8 << 20, NoLog: true, NoSigs: true})
 	if err != nil {
@@ -35,7 +44,7 @@ func NATSServer(t testing.TB) string {
 	if !s.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server did not start")
 	}
-	return s.ClientURL()
+	return s
 }
 
 // Eventually polls cond every few milliseconds until it is true or the
