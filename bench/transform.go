@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/transform"
@@ -30,7 +31,8 @@ type TransformResult struct {
 }
 
 // Transform runs the end-to-end deliveries of EndToEnd without and with a
-// transform on the destination.
+// transform on the destination. o.DrainProfile, if not nil, gets a CPU
+// profile of the drain through the transform.
 func Transform(ctx context.Context, o Options) (TransformResult, error) {
 	o.applyDefaults()
 	r := TransformResult{Events: o.Events}
@@ -39,11 +41,12 @@ func Transform(ctx context.Context, o Options) (TransformResult, error) {
 		to      *Delivery
 		backlog bool
 		script  string
+		profile io.Writer
 	}{
-		{&r.Plain, false, ""}, {&r.Transformed, false, TypicalTransform},
-		{&r.PlainDrain, true, ""}, {&r.TransformDrain, true, TypicalTransform},
+		{&r.Plain, false, "", nil}, {&r.Transformed, false, TypicalTransform, nil},
+		{&r.PlainDrain, true, "", nil}, {&r.TransformDrain, true, TypicalTransform, o.DrainProfile},
 	} {
-		if *c.to, err = deliver(ctx, o, c.backlog, c.script, nil); err != nil {
+		if *c.to, err = deliver(ctx, o, c.backlog, c.script, c.profile); err != nil {
 			return r, fmt.Errorf("transform %v, backlog %v: %w", c.script != "", c.backlog, err)
 		}
 	}

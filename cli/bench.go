@@ -93,7 +93,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	serveBare := fs.String("serve-bare", "", "only serve the bare baseline handler on this loopback address until interrupted, for an outside load generator (bench/wrk.sh)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (baselines included) to this file, for go tool pprof")
-	drainProfile := fs.String("drainprofile", "", "e2e: write a CPU profile of the drain alone (resume to last delivery) to this file, for go tool pprof")
+	drainProfile := fs.String("drainprofile", "", "e2e or transform: write a CPU profile of the drain alone (resume to last delivery; transform: the drain through the transform) to this file, for go tool pprof")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -120,6 +120,9 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 
 	if *cpuProfile != "" && *drainProfile != "" {
 		return fmt.Errorf("%w: -cpuprofile and -drainprofile cannot be taken at once", errUsage)
+	}
+	if *drainProfile != "" && want["e2e"] && want["transform"] {
+		return fmt.Errorf("%w: -drainprofile profiles one drain: run e2e or transform, not both", errUsage)
 	}
 	if *drainProfile != "" {
 		f, err := os.Create(*drainProfile)

@@ -29,6 +29,7 @@ import (
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/telemetry"
+	"github.com/jethook/jethook/transform"
 )
 
 // ackMargin is added to a destination's timeout to make the consumer's
@@ -430,6 +431,11 @@ func (d *destination) start(attemptCtx context.Context, stopping <-chan struct{}
 	d.f.inflight.Add(1)
 	go func() {
 		defer d.f.inflight.Done()
+		if d.transform != nil {
+			// The script's run nests deep: make room while nothing is
+			// above to copy.
+			transform.GrowStack()
+		}
 		d.attempt(attemptCtx, stopping, m, probe)
 		if om, ok := m.(*orderedMsg); ok {
 			d.order.done(om.key, om.seq)

@@ -89,13 +89,14 @@ func BenchmarkRun(b *testing.B) {
 			continue
 		}
 		// As the forwarder runs it: on a goroutine of its own, whose
-		// stack starts small.
+		// stack starts small and is grown first thing.
 		b.Run(bc.name+", each on a new goroutine", func(b *testing.B) {
 			b.ReportAllocs()
 			defer cpuPerOp(b)()
 			errs := make(chan error)
 			for b.Loop() {
 				go func() {
+					GrowStack()
 					_, err := s.Run(req, c)
 					errs <- err
 				}()

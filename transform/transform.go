@@ -242,9 +242,9 @@ var running = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 // Run runs the script's handler on req. It returns the request to send,
 // or nil when the handler returned null: the event is not for this
-// destination. req is not changed. An error is an *Error.
+// destination. req is not changed. An error is an *Error. A goroutine
+// started for the run calls GrowStack first.
 func (s *Script) Run(req *Request, c Context) (*Request, error) {
-	growStack()
 	running <- struct{}{}
 	defer func() { <-running }()
 	// A run is not pinned to its thread (watch) unless its console output
@@ -289,14 +289,15 @@ func (s *Script) put(m *machine) {
 // deep, and their frames are large.
 const runStack = 16 << 10
 
-// growStack makes the calling goroutine's stack hold runStack more bytes,
-// while the stack is shallow: a goroutine that begins with a small stack
-// (the forwarder starts one per attempt) would otherwise grow it deep
-// inside the engine, one doubling at a time, each copying and adjusting
-// every frame above it.
+// GrowStack makes the calling goroutine's stack hold runStack more bytes.
+// A goroutine that will run a script calls it first thing, while its stack
+// holds almost nothing to copy: one that begins with a small stack (the
+// forwarder starts one per attempt) would otherwise grow it deep inside
+// the engine, one doubling at a time, each copying and adjusting every
+// frame above it.
 //
 //go:noinline
-func growStack() {
+func GrowStack() {
 	var b [runStack]byte
 	touch(b[:])
 }
