@@ -101,11 +101,12 @@ func openIndex(dir string, keep time.Duration, filterBytes int, log *slog.Logger
 		db.Close()
 		return nil, err
 	}
-	if err := x.loadWork(); err != nil {
+	if err := x.loadWork(dir); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("index in %s: work records: %w", dir, err)
 	}
 	if x.born, err = x.birth(); err != nil {
+		x.closeWork()
 		db.Close()
 		return nil, err
 	}
@@ -116,6 +117,7 @@ func openIndex(dir string, keep time.Duration, filterBytes int, log *slog.Logger
 func (x *index) close() error {
 	close(x.stop)
 	<-x.filled
+	x.closeWork()
 	return x.db.Close()
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -16,40 +17,99 @@ import (
 // process that died during that work: a Go crash, the OOM killer, a kill
 // -9. A kill during an HTTP attempt leaves no mark.
 //
-// The marks live in the index's Pebble database, outside its generations:
+// A mark is a slot of a small file mapped into memory (workSlotsFile in
+// the data directory, slots.go): BeginWork writes the webhook's key into a
+// free slot and EndWork clears it, stores to memory without a system call.
+// A process that dies leaves the mapping's pages with the operating
+// system, which is all a crash loop needs (a machine that loses power
+// loses the count, and the loop starts counting again). When the index
+// opens, each slot still marked is a death: it is added to the webhook's
+// count in the index's Pebble database, outside its generations,
 //
 //	'w' route 0x00 dest 0x00 seq(8); value: count(8) time(8)
 //
-// They are written without fsync: a process that dies leaves its writes
-// with the operating system, which is all a crash loop needs (a machine
-// that loses power loses the count, and the loop starts counting again).
-// A mark is cleared when its work ends; one left by a webhook that never
-// came back (settled by another replica, purged) is dropped once it is
-// older than the index keeps anything.
+// and the file is emptied. A mark whose key does not fit a slot, or made
+// while every slot is taken, is written to the index itself as its count
+// plus one, with fsync: Pebble may hold a write without one in its own
+// buffer when the process dies. A count is cleared when its work ends; one left
+// by a webhook that never came back (settled by another replica, purged)
+// is dropped once it is older than the index keeps anything.
 //
-// The counts are also kept in memory (work), read from the index once when
-// it opens: BeginWork writes its mark and reads nothing, where a read of
-// the index cost as much as the work it guards (a transform's run).
+// The counts are also kept in memory (work), read once when the index
+// opens: BeginWork reads nothing from the index, where a read cost as much
+// as the work it guards (a transform's run), and writes nothing to it,
+// where a write and the compaction of its deletion cost a few µs more.
 
-// work is the count of each mark in the index, by key.
+// work is what the marks count, by key.
 type work struct {
 	mu     sync.Mutex
-	counts map[string]uint64
+	counts map[string]*workCount
+	slots  *slots // nil: every mark is written to the index
 }
 
-// loadWork reads the marks in the index into x.work.
-func (x *index) loadWork() error {
-	x.work.counts = make(map[string]uint64)
+// workCount is the deaths during one key's work, and the marks of its work
+// in progress.
+type workCount struct {
+	n      uint64  // deaths found at open, plus marks made since
+	stored bool    // the index holds a record of the key
+	marks  []int32 // the slots marking its work in progress
+}
+
+// loadWork reads the counts in the index into x.work, adds the marks a
+// process that died left in the slots of dir, then empties the slots.
+func (x *index) loadWork(dir string) error {
+	w := &x.work
+	w.counts = make(map[string]*workCount)
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'w'}, UpperBound: []byte{'w' + 1}})
 	if err != nil {
 		return err
 	}
 	for it.First(); it.Valid(); it.Next() {
 		if v := it.Value(); len(v) == 16 {
-			x.work.counts[string(it.Key())] = binary.BigEndian.Uint64(v)
+			w.counts[string(it.Key())] = &workCount{n: binary.BigEndian.Uint64(v), stored: true}
 		}
 	}
-	return it.Close()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, workSlotsFile)
+	left, err := leftMarks(path)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		// Counted before the slots are emptied: a process that dies in
+		// between counts these deaths twice, never none.
+		b := x.db.NewBatch()
+		now := uint64(time.Now().UnixNano())
+		for _, k := range left {
+			c := w.counts[k]
+			if c == nil {
+				c = &workCount{}
+				w.counts[k] = c
+			}
+			c.n++
+			c.stored = true
+		}
+		for _, k := range left {
+			_ = b.Set([]byte(k), binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, w.counts[k].n), now), nil)
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			return err
+		}
+	}
+	w.slots, err = mapSlots(path)
+	return err
+}
+
+// closeWork unmaps the slots; a mark or a clear after it goes to the index.
+func (x *index) closeWork() {
+	x.work.mu.Lock()
+	defer x.work.mu.Unlock()
+	if x.work.slots != nil {
+		x.work.slots.close()
+		x.work.slots = nil
+	}
 }
 
 // workKey is the key of the work record of webhook seq for one destination.
@@ -70,30 +130,54 @@ func (s *Store) BeginWork(route, destination string, seq uint64, now time.Time) 
 	k := workKey(route, destination, seq)
 	w := &s.idx.work
 	w.mu.Lock()
-	n := w.counts[string(k)]
-	w.counts[string(k)] = n + 1
+	c := w.counts[string(k)]
+	if c == nil {
+		c = &workCount{}
+		w.counts[string(k)] = c
+	}
+	n := c.n
+	c.n++
+	if i, ok := w.slots.mark(k); ok {
+		c.marks = append(c.marks, i)
+		w.mu.Unlock()
+		return int(n), nil
+	}
 	w.mu.Unlock()
+	// Synced: without it, the write may wait in Pebble's buffer when
+	// the process dies.
 	v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, n+1), uint64(now.UnixNano()))
-	if err := s.idx.db.Set(k, v, pebble.NoSync); err != nil {
-		w.mu.Lock()
-		w.counts[string(k)] = n
-		if n == 0 {
+	err := s.idx.db.Set(k, v, pebble.Sync)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		c.n--
+		if c.n == 0 && !c.stored && len(c.marks) == 0 && w.counts[string(k)] == c {
 			delete(w.counts, string(k))
 		}
-		w.mu.Unlock()
 		return 0, fmt.Errorf("work record: %w", err)
 	}
+	c.stored = true
 	return int(n), nil
 }
 
-// EndWork clears the mark of BeginWork: the work ended. A mark that cannot be cleared counts one more death if the
-// webhook comes back, which is logged.
+// EndWork clears the marks of BeginWork: the work ended. A count that
+// cannot be cleared in the index counts one more death if the webhook
+// comes back, which is logged.
 func (s *Store) EndWork(route, destination string, seq uint64) {
 	k := workKey(route, destination, seq)
 	w := &s.idx.work
 	w.mu.Lock()
+	c := w.counts[string(k)]
 	delete(w.counts, string(k))
+	if c != nil {
+		for _, i := range c.marks {
+			w.slots.clear(i)
+		}
+	}
 	w.mu.Unlock()
+	if c == nil || !c.stored {
+		return
+	}
 	if err := s.idx.db.Delete(k, pebble.NoSync); err != nil {
 		s.opts.Logger.Warn("work record not cleared", "route", route, "destination", destination, "seq", seq, "err", err)
 	}
@@ -122,6 +206,10 @@ func (x *index) expireWork(cut time.Time) error {
 	}
 	x.work.mu.Lock()
 	for _, k := range gone {
+		if c := x.work.counts[k]; c != nil && len(c.marks) > 0 {
+			c.stored = false // its work is under way: its marks stay
+			continue
+		}
 		delete(x.work.counts, k)
 	}
 	x.work.mu.Unlock()
