@@ -169,7 +169,8 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 	dst := &destination{f: f, route: r, dest: d, url: u, badURL: badURL, spanAttrs: attemptAttrs(r, d), cons: c, filter: flt, transform: tf, rt: rt, auth: newAuth(d.Auth, tokenClient(rt), f.Now), order: ord,
 		log:   f.Logger.With("route", r.Name, "destination", d.Name),
 		gate:  newGate(d, f.Now),
-		ended: make(chan struct{}, 1)}
+		ended: make(chan struct{}, 1),
+		jobs:  make(chan job)}
 	if d.Pull != nil {
 		dst.leases = newLeases()
 		dst.leases.d = dst
@@ -213,6 +214,7 @@ type destination struct {
 
 	inflight atomic.Int64
 	ended    chan struct{} // a signal each time an attempt ends
+	jobs     chan job      // to the workers waiting for an attempt (start)
 	last     lastAttempt   // latest success and failure, for Status
 
 	filter    *destFilter    // nil: every event is attempted
@@ -231,6 +233,7 @@ type destination struct {
 }
 
 func (d *destination) run(fetchCtx, attemptCtx context.Context) {
+	defer close(d.jobs) // no attempt starts after the loop: the workers end
 	if d.order != nil {
 		defer d.sweepLost(fetchCtx)()
 		d.awaitInherited(fetchCtx)
@@ -425,27 +428,57 @@ func (r *returned) take(stream, consumer string, seq uint64) int {
 	return n
 }
 
-// start makes m's attempt in a goroutine of its own.
+// start makes m's attempt on one of the destination's workers: a goroutine
+// that outlives its attempt and waits for the next, so that an attempt
+// does not begin on a small stack and grow it deep inside net/http or a
+// transform's engine, copying every frame each time. An attempt that finds
+// no worker waiting starts one. Workers stay while the destination's loop
+// runs: there are about as many as its attempts were in flight at once,
+// each parked on a stack the garbage collector shrinks.
 func (d *destination) start(attemptCtx context.Context, stopping <-chan struct{}, m jetstream.Msg, probe bool) {
 	d.inflight.Add(1)
 	d.f.inflight.Add(1)
-	go func() {
-		defer d.f.inflight.Done()
-		if d.transform != nil {
-			// The script's run nests deep: make room while nothing is
-			// above to copy.
-			transform.GrowStack()
-		}
-		d.attempt(attemptCtx, stopping, m, probe)
-		if om, ok := m.(*orderedMsg); ok {
-			d.order.done(om.key, om.seq)
-		}
-		d.inflight.Add(-1)
-		select {
-		case d.ended <- struct{}{}:
-		default:
-		}
-	}()
+	j := job{ctx: attemptCtx, stopping: stopping, m: m, probe: probe}
+	select {
+	case d.jobs <- j:
+	default:
+		go d.work(j)
+	}
+}
+
+// job is an attempt start hands to a worker.
+type job struct {
+	ctx      context.Context
+	stopping <-chan struct{}
+	m        jetstream.Msg
+	probe    bool
+}
+
+// work makes j's attempt, then those start hands it, until the
+// destination's loop ends (run closes jobs).
+func (d *destination) work(j job) {
+	if d.transform != nil {
+		// The script's run nests deep: make room while nothing is
+		// above to copy.
+		transform.GrowStack()
+	}
+	for ok := true; ok; j, ok = <-d.jobs {
+		d.attempted(j)
+	}
+}
+
+// attempted makes j's attempt and counts it ended.
+func (d *destination) attempted(j job) {
+	defer d.f.inflight.Done()
+	d.attempt(j.ctx, j.stopping, j.m, j.probe)
+	if om, ok := j.m.(*orderedMsg); ok {
+		d.order.done(om.key, om.seq)
+	}
+	d.inflight.Add(-1)
+	select {
+	case d.ended <- struct{}{}:
+	default:
+	}
 }
 
 // arrived takes the messages already waiting in msgs, without waiting for
