@@ -33,7 +33,7 @@
 # runnable after them, and what held the CPU during the longest waits.
 # PAUSED=1 pauses the destination before each run, so that the ack latency
 # is the ingress's alone, with nothing delivered beside it.
-# CONCURRENCY sets the destination's concurrency (64).
+# CONCURRENCY sets the destination's concurrency (8, a destination's default).
 # KEEP=PREFIX keeps each run's vegeta results and jethook log under PREFIX.
 # WORKERS bounds vegeta's concurrent requests (2000).
 #
@@ -83,7 +83,7 @@ routes:
     provider: none
     retry: {max_age: 1h}
     destinations:
-      - {name: sink, url: "http://$BARE_ADDR/sink", concurrency: ${CONCURRENCY:-64}}
+      - {name: sink, url: "http://$BARE_ADDR/sink", concurrency: ${CONCURRENCY:-8}}
 EOF
 
 # targets N RUN: N vegeta JSON targets, each a POST of a unique body.
