@@ -31,9 +31,9 @@ import (
 // and the file is emptied. A mark whose key does not fit a slot, or made
 // while every slot is taken, is written to the index itself as its count
 // plus one, with fsync: Pebble may hold a write without one in its own
-// buffer when the process dies. A count is cleared when its work ends; one left
-// by a webhook that never came back (settled by another replica, purged)
-// is dropped once it is older than the index keeps anything.
+// buffer when the process dies. A count is cleared when its work ends;
+// one left by a webhook that never came back (settled by another replica,
+// purged) is dropped once it is older than the index keeps anything.
 //
 // The counts are also kept in memory (work), read once when the index
 // opens: BeginWork reads nothing from the index, where a read cost as much
@@ -81,6 +81,7 @@ func (x *index) loadWork(dir string) error {
 		// Counted before the slots are emptied: a process that dies in
 		// between counts these deaths twice, never none.
 		b := x.db.NewBatch()
+		defer b.Close()
 		now := uint64(time.Now().UnixNano())
 		for _, k := range left {
 			c := w.counts[k]
@@ -102,7 +103,9 @@ func (x *index) loadWork(dir string) error {
 	return err
 }
 
-// closeWork unmaps the slots; a mark or a clear after it goes to the index.
+// closeWork unmaps the slots. A mark after it goes to the index; a mark
+// in a slot that is still there counts as a death at the next open, as
+// any work that had not ended by the close.
 func (x *index) closeWork() {
 	x.work.mu.Lock()
 	defer x.work.mu.Unlock()
