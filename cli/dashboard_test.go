@@ -361,8 +361,16 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`form.search input[name="q"]`)),
 		chromedp.SendKeys(chromedp.CSS(`form.search input[name="q"]`), `body.order.id == 1003`),
 		chromedp.SetValue(chromedp.CSS(`form.search input[name="since"]`), "24h"),
-		chromedp.Submit(chromedp.CSS(`form.search input[name="q"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`p.scan`)))
+		chromedp.Submit(chromedp.CSS(`form.search input[name="q"]`)))
+	// The page before the search has its results too (all events): wait
+	// for the search's own to end.
+	searched := func(what string) {
+		t.Helper()
+		testkit.Eventually(t, 10*time.Second, what+" ends", func() bool {
+			return eval(`location.search !== "" && document.getElementById("results")?.dataset.state === "done"`).(bool)
+		})
+	}
+	searched("the search for order 1003")
 	rows := `[...document.querySelectorAll("table.events tbody tr")].map(tr => tr.querySelector("td.type").innerText + " " + tr.querySelector("a").innerText).join("|")`
 	found := eval(rows).(string)
 	if !strings.HasPrefix(found, "order.created ") || strings.Contains(found, "|") {
@@ -373,11 +381,13 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		t.Fatalf("the URL does not hold the search: %s", searchURL)
 	}
 	do("open the search's link afresh", chromedp.Navigate(admin+searchURL), chromedp.WaitVisible(chromedp.CSS(`p.scan`)))
+	searched("the search's link")
 	if again := eval(rows).(string); again != found {
 		t.Fatalf("the search's link found %q, the search %q", again, found)
 	}
 	shots["search"] = visit(searchURL)
 	do("search by a type that holds markup", chromedp.Navigate(admin+"/events?type=%3Cimg*"), chromedp.WaitVisible(chromedp.CSS(`p.scan`)))
+	searched("the search by type")
 	if got := eval(`typeof window.__pwned`); got != "undefined" {
 		t.Fatalf("markup from a webhook's type ran: window.__pwned is %v", eval(`window.__pwned`))
 	}
