@@ -216,12 +216,72 @@ func traceparent(sc trace.SpanContext) string {
 
 // Restore returns ctx with the stored trace context s as its remote parent,
 // or ctx unchanged when s holds none (a webhook stored while tracing was
-// off starts a trace of its own on each attempt).
+// off starts a trace of its own on each attempt). It reads what
+// propagation.TraceContext would extract: a traceparent in the form
+// Store writes (version 00, lower-case hex) directly, any other through
+// the propagator.
 func Restore(ctx context.Context, s Stored) context.Context {
 	if s.Traceparent == "" {
 		return ctx
 	}
-	return propagator.Extract(ctx, &carrier{s})
+	sc, ok := parseStored(s)
+	if !ok {
+		return propagator.Extract(ctx, &carrier{s})
+	}
+	if !sc.IsValid() {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
+
+// parseStored reads s as the propagator would when its traceparent has
+// the one form Store writes, "00-" trace-id "-" parent-id "-" flags; ok
+// is false for any other form. Every attempt of a stored webhook reads
+// its parent here, without the propagator's carrier (an allocation an
+// attempt) and its reads through it.
+func parseStored(s Stored) (_ trace.SpanContext, ok bool) {
+	tp := s.Traceparent
+	if len(tp) != 55 || tp[:3] != "00-" || tp[35] != '-' || tp[52] != '-' {
+		return trace.SpanContext{}, false
+	}
+	var scc trace.SpanContextConfig
+	var flags [1]byte
+	if !unhex(scc.TraceID[:], tp[3:35]) || !unhex(scc.SpanID[:], tp[36:52]) || !unhex(flags[:], tp[53:]) {
+		return trace.SpanContext{}, false
+	}
+	if flags[0] > byte(trace.FlagsSampled|trace.FlagsRandom) {
+		return trace.SpanContext{}, true // version 00 defines no other flag: no parent
+	}
+	scc.TraceFlags = trace.TraceFlags(flags[0])
+	// As the propagator does: a tracestate that does not parse is
+	// dropped, and the traceparent kept (W3C Trace Context §3.3).
+	scc.TraceState, _ = trace.ParseTraceState(s.Tracestate)
+	scc.Remote = true
+	return trace.NewSpanContext(scc), true
+}
+
+// unhex decodes src, lower-case hex as W3C Trace Context requires, into
+// dst, which is half its length; false if src holds anything else.
+func unhex(dst []byte, src string) bool {
+	for i := range dst {
+		hi, ok1 := fromHex(src[2*i])
+		lo, ok2 := fromHex(src[2*i+1])
+		if !ok1 || !ok2 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 // carrier is a propagation.TextMapCarrier over a Stored, without a map,

@@ -195,6 +195,39 @@ func TestAStoredTraceContextRestoresTheSameParent(t *testing.T) {
 	}
 }
 
+// Restore reads every stored trace context as the W3C Trace Context
+// propagator would, the form Store writes and any other, valid or not.
+func TestRestoreReadsWhatThePropagatorWouldExtract(t *testing.T) {
+	t.Parallel()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, s := range []telemetry.Stored{
+		{Traceparent: tp},
+		{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"},
+		{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03"},
+		{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-04"},
+		{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-ff"},
+		{Traceparent: tp, Tracestate: "vendor=abc,other=1"},
+		{Traceparent: tp, Tracestate: "not a tracestate"},
+		{Traceparent: "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01"},
+		{Traceparent: "00-00000000000000000000000000000000-00f067aa0ba902b7-01"},
+		{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"},
+		{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g"},
+		{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736x00f067aa0ba902b7-01"},
+		{Traceparent: "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future"},
+		{Traceparent: "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		{Traceparent: tp + "-extra"},
+		{Traceparent: tp[:54]},
+		{Traceparent: "garbage"},
+	} {
+		want := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
+			propagation.MapCarrier{"traceparent": s.Traceparent, "tracestate": s.Tracestate}))
+		got := trace.SpanContextFromContext(telemetry.Restore(context.Background(), s))
+		if !got.Equal(want) || got.IsRemote() != want.IsRemote() {
+			t.Errorf("Restore(%+v) = %v, want the propagator's %v", s, got, want)
+		}
+	}
+}
+
 func TestInjectReplacesTheSendersTraceContext(t *testing.T) {
 	t.Parallel()
 	tp := sdktrace.NewTracerProvider()
