@@ -339,9 +339,9 @@ type verdict struct {
 }
 
 // record feeds the outcome of one attempt, started at began and ended at
-// now (the gate's clock), to the breaker, the learned limit and the pause; first is true for an event's
-// first attempt. o.RetryAfter is the (already bounded) wait a 429 or 503
-// asked for.
+// now (both read from the gate's clock), to the breaker, the learned limit
+// and the pause; first is true for an event's first attempt. o.RetryAfter
+// is the (already bounded) wait a 429 or 503 asked for.
 func (g *gate) record(o Outcome, first bool, began, now time.Time) (v verdict) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
