@@ -70,7 +70,8 @@ type Forwarder struct {
 	Egress *egress.Rules
 	// Logger gets one line per failed attempt and per dead letter.
 	Logger *slog.Logger
-	// Now is the clock for Retry-After dates and dead-letter times.
+	// Now is the clock for Retry-After dates, dead-letter times and the
+	// attempts' times and latencies.
 	Now func() time.Time
 	// FetchWait bounds one fetch from a consumer (default 2s); it is also how
 	// long Stop may wait for a loop to notice.
@@ -211,6 +212,9 @@ type destination struct {
 	cons  jetstream.Consumer
 	log   *slog.Logger
 	gate  *gate
+	// metrics records its attempts; set when its loop starts (launch) and
+	// removed when a reload stops it.
+	metrics *metrics.Destination
 
 	inflight atomic.Int64
 	ended    chan struct{} // a signal each time an attempt ends
@@ -631,17 +635,18 @@ func (d *destination) attempt(ctx context.Context, stopping <-chan struct{}, m j
 // to be attempted again at once, as the breaker's probe.
 func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held, e *store.Envelope) (again bool) {
 	m, n := h.m, h.n
-	d.f.Metrics.AttemptStarted(d.route.Name, d.dest.Name)
-	defer d.f.Metrics.AttemptEnded(d.route.Name, d.dest.Name)
+	d.metrics.AttemptStarted()
+	defer d.metrics.AttemptEnded()
 	actx, cancel := context.WithTimeout(ctx, d.dest.Timeout)
 	defer cancel()
 	var span trace.Span
 	if d.f.Tracer != nil {
 		actx, span = d.startAttempt(actx, e)
 	}
-	start, began := time.Now(), d.f.Now()
+	began := d.f.Now()
 	o := d.send(actx, e, n, h.seq)
-	latency := time.Since(start)
+	now := d.f.Now() // the attempt's end: one reading serves its latency, the gate, its record
+	latency := now.Sub(began)
 	var due time.Time // of the next attempt, for the span
 	if span != nil {
 		o.Span = span.SpanContext()
@@ -657,7 +662,6 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 		_ = m.Nak()
 		return false
 	}
-	now := d.f.Now()
 	d.last.record(o, now)
 	retry := d.route.Retry
 	if o.RetryAfter > 0 {
@@ -669,12 +673,12 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 		// probe, the next message probes instead.
 		d.gate.unprobe()
 	} else {
-		v = d.gate.record(o, n == 1, began)
+		v = d.gate.record(o, n == 1, began, now)
 		d.reportGate(e, n, v)
 	}
 	switch o.Kind {
 	case Delivered:
-		d.observe(e, h.first, n, o, latency, 0, false)
+		d.observe(e, h.first, n, o, latency, now, 0, false)
 		if d.log.Enabled(ctx, slog.LevelDebug) {
 			d.eventLog(e, n).With(telemetry.LogAttrs(span)...).Debug("delivered", "status", o.Status)
 		}
@@ -703,9 +707,9 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 			}
 		}
 		if reason == "exhausted" && !exhausted(retry, n, now.Sub(h.first), next, v) {
-			logged := func(parked bool) { d.observe(e, h.first, n, o, latency, next, parked) }
+			logged := func(parked bool) { d.observe(e, h.first, n, o, latency, now, next, parked) }
 			if v.again {
-				d.observe(e, h.first, n, o, latency, v.wait, false)
+				d.observe(e, h.first, n, o, latency, now, v.wait, false)
 				due = now.Add(v.wait)
 				log.Info("probe failed; the destination is down and this event probes it again", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", v.wait.Round(time.Millisecond).String())
 				if d.probeAgain(ctx, stopping, m) {
@@ -724,14 +728,14 @@ func (d *destination) try(ctx context.Context, stopping <-chan struct{}, h *held
 		if v.again {
 			d.gate.unhold()
 		}
-		d.observe(e, h.first, n, o, latency, 0, false)
+		d.observe(e, h.first, n, o, latency, now, 0, false)
 		d.deadLetter(ctx, *h, e, o, reason, log)
 	case Permanent:
 		if o.Transform != nil {
 			d.transformFailed(ctx, *h, e, o)
 			return false
 		}
-		d.observe(e, h.first, n, o, latency, 0, false)
+		d.observe(e, h.first, n, o, latency, now, 0, false)
 		d.deadLetter(ctx, *h, e, o, "permanent", d.eventLog(e, n).With(telemetry.LogAttrs(span)...))
 	}
 	return false
@@ -863,12 +867,12 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int, 
 		return Outcome{Kind: Transient, Err: te, Reason: "oauth2 token"}
 	}
 	if err != nil {
-		return Classify(d.route.Retry, nil, err, d.f.Now())
+		return Classify(d.route.Retry, nil, err, d.f.Now)
 	}
 	if resp.Body == http.NoBody {
 		// Nothing to read (net/http's answer without a body, such as
 		// a Content-Length: 0): nothing to close at the context's end.
-		return Classify(d.route.Retry, resp, nil, d.f.Now())
+		return Classify(d.route.Retry, resp, nil, d.f.Now)
 	}
 	// The attempt ends with its context whatever the backend sends: a
 	// 101's body is the raw connection, which the request's context does
@@ -881,7 +885,7 @@ func (d *destination) send(ctx context.Context, e *store.Envelope, attempt int, 
 	if resp.StatusCode >= 200 {
 		drain(resp.Body)
 	}
-	return Classify(d.route.Retry, resp, nil, d.f.Now())
+	return Classify(d.route.Retry, resp, nil, d.f.Now)
 }
 
 // retryLater has the next attempt made at due: a short wait is a

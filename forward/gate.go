@@ -139,6 +139,7 @@ func (g *gate) admit(inflight int) (n int, wait time.Duration, probe bool) {
 	if now.Before(g.pausedUntil) {
 		return 0, g.pausedUntil.Sub(now), false
 	}
+	g.pausedUntil = time.Time{} // over: fetched need not read the clock for it
 	switch g.state {
 	case BreakerOpen:
 		if g.holding {
@@ -242,6 +243,9 @@ func (g *gate) busy() bool {
 func (g *gate) fetched() (ok bool, until time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if !g.held && g.pausedUntil.IsZero() && g.state == BreakerClosed {
+		return true, time.Time{} // open: no clock needed
+	}
 	now := g.now()
 	switch {
 	case g.held:
@@ -334,14 +338,13 @@ type verdict struct {
 	victim bool
 }
 
-// record feeds the outcome of one attempt, started at began, to the
-// breaker, the learned limit and the pause; first is true for an event's
-// first attempt. o.RetryAfter is the (already bounded) wait a 429 or 503
-// asked for.
-func (g *gate) record(o Outcome, first bool, began time.Time) (v verdict) {
+// record feeds the outcome of one attempt, started at began and ended at
+// now (both read from the gate's clock), to the breaker, the learned limit
+// and the pause; first is true for an event's first attempt. o.RetryAfter
+// is the (already bounded) wait a 429 or 503 asked for.
+func (g *gate) record(o Outcome, first bool, began, now time.Time) (v verdict) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
 	if o.RetryAfter > 0 {
 		if until := now.Add(o.RetryAfter); until.After(g.pausedUntil) {
 			g.pausedUntil = until
@@ -486,6 +489,17 @@ func (g *gate) status() GateStatus {
 		s.SlowStart = g.limit.rate < g.limit.ceiling
 	}
 	return s
+}
+
+// gauges returns what the destination's gauges show of the gate: whether
+// its breaker is open (or half-open), and its learned limit (0: none).
+func (g *gate) gauges() (open bool, limit float64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.limit.learned() {
+		limit = g.limit.rate
+	}
+	return g.state != BreakerClosed, limit
 }
 
 // hold pauses (true) or resumes (false) the destination by an operator's

@@ -36,12 +36,12 @@ func TestTheBreakerOpensWhenNearlyEveryAttemptSaysTheBackendIsDown(t *testing.T)
 	if n, _, _ := g.admit(0); n != 10 {
 		t.Fatalf("closed gate admits %d, want 10", n)
 	}
-	g.record(refused, true, c.now())
-	g.record(refused, true, c.now())
+	g.record(refused, true, c.now(), c.now())
+	g.record(refused, true, c.now(), c.now())
 	if n, _, _ := g.admit(0); n != 10 {
 		t.Fatalf("two failures, under the minimum of 3, closed the gate: admits %d", n)
 	}
-	if !g.record(refused, true, c.now()).opened {
+	if !g.record(refused, true, c.now(), c.now()).opened {
 		t.Fatal("three failures out of three did not open the breaker")
 	}
 	n, wait, _ := g.admit(0)
@@ -55,16 +55,16 @@ func TestRefusedConnectionsInARowOpenTheBreakerWhateverWasDeliveredBefore(t *tes
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	g := newTestGate(c)
 	for range 100 {
-		g.record(ok, true, c.now())
+		g.record(ok, true, c.now(), c.now())
 	}
-	g.record(refused, true, c.now())
-	g.record(err500, false, c.now()) // an answer ends the streak
-	g.record(refused, true, c.now())
-	g.record(refused, true, c.now())
+	g.record(refused, true, c.now(), c.now())
+	g.record(err500, false, c.now(), c.now()) // an answer ends the streak
+	g.record(refused, true, c.now(), c.now())
+	g.record(refused, true, c.now(), c.now())
 	if s := g.status(); s.Breaker != BreakerClosed {
 		t.Fatalf("breaker %s after two refusals in a row", s.Breaker)
 	}
-	if !g.record(refused, true, c.now()).opened {
+	if !g.record(refused, true, c.now(), c.now()).opened {
 		t.Fatal("three refused connections in a row, after 100 deliveries, did not open the breaker")
 	}
 }
@@ -75,14 +75,14 @@ func TestAnOutageAfterDeliveriesOpensTheBreakerOnceDeliveriesStopForASecond(t *t
 	g := newTestGate(c)
 	// 10 s of 100 deliveries a second: the usual gap is 10 ms.
 	for range 1000 {
-		g.record(ok, true, c.now())
+		g.record(ok, true, c.now(), c.now())
 		c.advance(10 * time.Millisecond)
 	}
 	// Then every first attempt gets 503; the window still holds 1,000
 	// deliveries, but none came for a second, a hundred gaps.
 	opened := 0
 	for i := range 200 {
-		if g.record(err503, true, c.now()).opened {
+		if g.record(err503, true, c.now(), c.now()).opened {
 			opened = i + 1
 			break
 		}
@@ -100,10 +100,10 @@ func TestFlakyFirstAttemptsAmongDeliveriesDoNotOpenTheBreaker(t *testing.T) {
 	// Three first attempts in four get 503; their retries deliver.
 	for i := range 2000 {
 		if i%4 == 0 {
-			g.record(ok, true, c.now())
+			g.record(ok, true, c.now(), c.now())
 		} else {
-			g.record(err503, true, c.now())
-			g.record(ok, false, c.now())
+			g.record(err503, true, c.now(), c.now())
+			g.record(ok, false, c.now(), c.now())
 		}
 		c.advance(10 * time.Millisecond)
 	}
@@ -120,8 +120,8 @@ func TestFailingRetriesAloneNeverOpenTheBreaker(t *testing.T) {
 	// always) are left, retrying.
 	for range 10 {
 		for range 20 {
-			g.record(err503, false, c.now())
-			g.record(err500, false, c.now())
+			g.record(err503, false, c.now(), c.now())
+			g.record(err500, false, c.now(), c.now())
 		}
 		c.advance(time.Second)
 	}
@@ -141,11 +141,11 @@ func TestPoisonEventsAmongDeliveriesDoNotOpenTheBreaker(t *testing.T) {
 		for i := range 30 {
 			switch {
 			case i < 7:
-				g.record(ok, true, c.now())
+				g.record(ok, true, c.now(), c.now())
 			case i < 10:
-				g.record(err500, true, c.now())
+				g.record(err500, true, c.now(), c.now())
 			default:
-				g.record(err500, false, c.now())
+				g.record(err500, false, c.now(), c.now())
 			}
 		}
 		c.advance(time.Second)
@@ -162,12 +162,12 @@ func TestEveryFirstAttemptFailingDoesNotHoldBackADestinationWhoseRetriesDeliver(
 	// Each event fails its first attempts and passes later: after the
 	// first second, every first attempt fails and retries deliver.
 	for range 2 {
-		g.record(err503, true, c.now())
+		g.record(err503, true, c.now(), c.now())
 	}
 	for range 30 {
 		for range 10 {
-			g.record(err503, true, c.now())
-			g.record(ok, false, c.now())
+			g.record(err503, true, c.now(), c.now())
+			g.record(ok, false, c.now(), c.now())
 		}
 		c.advance(time.Second)
 	}
@@ -180,7 +180,7 @@ func TestEveryFirstAttemptFailingDoesNotHoldBackADestinationWhoseRetriesDeliver(
 func takeDown(t *testing.T, c *clock, g *gate) {
 	t.Helper()
 	for range 3 {
-		g.record(refused, true, c.now())
+		g.record(refused, true, c.now(), c.now())
 	}
 	if s := g.status(); s.Breaker != BreakerOpen {
 		t.Fatalf("breaker %s after three refused connections", s.Breaker)
@@ -212,7 +212,7 @@ func TestProbesGoAboutEachSecondAndAnsweredOnesSlowDownWithTheOutageUpToTheCoold
 			if n, _, _ := g.admit(1); n != 0 {
 				t.Fatal("a second attempt admitted while the probe is in flight")
 			}
-			v := g.record(tc.probe, false, c.now())
+			v := g.record(tc.probe, false, c.now(), c.now())
 			if v.opened || v.recovered {
 				t.Fatalf("a failed probe: %+v", v)
 			}
@@ -247,7 +247,7 @@ func TestAProbeTheBackendAnswersEndsTheOutage(t *testing.T) {
 			if n, _, probe := g.admit(0); n != 1 || !probe {
 				t.Fatalf("admits %d (probe %v), want one probe", n, probe)
 			}
-			v := g.record(tc.probe, false, c.now())
+			v := g.record(tc.probe, false, c.now(), c.now())
 			if v.recovered != tc.recovered || v.again != tc.again {
 				t.Fatalf("verdict %+v, want recovered %v, again %v", v, tc.recovered, tc.again)
 			}
@@ -272,7 +272,7 @@ func TestAFailedProbesEventProbesAgainUpToTheStreakThenLetsAnotherEventProbe(t *
 		t.Fatal("no probe admitted")
 	}
 	for i := 1; i < probeStreak; i++ {
-		if v := g.record(err503, false, c.now()); !v.again || v.wait != time.Second {
+		if v := g.record(err503, false, c.now(), c.now()); !v.again || v.wait != time.Second {
 			t.Fatalf("probe %d failed: verdict %+v, want its event to probe again in 1s", i, v)
 		}
 		if n, _, _ := g.admit(0); n != 0 {
@@ -286,7 +286,7 @@ func TestAFailedProbesEventProbesAgainUpToTheStreakThenLetsAnotherEventProbe(t *
 			t.Fatalf("probe %d failed: the held event may not probe again after the wait", i)
 		}
 	}
-	if v := g.record(err503, false, c.now()); v.again {
+	if v := g.record(err503, false, c.now(), c.now()); v.again {
 		t.Fatalf("the event probed %d times in a row and probes again", probeStreak+1)
 	}
 	c.advance(time.Second)
@@ -302,7 +302,7 @@ func TestAHeldProbeLetGoDuringAPauseFreesTheNextProbe(t *testing.T) {
 	takeDown(t, c, g)
 	c.advance(time.Second)
 	g.admit(0)
-	if v := g.record(err503, false, c.now()); !v.again {
+	if v := g.record(err503, false, c.now(), c.now()); !v.again {
 		t.Fatal("a failed 503 probe's event does not probe again")
 	}
 	g.hold(true)
@@ -322,18 +322,18 @@ func TestRecoveryRestartsTheLimitFromWhatTheBackendDeliveredAndDoublesIt(t *test
 	g := newTestGate(c)
 	// 10 deliveries a second for 10 s, then an outage.
 	for range 100 {
-		g.record(ok, true, c.now())
+		g.record(ok, true, c.now(), c.now())
 		c.advance(100 * time.Millisecond)
 	}
 	for range 20 {
-		g.record(refused, true, c.now())
+		g.record(refused, true, c.now(), c.now())
 	}
 	if s := g.status(); s.Breaker != BreakerOpen || s.Limit != 0 {
 		t.Fatalf("after the outage began: %+v, want open with no limit", s)
 	}
 	c.advance(time.Minute)
 	g.admit(0)
-	if v := g.record(ok, false, c.now()); !v.recovered {
+	if v := g.record(ok, false, c.now(), c.now()); !v.recovered {
 		t.Fatalf("a delivered probe: %+v, want recovered", v)
 	}
 	l := g.status().Limit
@@ -342,10 +342,10 @@ func TestRecoveryRestartsTheLimitFromWhatTheBackendDeliveredAndDoublesIt(t *test
 	}
 	for range 3 {
 		for range int(l) {
-			g.record(ok, false, c.now())
+			g.record(ok, false, c.now(), c.now())
 		}
 		c.advance(time.Second)
-		g.record(ok, false, c.now()) // ends the second
+		g.record(ok, false, c.now(), c.now()) // ends the second
 		l = g.status().Limit
 	}
 	if l < 70 || l > 90 {
@@ -357,7 +357,7 @@ func TestAnOverloadAnswerWhileTheBackendShowsOverloadIsTheLoads(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	g := newTestGate(c)
-	if v := g.record(err503, true, c.now()); v.victim {
+	if v := g.record(err503, true, c.now(), c.now()); v.victim {
 		t.Fatal("a lone 503 with no sign of overload counted as the load's")
 	}
 	for i := range 2 {
@@ -365,15 +365,15 @@ func TestAnOverloadAnswerWhileTheBackendShowsOverloadIsTheLoads(t *testing.T) {
 			c.advance(time.Second)
 		}
 		for range 40 {
-			g.record(ok, true, c.now())
+			g.record(ok, true, c.now(), c.now())
 		}
-		g.record(err503, true, c.now())
-		g.record(err503, true, c.now())
+		g.record(err503, true, c.now(), c.now())
+		g.record(err503, true, c.now(), c.now())
 	}
-	if v := g.record(err503, true, c.now()); !v.victim {
+	if v := g.record(err503, true, c.now(), c.now()); !v.victim {
 		t.Fatal("a 503 while the limit finds overload is not counted as the load's")
 	}
-	if v := g.record(err500, true, c.now()); v.victim {
+	if v := g.record(err500, true, c.now(), c.now()); v.victim {
 		t.Fatal("a 500 counted as the load's")
 	}
 }
@@ -409,9 +409,9 @@ func TestOverloadTeachesALimitThatGoodSecondsRaise(t *testing.T) {
 			c.advance(time.Second)
 		}
 		for range 40 {
-			g.record(ok, true, c.now())
+			g.record(ok, true, c.now(), c.now())
 		}
-		g.record(err503, true, c.now())
+		g.record(err503, true, c.now(), c.now())
 	}
 	if l := g.status().Limit; l != 36 {
 		t.Fatalf("after two seconds of 40 deliveries and a 503: limit %g/s, want 0.9 × 40", l)
@@ -421,7 +421,7 @@ func TestOverloadTeachesALimitThatGoodSecondsRaise(t *testing.T) {
 	for range 3 {
 		c.advance(time.Second)
 		for range 36 {
-			g.record(ok, true, c.now())
+			g.record(ok, true, c.now(), c.now())
 		}
 	}
 	if l := g.status().Limit; l < 39 || l > 42 {
@@ -438,13 +438,13 @@ func TestTheConfiguredRateIsACeilingTheLimitNeverPasses(t *testing.T) {
 	g := newGate(policy.Destination{Concurrency: 10, Rate: policy.Rate{PerSecond: 20, Burst: 1},
 		Breaker: policy.Breaker{Failures: 3, Cooldown: 30 * time.Second}, SlowStart: time.Second}, c.now)
 	for range 20 {
-		g.record(ok, true, c.now())
+		g.record(ok, true, c.now(), c.now())
 	}
-	g.record(err503, true, c.now())
+	g.record(err503, true, c.now(), c.now())
 	for range 20 {
 		c.advance(time.Second)
 		for range 20 {
-			g.record(ok, true, c.now())
+			g.record(ok, true, c.now(), c.now())
 		}
 	}
 	if l := float64(g.limiter.Limit()); l != 20 {
@@ -458,13 +458,13 @@ func TestRetryAfterPausesTheWholeDestination(t *testing.T) {
 	g := newTestGate(c)
 	o := err503
 	o.RetryAfter = 20 * time.Second
-	g.record(o, true, c.now())
+	g.record(o, true, c.now(), c.now())
 	n, wait, _ := g.admit(0)
 	if n != 0 || wait != 20*time.Second {
 		t.Fatalf("paused gate admits %d and waits %s, want 0 and 20s", n, wait)
 	}
 	o.RetryAfter = 5 * time.Second // a shorter Retry-After does not shorten the pause
-	g.record(o, true, c.now())
+	g.record(o, true, c.now(), c.now())
 	if _, wait, _ := g.admit(0); wait != 20*time.Second {
 		t.Fatalf("pause shortened to %s", wait)
 	}

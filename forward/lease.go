@@ -219,7 +219,7 @@ func (d *destination) lease(ctx context.Context, m jetstream.Msg) (Lease, bool) 
 	method, query, header, err := d.request(ctx, e, h.n)
 	if err != nil {
 		o := Outcome{Kind: Permanent, Err: err, Reason: "bad request: " + err.Error(), Unsent: true}
-		d.observe(e, h.first, h.n, o, 0, 0, false)
+		d.observe(e, h.first, h.n, o, 0, d.f.Now(), 0, false)
 		d.deadLetter(ctx, h, e, o, "permanent", d.eventLog(e, h.n))
 		return Lease{}, false
 	}
@@ -270,8 +270,9 @@ func (f *Forwarder) Ack(route, destination string, ids []string) (gone []string,
 		}
 		d := d.leases.current()
 		o := Outcome{Kind: Delivered, Status: http.StatusOK}
-		d.last.record(o, d.f.Now())
-		d.observe(l.e, l.h.first, l.h.n, o, time.Since(l.at), 0, false)
+		now := d.f.Now()
+		d.last.record(o, now)
+		d.observe(l.e, l.h.first, l.h.n, o, time.Since(l.at), now, 0, false)
 		if err := l.h.m.Ack(); err != nil {
 			d.eventLog(l.e, l.h.n).Warn("ack failed; the client may get this event again", "err", err)
 		}
@@ -324,12 +325,12 @@ func (d *destination) fail(l *leased, o Outcome) {
 	next = max(next, minRetryDelay)
 	log := d.eventLog(e, n)
 	if retry.Exhausted(n, now.Sub(h.first), next) {
-		d.observe(e, h.first, n, o, latency, 0, false)
+		d.observe(e, h.first, n, o, latency, now, 0, false)
 		d.deadLetter(ctx, h, e, o, "exhausted", log)
 		return
 	}
 	log.Info("attempt failed; will retry", "outcome", o.Reason, "status", o.Status, errAttr(o.Err), "next", next.Round(time.Millisecond).String())
-	d.retryLater(ctx, h, e, now.Add(next), log, func(parked bool) { d.observe(e, h.first, n, o, latency, next, parked) })
+	d.retryLater(ctx, h, e, now.Add(next), log, func(parked bool) { d.observe(e, h.first, n, o, latency, now, next, parked) })
 }
 
 // enter counts a waiting Pull.

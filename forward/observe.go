@@ -21,24 +21,23 @@ type Alerts interface {
 	Removed(route, destination string)
 }
 
-// observe reports one classified attempt to the metrics and the attempt
-// log; next is the delay before the next attempt, 0 when there is none,
-// and parked says whether the event waits for it parked in the store.
-func (d *destination) observe(e *store.Envelope, stored time.Time, n int, o Outcome, latency, next time.Duration, parked bool) {
+// observe reports one classified attempt, which ended at end, to the
+// metrics and the attempt log; next is the delay before the next attempt,
+// 0 when there is none, and parked says whether the event waits for it
+// parked in the store.
+func (d *destination) observe(e *store.Envelope, stored time.Time, n int, o Outcome, latency time.Duration, end time.Time, next time.Duration, parked bool) {
 	route, dest := d.route.Name, d.dest.Name
-	now := d.f.Now()
-	d.f.Metrics.Attempt(route, dest, o.Kind.String(), o.Status, latency, o.Span)
+	d.metrics.Attempt(o.Kind.String(), o.Status, latency, o.Span, end)
 	if o.Kind == Delivered {
-		d.f.Metrics.Delivered(route, dest, now.Sub(stored), o.Span)
+		d.metrics.Delivered(end.Sub(stored), o.Span)
 	}
 	d.f.Store.LogAttempt(store.Attempt{
-		Time: now, Route: route, Destination: dest, EventID: e.EventID, Attempt: n,
+		Time: end, Route: route, Destination: dest, EventID: e.EventID, Attempt: n,
 		Status: o.Status, Error: errText(o.Err), Latency: latency, Outcome: o.Kind.String(), Next: next, Parked: parked, Sent: o.Sent,
 	})
-	g := d.gate.status()
-	open := g.Breaker != BreakerClosed
-	d.f.Metrics.Breaker(route, dest, open)
-	d.f.Metrics.Limit(route, dest, g.Limit)
+	open, limit := d.gate.gauges()
+	d.metrics.Breaker(open)
+	d.metrics.Limit(limit)
 	if d.f.Alerts != nil {
 		d.f.Alerts.Breaker(route, dest, open)
 	}

@@ -80,7 +80,7 @@ type Outcome struct {
 // like a malformed response, which net/http reports as an error and which
 // is retried. A backend that does it every time opens its breaker and its
 // events end as dead letters when their retries run out.
-func Classify(r policy.Retry, resp *http.Response, err error, now time.Time) Outcome {
+func Classify(r policy.Retry, resp *http.Response, err error, now func() time.Time) Outcome {
 	if err != nil {
 		reason := "network error"
 		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
@@ -99,7 +99,7 @@ func Classify(r policy.Retry, resp *http.Response, err error, now time.Time) Out
 	case r.Transient(resp.StatusCode):
 		o.Kind, o.Reason = Transient, fmt.Sprintf("status %d", resp.StatusCode)
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-			o.RetryAfter = RetryAfter(resp.Header.Get("Retry-After"), now)
+			o.RetryAfter = RetryAfter(resp.Header.Get("Retry-After"), now())
 		}
 	default:
 		o.Kind, o.Reason = Permanent, fmt.Sprintf("status %d", resp.StatusCode)

@@ -45,6 +45,7 @@ func (r *registry) launch(f *Forwarder, d *destination) *loop {
 	if info := d.cons.CachedInfo(); info != nil && info.Paused {
 		d.gate.hold(true)
 	}
+	d.metrics = f.Metrics.Destination(d.route.Name, d.dest.Name)
 	ctx, stop := context.WithCancel(r.fetchCtx)
 	l := &loop{d: d, stop: stop, done: make(chan struct{})}
 	if d.leases != nil {
@@ -163,7 +164,7 @@ func (f *Forwarder) Reload(ctx context.Context, cfg *policy.Config) error {
 			l.d.owner.release(ctx)
 		}
 		// Its breaker state goes with it: a replacement starts closed.
-		f.Metrics.Removed(l.d.route.Name, l.d.dest.Name)
+		l.d.metrics.Remove()
 		if f.Alerts != nil {
 			f.Alerts.Removed(l.d.route.Name, l.d.dest.Name)
 		}

@@ -194,7 +194,7 @@ func (m *sim) settle() {
 			kept = append(kept, f)
 			continue
 		}
-		v := m.g.record(f.o, f.ev.attempt == 1, m.base.Add(f.end-m.s.Latency))
+		v := m.g.record(f.o, f.ev.attempt == 1, m.base.Add(f.end-m.s.Latency), m.g.now())
 		if v.recovered {
 			release(&m.ready, m.now)
 		}

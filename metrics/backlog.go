@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,15 +54,10 @@ type backlogCollector struct {
 	blocked   *prometheus.Desc
 	oldest    *prometheus.Desc
 	waiting   *prometheus.Desc
-
-	mu       sync.Mutex
-	inflight map[key]int64
+	dests     *dests // their attempts in flight
 }
 
-// key is a route × destination.
-type key struct{ route, destination string }
-
-func newBacklogCollector() *backlogCollector {
+func newBacklogCollector(ds *dests) *backlogCollector {
 	rd := []string{"route", "destination"}
 	return &backlogCollector{
 		pending: prometheus.NewDesc(namespace+"_pending",
@@ -76,19 +70,8 @@ func newBacklogCollector() *backlogCollector {
 			"How long the longest-blocked ordering key's head has been failing; 0 when none is (read at scrape time).", rd, nil),
 		waiting: prometheus.NewDesc(namespace+"_waiting_behind_key",
 			"Events waiting behind an earlier event of their ordering key (read at scrape time).", rd, nil),
-		inflight: map[key]int64{},
+		dests: ds,
 	}
-}
-
-func (c *backlogCollector) flight(route, destination string, delta int64) {
-	k := key{route, destination}
-	c.mu.Lock()
-	if n := c.inflight[k] + delta; n > 0 {
-		c.inflight[k] = n
-	} else {
-		delete(c.inflight, k)
-	}
-	c.mu.Unlock()
 }
 
 func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -111,10 +94,8 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(c.pending, err)
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, r := range rows {
-		backoff := int64(r.AckPending) - c.inflight[key{r.Route, r.Destination}] + int64(r.Parked)
+		backoff := int64(r.AckPending) - c.dests.inFlight(r.Route, r.Destination) + int64(r.Parked)
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(r.Pending), r.Route, r.Destination)
 		ch <- prometheus.MustNewConstMetric(c.inBackoff, prometheus.GaugeValue, float64(max(backoff, 0)), r.Route, r.Destination)
 		ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.GaugeValue, float64(r.BlockedKeys), r.Route, r.Destination)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,11 +50,10 @@ type Metrics struct {
 	catchUp *catchUp
 
 	// publishNext holds, per bucket of publishSeconds, when (Unix ns) it
-	// may next take an exemplar (exemplarEvery). spacings holds the same
-	// for each destination's attemptSeconds and deliveryAge series, a
-	// destKey to its *spacing, until the destination is Removed.
+	// may next take an exemplar (exemplarEvery); each Destination holds
+	// the same for its attemptSeconds and deliveryAge series.
 	publishNext []atomic.Int64
-	spacings    sync.Map
+	dests       dests // the destinations' metrics (destination.go)
 }
 
 // The buckets of the latency histograms, which observe needs to space
@@ -127,7 +125,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		[]string{"route", "destination", "kind"})
 	reg.MustRegister(m.filtered, m.filterFailed, m.transformFailed, m.queued, m.unordered)
 	m.publishNext = make([]atomic.Int64, len(publishBuckets)+1)
-	m.backlog = newBacklogCollector()
+	m.dests.by = make(map[destKey]*Destination)
+	m.backlog = newBacklogCollector(&m.dests)
 	m.store = newStoreCollector()
 	m.minutes = newMinutes()
 	m.catchUp = newCatchUp(reg)
@@ -161,19 +160,6 @@ type destKey struct{ route, destination string }
 // spacing holds, per bucket of a destination's attemptSeconds and
 // deliveryAge series, when (Unix ns) it may next take an exemplar.
 type spacing struct{ attempt, age []atomic.Int64 }
-
-// spacing returns the exemplar spacing of route's destination.
-func (m *Metrics) spacing(route, destination string) *spacing {
-	k := destKey{route, destination}
-	s, ok := m.spacings.Load(k)
-	if !ok {
-		s, _ = m.spacings.LoadOrStore(k, &spacing{
-			attempt: make([]atomic.Int64, len(attemptBuckets)+1),
-			age:     make([]atomic.Int64, len(ageBuckets)+1),
-		})
-	}
-	return s.(*spacing)
-}
 
 // observe records v in the series o of a histogram with the given buckets,
 // with span's trace id as its exemplar when span is sampled and v's
@@ -233,56 +219,6 @@ func (m *Metrics) Published(route string, took time.Duration, duplicate bool, er
 	}
 }
 
-// AttemptStarted and AttemptEnded bracket one attempt, for the in-flight
-// gauge (and to tell in-flight messages from those waiting in backoff).
-func (m *Metrics) AttemptStarted(route, destination string) {
-	if m == nil {
-		return
-	}
-	m.inFlight.WithLabelValues(route, destination).Inc()
-	m.backlog.flight(route, destination, 1)
-}
-
-// AttemptEnded: see AttemptStarted.
-func (m *Metrics) AttemptEnded(route, destination string) {
-	if m == nil {
-		return
-	}
-	m.inFlight.WithLabelValues(route, destination).Dec()
-	m.backlog.flight(route, destination, -1)
-}
-
-// Attempt records one classified attempt: outcome is "delivered",
-// "transient" or "permanent"; status is the HTTP status, 0 when no response
-// arrived; span is the attempt's span, for the exemplar (empty with
-// tracing off).
-func (m *Metrics) Attempt(route, destination, outcome string, status int, took time.Duration, span trace.SpanContext) {
-	if m == nil {
-		return
-	}
-	m.attempts.WithLabelValues(route, destination, outcome, Class(status)).Inc()
-	var next []atomic.Int64
-	if span.IsSampled() {
-		next = m.spacing(route, destination).attempt
-	}
-	observe(m.attemptSeconds.WithLabelValues(route, destination), attemptBuckets, next, took.Seconds(), span)
-	m.minutes.add(route, destination, outcome == "delivered", time.Now())
-}
-
-// Delivered counts a delivery that succeeded; age is how long ago the event
-// was stored; span is the delivering attempt's, as for Attempt.
-func (m *Metrics) Delivered(route, destination string, age time.Duration, span trace.SpanContext) {
-	if m == nil {
-		return
-	}
-	m.delivered.WithLabelValues(route, destination).Inc()
-	var next []atomic.Int64
-	if span.IsSampled() {
-		next = m.spacing(route, destination).age
-	}
-	observe(m.deliveryAge.WithLabelValues(route, destination), ageBuckets, next, max(age, 0).Seconds(), span)
-}
-
 // DeadLettered counts a stored dead letter; reason is "permanent" or
 // "exhausted".
 func (m *Metrics) DeadLettered(route, destination, reason string) {
@@ -334,42 +270,6 @@ func (m *Metrics) Unordered(route, destination, kind string) {
 		return
 	}
 	m.unordered.WithLabelValues(route, destination, kind).Inc()
-}
-
-// Breaker sets a destination's breaker gauge.
-func (m *Metrics) Breaker(route, destination string, open bool) {
-	if m == nil {
-		return
-	}
-	v := 0.0
-	if open {
-		v = 1
-	}
-	m.breakerOpen.WithLabelValues(route, destination).Set(v)
-}
-
-// Limit sets a destination's learned limit gauge, in requests per second;
-// 0 (none learned) leaves it absent.
-func (m *Metrics) Limit(route, destination string, perSecond float64) {
-	if m == nil || perSecond <= 0 {
-		return
-	}
-	m.limit.WithLabelValues(route, destination).Set(perSecond)
-}
-
-// Removed ends a destination's breaker, learned limit and in-flight gauges when a reload
-// stops it (removed, or restarted with new settings): a breaker open at
-// that moment must not stay 1 for good. Its counters and histograms stay,
-// as counters do in Prometheus; the spacing of their exemplars goes, so
-// that destinations removed over many reloads leave nothing behind.
-func (m *Metrics) Removed(route, destination string) {
-	if m == nil {
-		return
-	}
-	m.breakerOpen.DeleteLabelValues(route, destination)
-	m.limit.DeleteLabelValues(route, destination)
-	m.inFlight.DeleteLabelValues(route, destination)
-	m.spacings.Delete(destKey{route, destination})
 }
 
 // Class is the status class label of an HTTP status: "2xx" to "5xx", or

@@ -22,13 +22,15 @@ func TestANilMetricsRecordsNothingAndDoesNotPanic(t *testing.T) {
 	m.Received("shop")
 	m.Rejected("shop", "bad_signature")
 	m.Published("shop", time.Millisecond, false, nil, trace.SpanContext{})
-	m.AttemptStarted("shop", "app")
-	m.Attempt("shop", "app", "delivered", 200, time.Millisecond, trace.SpanContext{})
-	m.AttemptEnded("shop", "app")
-	m.Delivered("shop", "app", time.Second, trace.SpanContext{})
+	d := m.Destination("shop", "app")
+	d.AttemptStarted()
+	d.Attempt("delivered", 200, time.Millisecond, trace.SpanContext{}, time.Now())
+	d.AttemptEnded()
+	d.Delivered(time.Second, trace.SpanContext{})
+	d.Breaker(true)
+	d.Limit(10)
+	d.Remove()
 	m.DeadLettered("shop", "app", "permanent")
-	m.Breaker("shop", "app", true)
-	m.Removed("shop", "app")
 	m.SetBacklog(nil)
 	m.SetStore(nil)
 	rec := httptest.NewRecorder()
@@ -71,12 +73,13 @@ func TestAScrapeShowsEachSeriesWithRouteAndDestinationLabels(t *testing.T) {
 	m.Published("shop", time.Millisecond, true, nil, trace.SpanContext{})
 	m.Published("shop", time.Second, false, errors.New("store unavailable"), trace.SpanContext{})
 	m.Rejected("shop", "store_unavailable")
-	m.AttemptStarted("shop", "app")
-	m.AttemptStarted("shop", "app")
-	m.Attempt("shop", "app", "transient", 0, 10*time.Millisecond, trace.SpanContext{})
-	m.AttemptEnded("shop", "app")
+	d := m.Destination("shop", "app")
+	d.AttemptStarted()
+	d.AttemptStarted()
+	d.Attempt("transient", 0, 10*time.Millisecond, trace.SpanContext{}, time.Now())
+	d.AttemptEnded()
 	m.DeadLettered("shop", "app", "exhausted")
-	m.Breaker("shop", "app", true)
+	d.Breaker(true)
 	m.SetBacklog(func(context.Context) ([]metrics.BacklogRow, error) {
 		return []metrics.BacklogRow{{Route: "shop", Destination: "app", Pending: 7, AckPending: 4}}, nil
 	})
@@ -175,9 +178,10 @@ func TestALatencyUnderASampledSpanHasItsTraceIDAsExemplar(t *testing.T) {
 	const sampled, unsampled = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"
 	m := metrics.New(prometheus.NewRegistry())
 	m.Published("shop", time.Millisecond, false, nil, span(sampled, trace.FlagsSampled))
-	m.Attempt("shop", "app", "delivered", 200, 2*time.Second, span(sampled, trace.FlagsSampled))
-	m.Attempt("shop", "app", "delivered", 200, 20*time.Second, span(unsampled, 0))
-	m.Delivered("shop", "app", time.Hour, trace.SpanContext{})
+	d := m.Destination("shop", "app")
+	d.Attempt("delivered", 200, 2*time.Second, span(sampled, trace.FlagsSampled), time.Now())
+	d.Attempt("delivered", 200, 20*time.Second, span(unsampled, 0), time.Now())
+	d.Delivered(time.Hour, trace.SpanContext{})
 
 	out := scrapeOpenMetrics(t, m)
 	for _, want := range []string{
@@ -204,8 +208,9 @@ func TestASlowBucketGetsItsExemplarRightAfterAFastOne(t *testing.T) {
 		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{15: id}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})
 	}
 	m := metrics.New(prometheus.NewRegistry())
-	m.Attempt("shop", "app", "delivered", 200, time.Millisecond, span(1))
-	m.Attempt("shop", "app", "delivered", 200, 20*time.Second, span(2))
+	d := m.Destination("shop", "app")
+	d.Attempt("delivered", 200, time.Millisecond, span(1), time.Now())
+	d.Attempt("delivered", 200, 20*time.Second, span(2), time.Now())
 
 	body := scrapeOpenMetrics(t, m)
 	for _, want := range []string{
@@ -236,4 +241,52 @@ func scrapeOpenMetrics(t *testing.T, m *metrics.Metrics) string {
 		t.Fatal(err)
 	}
 	return string(body)
+}
+
+// A reload starts a changed destination before it stops the old one, and
+// stopping the old one removes its gauges: the new one's, which it may
+// have looked up already, still reach the scrape when it sets them.
+func TestARestartedDestinationKeepsItsSeriesWhenTheOldOneIsRemoved(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(prometheus.NewRegistry())
+	old := m.Destination("shop", "app")
+	old.AttemptStarted()
+	old.Attempt("transient", 503, time.Millisecond, trace.SpanContext{}, time.Now())
+	old.Breaker(true)
+	old.Limit(5)
+	old.AttemptEnded()
+
+	next := m.Destination("shop", "app")
+	next.Breaker(false)
+	next.Limit(7)
+	old.Remove()
+	out := scrape(t, m)
+	for _, gone := range []string{"jethook_breaker_open{", "jethook_learned_limit{", "jethook_in_flight{"} {
+		if strings.Contains(out, gone) {
+			t.Errorf("scrape still has %s after the old destination was removed", gone)
+		}
+	}
+
+	next.AttemptStarted()
+	next.Attempt("delivered", 200, time.Millisecond, trace.SpanContext{}, time.Now())
+	next.Breaker(false)
+	next.Limit(9)
+	out = scrape(t, m)
+	for _, want := range []string{
+		`jethook_in_flight{destination="app",route="shop"} 1`,
+		`jethook_breaker_open{destination="app",route="shop"} 0`,
+		`jethook_learned_limit{destination="app",route="shop"} 9`,
+		`jethook_attempts_total{class="5xx",destination="app",outcome="transient",route="shop"} 1`,
+		`jethook_attempts_total{class="2xx",destination="app",outcome="delivered",route="shop"} 1`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+
+	// Once the new one is removed too, its gauges go.
+	next.Remove()
+	if out := scrape(t, m); strings.Contains(out, "jethook_in_flight{") || strings.Contains(out, "jethook_breaker_open{") {
+		t.Errorf("scrape keeps the gauges of a removed destination:\n%s", out)
+	}
 }

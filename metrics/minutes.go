@@ -28,6 +28,7 @@ type minutes struct {
 
 type minuteRing struct {
 	last    int64 // the latest minute counted (Unix minutes)
+	dropped bool  // dropIdle took it out of rings
 	buckets [HistoryMinutes]minuteBucket
 }
 
@@ -40,8 +41,9 @@ func newMinutes() *minutes {
 	return &minutes{rings: map[[2]string]*minuteRing{}}
 }
 
-// add counts one attempt that ended at t.
-func (m *minutes) add(route, destination string, delivered bool, t time.Time) {
+// add counts one attempt to d that ended at t. d keeps its ring, which it
+// looks up again only when dropIdle has dropped it.
+func (m *minutes) add(d *Destination, delivered bool, t time.Time) {
 	minute := t.Unix() / 60
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -49,11 +51,14 @@ func (m *minutes) add(route, destination string, delivered bool, t time.Time) {
 		m.dropIdle(minute)
 		m.sweep = minute + HistoryMinutes
 	}
-	k := [2]string{route, destination}
-	r := m.rings[k]
-	if r == nil {
-		r = &minuteRing{}
-		m.rings[k] = r
+	r := d.ring
+	if r == nil || r.dropped {
+		k := [2]string{d.route, d.destination}
+		if r = m.rings[k]; r == nil {
+			r = &minuteRing{}
+			m.rings[k] = r
+		}
+		d.ring = r
 	}
 	b := &r.buckets[minute%HistoryMinutes]
 	if b.minute != minute {
@@ -72,6 +77,7 @@ func (m *minutes) add(route, destination string, delivered bool, t time.Time) {
 func (m *minutes) dropIdle(minute int64) {
 	for k, r := range m.rings {
 		if r.last <= minute-HistoryMinutes {
+			r.dropped = true
 			delete(m.rings, k)
 		}
 	}

@@ -8,11 +8,12 @@ import (
 func TestLastHourCountsEachMinuteAndForgetsOlderOnes(t *testing.T) {
 	t.Parallel()
 	m := newMinutes()
+	app, audit := &Destination{route: "shop", destination: "app"}, &Destination{route: "shop", destination: "audit"}
 	t0 := time.Date(2026, 5, 2, 9, 0, 30, 0, time.UTC)
-	m.add("shop", "app", true, t0)
-	m.add("shop", "app", true, t0.Add(10*time.Second))
-	m.add("shop", "app", false, t0.Add(time.Minute))
-	m.add("shop", "audit", false, t0)
+	m.add(app, true, t0)
+	m.add(app, true, t0.Add(10*time.Second))
+	m.add(app, false, t0.Add(time.Minute))
+	m.add(audit, false, t0)
 
 	got := m.lastHour("shop", "app", t0.Add(time.Minute))
 	if len(got) != HistoryMinutes {
@@ -28,7 +29,7 @@ func TestLastHourCountsEachMinuteAndForgetsOlderOnes(t *testing.T) {
 
 	// An hour later the ring's slots are reused: the old counts are gone.
 	later := t0.Add(HistoryMinutes * time.Minute)
-	m.add("shop", "app", true, later)
+	m.add(app, true, later)
 	got = m.lastHour("shop", "app", later)
 	total := 0
 	for _, mn := range got {
@@ -42,14 +43,22 @@ func TestLastHourCountsEachMinuteAndForgetsOlderOnes(t *testing.T) {
 func TestADestinationIdleForAnHourLeavesNoRing(t *testing.T) {
 	t.Parallel()
 	m := newMinutes()
+	idle, app := &Destination{route: "shop", destination: "idle"}, &Destination{route: "shop", destination: "app"}
 	t0 := time.Date(2026, 5, 2, 9, 0, 0, 0, time.UTC)
-	m.add("shop", "removed", true, t0)
-	m.add("shop", "app", true, t0.Add(2*HistoryMinutes*time.Minute))
-	if _, ok := m.rings[[2]string{"shop", "removed"}]; ok {
+	m.add(idle, true, t0)
+	later := t0.Add(2 * HistoryMinutes * time.Minute)
+	m.add(app, true, later)
+	if _, ok := m.rings[[2]string{"shop", "idle"}]; ok {
 		t.Fatal("the ring of a destination idle for two hours is still kept")
 	}
 	if len(m.rings) != 1 {
 		t.Fatalf("%d rings, want 1", len(m.rings))
+	}
+
+	// Its attempts, should it make some again, count in a ring kept anew.
+	m.add(idle, false, later)
+	if got := m.lastHour("shop", "idle", later); got[HistoryMinutes-1].Failed != 1 {
+		t.Errorf("an idle destination's attempt after its ring was dropped: %+v, want 1 failed", got[HistoryMinutes-1])
 	}
 }
 

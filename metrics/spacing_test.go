@@ -9,28 +9,29 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// The exemplar spacing of a destination a reload removes goes with it:
-// destinations added and removed over many reloads leave nothing behind,
-// while those still configured keep theirs.
+// The metrics of a destination a reload removes, the spacing of its
+// exemplars among them, go with it: destinations added and removed over
+// many reloads leave nothing behind, while those still configured keep
+// theirs.
 func TestARemovedDestinationLeavesNoExemplarSpacingBehind(t *testing.T) {
 	t.Parallel()
 	m := New(prometheus.NewRegistry())
 	sampled := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})
 	for reload := range 50 {
-		dest := fmt.Sprintf("app-%d", reload)
-		m.Attempt("shop", dest, "delivered", 200, time.Millisecond, sampled)
-		m.Delivered("shop", dest, time.Second, sampled)
-		m.Removed("shop", dest)
+		d := m.Destination("shop", fmt.Sprintf("app-%d", reload))
+		d.Attempt("delivered", 200, time.Millisecond, sampled, time.Now())
+		d.Delivered(time.Second, sampled)
+		d.Remove()
 	}
-	m.Attempt("shop", "kept", "delivered", 200, time.Millisecond, sampled)
-	m.Attempt("shop", "unsampled", "delivered", 200, time.Millisecond, trace.SpanContext{})
+	m.Destination("shop", "kept").Attempt("delivered", 200, time.Millisecond, sampled, time.Now())
 
 	var left []destKey
-	m.spacings.Range(func(k, _ any) bool {
-		left = append(left, k.(destKey))
-		return true
-	})
+	m.dests.mu.Lock()
+	for k := range m.dests.by {
+		left = append(left, k)
+	}
+	m.dests.mu.Unlock()
 	if len(left) != 1 || left[0] != (destKey{"shop", "kept"}) {
-		t.Errorf("exemplar spacing kept for %v, want only shop/kept", left)
+		t.Errorf("metrics kept for %v, want only shop/kept", left)
 	}
 }

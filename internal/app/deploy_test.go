@@ -56,7 +56,7 @@ routes:
 	a.Metrics.CatchUpCall("shop", "stripe")
 	a.Metrics.Filtered("shop", "app")
 	a.Metrics.FilterFailed("shop", "app", "no such key")
-	a.Metrics.Limit("shop", "app", 10)
+	a.Metrics.Destination("shop", "app").Limit(10)
 
 	var families map[string]string
 	testkit.Eventually(t, 10*time.Second, "the delivery and the dead letter in /metrics", func() bool {
