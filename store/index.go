@@ -109,7 +109,7 @@ func openIndex(dir string, keep time.Duration, filterBytes int, log *slog.Logger
 		db.Close()
 		return nil, err
 	}
-	if err := x.loadWork(dir); err != nil {
+	if err := x.loadWork(dir, log); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("index in %s: work records: %w", dir, err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"time"
@@ -57,7 +58,7 @@ type workCount struct {
 
 // loadWork reads the counts in the index into x.work, adds the marks a
 // process that died left in the slots of dir, then empties the slots.
-func (x *index) loadWork(dir string) error {
+func (x *index) loadWork(dir string, log *slog.Logger) error {
 	w := &x.work
 	w.counts = make(map[string]*workCount)
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'w'}, UpperBound: []byte{'w' + 1}})
@@ -75,7 +76,7 @@ func (x *index) loadWork(dir string) error {
 	path := filepath.Join(dir, workSlotsFile)
 	left, err := leftMarks(path)
 	if err != nil {
-		return err
+		log.Warn("the work marks left by the last process cannot be read: deaths during its work are not counted", "err", err)
 	}
 	if len(left) > 0 {
 		// Counted before the slots are emptied: a process that dies in
@@ -99,8 +100,12 @@ func (x *index) loadWork(dir string) error {
 			return err
 		}
 	}
-	w.slots, err = mapSlots(path)
-	return err
+	if w.slots, err = mapSlots(path); err != nil {
+		// The guard goes on through the index, as where no file can be
+		// mapped (slots_other.go).
+		log.Warn("work marks go to the index: the file of slots cannot be mapped", "err", err)
+	}
+	return nil
 }
 
 // closeWork unmaps the slots. A mark after it goes to the index; a mark

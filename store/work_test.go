@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,39 @@ func TestMarksBeyondTheSlotsAreCountedInTheIndex(t *testing.T) {
 		if n, err := st.BeginWork("shop", "app", seq, time.Now()); err != nil || n != want {
 			t.Fatalf("seq %d: BeginWork = %d, %v; want %d", seq, n, err, want)
 		}
+	}
+}
+
+// Where the file of slots cannot be made, the index opens all the same and
+// the marks go to the index, counted as before.
+func TestMarksGoToTheIndexWhenTheSlotsCannotBeMapped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, workSlotsFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	x, err := openIndex(dir, time.Hour, 1<<20, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.work.slots != nil || !strings.Contains(logs.String(), "work marks go to the index") {
+		t.Errorf("slots %v; log:\n%s", x.work.slots, logs.String())
+	}
+	st := &Store{idx: x}
+	if _, err := st.BeginWork("shop", "app", 7, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.close(); err != nil {
+		t.Fatal(err)
+	}
+	if x, err = openIndex(dir, time.Hour, 1<<20, log); err != nil {
+		t.Fatal(err)
+	}
+	defer x.close()
+	st = &Store{idx: x}
+	if n, err := st.BeginWork("shop", "app", 7, time.Now()); err != nil || n != 1 {
+		t.Errorf("BeginWork = %d, %v; want the 1 death", n, err)
 	}
 }
