@@ -28,7 +28,7 @@ type Destination struct {
 	attemptSeconds series[prometheus.Observer]
 	deliveryAge    series[prometheus.Observer]
 	// attempts holds the attempts_total series by outcome (attemptOutcomes)
-	// and status class (error, 1xx to 5xx).
+	// and status class (classOf: error, 1xx to 5xx).
 	attempts [len(attemptOutcomes)][6]series[prometheus.Counter]
 
 	flight atomic.Int64 // attempts in flight, for the backlog's in_backoff
@@ -163,21 +163,16 @@ func (d *Destination) Attempt(outcome string, status int, took time.Duration, sp
 
 // attemptsOf returns the attempts_total series of outcome and status.
 func (d *Destination) attemptsOf(outcome string, status int) prometheus.Counter {
-	class := Class(status)
-	c := 0
-	if class != "error" {
-		c = status / 100
-	}
 	for i, o := range attemptOutcomes {
 		if o == outcome {
-			s := &d.attempts[i][c]
+			s := &d.attempts[i][classOf(status)]
 			if p := s.p.Load(); p != nil {
 				return *p
 			}
-			return s.lookup(d.m.attempts, []string{d.route, d.destination, outcome, class})
+			return s.lookup(d.m.attempts, []string{d.route, d.destination, outcome, Class(status)})
 		}
 	}
-	return d.m.attempts.WithLabelValues(d.route, d.destination, outcome, class)
+	return d.m.attempts.WithLabelValues(d.route, d.destination, outcome, Class(status))
 }
 
 // Delivered counts a delivery that succeeded; age is how long ago the event

@@ -275,8 +275,17 @@ func (m *Metrics) Unordered(route, destination, kind string) {
 // Class is the status class label of an HTTP status: "2xx" to "5xx", or
 // "error" when no response arrived.
 func Class(status int) string {
-	if status < 100 || status > 599 {
+	c := classOf(status)
+	if c == 0 {
 		return "error"
 	}
-	return strconv.Itoa(status/100) + "xx"
+	return strconv.Itoa(c) + "xx"
+}
+
+// classOf is Class as a number: 1 to 5, or 0 for "error".
+func classOf(status int) int {
+	if status < 100 || status > 599 {
+		return 0
+	}
+	return status / 100
 }
