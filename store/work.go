@@ -83,7 +83,7 @@ func (x *index) loadWork(dir string, log *slog.Logger) error {
 		// between counts these deaths twice, never none.
 		b := x.db.NewBatch()
 		defer b.Close()
-		now := uint64(time.Now().UnixNano())
+		now := time.Now()
 		for _, k := range left {
 			c := w.counts[k]
 			if c == nil {
@@ -93,8 +93,10 @@ func (x *index) loadWork(dir string, log *slog.Logger) error {
 			c.n++
 			c.stored = true
 		}
+		// Written once all are counted: a key may be left in more than
+		// one slot.
 		for _, k := range left {
-			_ = b.Set([]byte(k), binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, w.counts[k].n), now), nil)
+			_ = b.Set([]byte(k), workRecord(w.counts[k].n, now), nil)
 		}
 		if err := b.Commit(pebble.Sync); err != nil {
 			return err
@@ -131,6 +133,11 @@ func workKey(route, destination string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
+// workRecord is the value of a work record: count(8) time(8).
+func workRecord(n uint64, t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), n), uint64(t.UnixNano()))
+}
+
 // BeginWork marks that work on webhook seq (its stream sequence) for
 // route's destination begins, and returns how many times such work began
 // before and never ended: the number of times the process died during it.
@@ -153,8 +160,7 @@ func (s *Store) BeginWork(route, destination string, seq uint64, now time.Time) 
 	w.mu.Unlock()
 	// Synced: without it, the write may wait in Pebble's buffer when
 	// the process dies.
-	v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, n+1), uint64(now.UnixNano()))
-	err := s.idx.db.Set(k, v, pebble.Sync)
+	err := s.idx.db.Set(k, workRecord(n+1, now), pebble.Sync)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
