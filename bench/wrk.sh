@@ -16,6 +16,10 @@
 #   OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:18080 OTEL_TRACES_SAMPLER=always_on bench/wrk.sh
 #       # tracing on, every webhook sampled, exported over OTLP/HTTP to the
 #       # bare handler, which reads each export and discards it
+#   PROFILE=dir bench/wrk.sh            # also CPU profiles of jethook: dir/ingest.pprof
+#       # (the ingress run, from its second second to its last; DURATION
+#       # in seconds, e.g. 10s) and
+#       # dir/drain.pprof (the drain's first 5 s), for go tool pprof
 set -euo pipefail
 
 DURATION=${DURATION:-30s}
@@ -44,6 +48,15 @@ else
 fi
 
 
+
+# profile NAME SECONDS: in the background, after a second, a CPU profile of
+# jethook for SECONDS into $PROFILE/NAME.pprof, when PROFILE is set.
+profile() {
+	[ -n "${PROFILE:-}" ] || return 0
+	mkdir -p "$PROFILE"
+	(sleep 1 && curl -s -H "Authorization: Bearer $token" -o "$PROFILE/$1.pprof" \
+		"http://$ADMIN_ADDR/debug/pprof/profile?seconds=$2") &
+}
 
 # run NAME URL PID: one wrk run against URL served by process PID; sets
 # rps, p50_ms, p99_ms and requests, and prints a row with the server's CPU
@@ -92,6 +105,7 @@ echo "wrk -t$THREADS -c$CONNS -d$DURATION, $BODY-byte JSON bodies unique per req
 printf '%-22s %9s %9s %9s %11s %9s\n' TARGET REQ/S P50 P99 "SERVER CPU" "LOAD"
 run "bare net/http" "http://$BARE_ADDR/hooks/wrk" "$bare_pid"
 bare_rps=$rps
+profile ingest "$((${DURATION%s} - 2))"
 run "jethook ingress" "http://$JETHOOK_ADDR/hooks/wrk" "$jethook_pid"
 jethook_requests=$requests
 awk -v a="$rps" -v b="$bare_rps" 'BEGIN{printf "jethook ÷ bare          %.2f\n", a / b}'
@@ -150,6 +164,7 @@ d0=$(delivered)
 c0=$(both_ticks)
 t0=$(now)
 curl -sf -o /dev/null -X POST -H "Authorization: Bearer $token" "http://$ADMIN_ADDR/v1/destinations/wrk/sink/resume"
+profile drain 5
 settle $((d0 + pending))
 t1=$(last_success)
 e2e_row "drain (backlog above)" "$pending" "$t0" "$t1" "$c0" "$(both_ticks)"
