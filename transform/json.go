@@ -246,9 +246,7 @@ func appendString(b []byte, s string) []byte {
 // explain; a byte equal to c is a zero byte of w ^ c·ones).
 func plain8(s string) bool {
 	const ones, tops = 0x0101010101010101, 0x8080808080808080
-	_ = s[7] // one bounds check for the eight
-	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	w := word(s)
 	quote, backslash := w^('"'*ones), w^('\\'*ones)
 	bad := w | (w-0x20*ones)&^w | (quote-ones)&^quote | (backslash-ones)&^backslash
 	return bad&tops == 0

@@ -131,10 +131,7 @@ func stringEnd(s string, i int) int {
 func nextQuote(s string, j int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; j+8 <= len(s); j += 8 {
-		w := s[j : j+8]
-		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-		x ^= ones * '"'
+		x := word(s[j:j+8]) ^ ones*'"'
 		// The lowest byte of x that is zero, if any, has its high bit
 		// set in this; the bits above it may be wrong.
 		if m := (x - ones) &^ x & highs; m != 0 {
@@ -144,6 +141,14 @@ func nextQuote(s string, j int) int {
 	for ; j < len(s) && s[j] != '"'; j++ {
 	}
 	return j
+}
+
+// word is the first eight bytes of s as one little-endian word, read at
+// once.
+func word(s string) uint64 {
+	_ = s[7] // one bounds check for the eight
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 func skipSpace(s string, i int) int {
