@@ -21,7 +21,6 @@ type Destination struct {
 	refs               int      // holders (Metrics.Destination less Remove); under m.destMu
 	spacing            *spacing // of its exemplars
 
-	inFlight       series[prometheus.Gauge]
 	breakerOpen    series[prometheus.Gauge]
 	limit          series[prometheus.Gauge]
 	delivered      series[prometheus.Counter]
@@ -31,7 +30,7 @@ type Destination struct {
 	// and status class (classOf: error, 1xx to 5xx).
 	attempts [len(attemptOutcomes)][6]series[prometheus.Counter]
 
-	flight atomic.Int64 // attempts in flight, for the backlog's in_backoff
+	flight atomic.Int64 // attempts in flight: jethook_in_flight, and for in_backoff
 	ring   *minuteRing  // its attempts per minute; under m.minutes.mu
 }
 
@@ -69,10 +68,25 @@ func (s *series[T]) lookup(vec labeled[T], lvs []string) T {
 // reset makes the next get look the series up again: its vector deleted it.
 func (s *series[T]) reset() { s.p.Store(nil) }
 
-// dests holds the Destinations in use, one per route × destination.
+// dests holds the Destinations in use, one per route × destination. As a
+// collector it makes jethook_in_flight of each at scrape time from its
+// count, which the old and the new destination of a reload share: a gauge
+// of its own, which Remove took from the new one while its attempts were
+// under way, would count their ends below zero.
 type dests struct {
-	mu sync.Mutex
-	by map[destKey]*Destination
+	mu         sync.Mutex
+	by         map[destKey]*Destination
+	flightDesc *prometheus.Desc
+}
+
+func (ds *dests) Describe(ch chan<- *prometheus.Desc) { ch <- ds.flightDesc }
+
+func (ds *dests) Collect(ch chan<- prometheus.Metric) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	for k, d := range ds.by {
+		ch <- prometheus.MustNewConstMetric(ds.flightDesc, prometheus.GaugeValue, float64(d.flight.Load()), k.route, k.destination)
+	}
 }
 
 // Destination returns the metrics of route's destination. Each call must
@@ -99,14 +113,14 @@ func (m *Metrics) Destination(route, destination string) *Destination {
 	return d
 }
 
-// Remove ends the destination's breaker, learned limit and in-flight
-// gauges when a reload stops it (removed, or restarted with new settings):
-// a breaker open at that moment must not stay 1 for good. Its counters
-// and histograms stay, as counters do in Prometheus. When a destination
-// restarted with new settings still holds d, its gauges come back on its
-// next attempt, as it sets them; otherwise d, with the spacing of its
-// exemplars, goes, so that destinations removed over many reloads leave
-// nothing behind.
+// Remove ends the destination's breaker and learned limit gauges when a
+// reload stops it (removed, or restarted with new settings): a breaker
+// open at that moment must not stay 1 for good. Its counters and
+// histograms stay, as counters do in Prometheus. When a destination
+// restarted with new settings still holds d, those gauges come back as it
+// sets them, and its in-flight gauge stays; otherwise d, with that gauge
+// and the spacing of its exemplars, goes, so that destinations removed
+// over many reloads leave nothing behind.
 func (d *Destination) Remove() {
 	if d == nil {
 		return
@@ -116,10 +130,8 @@ func (d *Destination) Remove() {
 	defer m.dests.mu.Unlock()
 	m.breakerOpen.DeleteLabelValues(d.route, d.destination)
 	m.limit.DeleteLabelValues(d.route, d.destination)
-	m.inFlight.DeleteLabelValues(d.route, d.destination)
 	d.breakerOpen.reset()
 	d.limit.reset()
-	d.inFlight.reset()
 	if d.refs--; d.refs <= 0 {
 		delete(m.dests.by, destKey{d.route, d.destination})
 	}
@@ -131,7 +143,6 @@ func (d *Destination) AttemptStarted() {
 	if d == nil {
 		return
 	}
-	d.inFlight.get(d.m.inFlight, d.route, d.destination).Inc()
 	d.flight.Add(1)
 }
 
@@ -140,7 +151,6 @@ func (d *Destination) AttemptEnded() {
 	if d == nil {
 		return
 	}
-	d.inFlight.get(d.m.inFlight, d.route, d.destination).Dec()
 	d.flight.Add(-1)
 }
 

@@ -42,7 +42,6 @@ type Metrics struct {
 	deliveryAge     *prometheus.HistogramVec
 	breakerOpen     *prometheus.GaugeVec
 	limit           *prometheus.GaugeVec
-	inFlight        *prometheus.GaugeVec
 
 	backlog *backlogCollector
 	store   *storeCollector
@@ -115,8 +114,6 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "1 while a destination's circuit breaker is open or half-open, else 0."}, rd),
 		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "learned_limit",
 			Help: "A destination's learned limit in requests per second; absent until one is learned."}, rd),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "in_flight",
-			Help: "Attempts to a destination in progress now."}, rd),
 	}
 	m.queued = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "order_queued_total",
 		Help: "Events of a destination with order: that waited behind an earlier event of their key."}, rd)
@@ -126,12 +123,13 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.filtered, m.filterFailed, m.transformFailed, m.queued, m.unordered)
 	m.publishNext = make([]atomic.Int64, len(publishBuckets)+1)
 	m.dests.by = make(map[destKey]*Destination)
+	m.dests.flightDesc = prometheus.NewDesc(namespace+"_in_flight", "Attempts to a destination in progress now.", rd, nil)
 	m.backlog = newBacklogCollector(&m.dests)
 	m.store = newStoreCollector()
 	m.minutes = newMinutes()
 	m.catchUp = newCatchUp(reg)
 	reg.MustRegister(m.received, m.rejected, m.stored, m.duplicates, m.publishSeconds, m.attempts,
-		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.limit, m.inFlight, m.backlog, m.store)
+		m.delivered, m.deadLettered, m.attemptSeconds, m.deliveryAge, m.breakerOpen, m.limit, &m.dests, m.backlog, m.store)
 	return m
 }
 

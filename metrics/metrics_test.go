@@ -261,10 +261,13 @@ func TestARestartedDestinationKeepsItsSeriesWhenTheOldOneIsRemoved(t *testing.T)
 	next.Limit(7)
 	old.Remove()
 	out := scrape(t, m)
-	for _, gone := range []string{"jethook_breaker_open{", "jethook_learned_limit{", "jethook_in_flight{"} {
+	for _, gone := range []string{"jethook_breaker_open{", "jethook_learned_limit{"} {
 		if strings.Contains(out, gone) {
 			t.Errorf("scrape still has %s after the old destination was removed", gone)
 		}
+	}
+	if want := `jethook_in_flight{destination="app",route="shop"} 0`; !strings.Contains(out, want+"\n") {
+		t.Errorf("scrape lacks %s, the restarted destination's", want)
 	}
 
 	next.AttemptStarted()
@@ -289,4 +292,35 @@ func TestARestartedDestinationKeepsItsSeriesWhenTheOldOneIsRemoved(t *testing.T)
 	if out := scrape(t, m); strings.Contains(out, "jethook_in_flight{") || strings.Contains(out, "jethook_breaker_open{") {
 		t.Errorf("scrape keeps the gauges of a removed destination:\n%s", out)
 	}
+}
+
+// A reload starts the new destination before the old one stops: attempts
+// the new one began before the old one's Remove end after it, and the
+// in-flight gauge counts them down to 0, not below.
+func TestInFlightAttemptsOfARestartedDestinationEndAtZero(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(prometheus.NewRegistry())
+	old := m.Destination("shop", "app")
+	next := m.Destination("shop", "app")
+	next.AttemptStarted()
+	next.AttemptStarted()
+	old.Remove()
+	for _, want := range []string{"1", "0"} {
+		next.AttemptEnded()
+		line := `jethook_in_flight{destination="app",route="shop"} ` + want
+		if out := scrape(t, m); !strings.Contains(out, line+"\n") {
+			t.Errorf("scrape lacks %s:\n%s", line, grepLines(out, "jethook_in_flight"))
+		}
+	}
+}
+
+// grepLines is the lines of s that hold sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
 }
