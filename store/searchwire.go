@@ -243,13 +243,18 @@ type arrivals struct {
 type chunk struct{ data, buf []byte }
 
 // A buffer takes reads until less than chunkMin of its chunkSize is left.
+// The free list holds up to freeChunks buffers (4 MiB): while a scan rests
+// beside ingest, the server's next batch arrives whole, and two batches of
+// 1 KiB webhooks fill about 20 buffers; a shorter list let most of them go
+// to the collector, about as many bytes of garbage as the scan read.
 const (
-	chunkSize = 64 << 10
-	chunkMin  = 8 << 10
+	chunkSize  = 64 << 10
+	chunkMin   = 8 << 10
+	freeChunks = 64
 )
 
 func arrive(conn net.Conn) *arrivals {
-	a := &arrivals{c: make(chan chunk, 4*scanBatch), free: make(chan []byte, 4), done: make(chan struct{})}
+	a := &arrivals{c: make(chan chunk, 4*scanBatch), free: make(chan []byte, freeChunks), done: make(chan struct{})}
 	go func() {
 		defer close(a.c)
 		var buf []byte
