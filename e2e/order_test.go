@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,10 +30,12 @@ type orderBackend struct {
 	first      int
 	duplicates int
 	inversions []string
+	inverted   []string            // the keys of inversions, in order
+	history    map[string][]string // each key's attempts, for a failure to show
 }
 
 func newOrderBackend(t *testing.T) (*orderBackend, *httptest.Server) {
-	b := &orderBackend{rnd: rand.New(rand.NewPCG(3, 4)), delivered: map[string]map[int]bool{}, highest: map[string]int{}}
+	b := &orderBackend{rnd: rand.New(rand.NewPCG(3, 4)), delivered: map[string]map[int]bool{}, highest: map[string]int{}, history: map[string][]string{}}
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ev struct {
 			Key string `json:"key"`
@@ -44,10 +47,13 @@ func newOrderBackend(t *testing.T) (*orderBackend, *httptest.Server) {
 		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
+		attempt := fmt.Sprintf("%s #%d id=%s", time.Now().Format("15:04:05.000000"), ev.Seq, r.Header.Get("X-Webhook-Id"))
 		if b.rnd.IntN(5) == 0 {
+			b.history[ev.Key] = append(b.history[ev.Key], attempt+" 500")
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
+		b.history[ev.Key] = append(b.history[ev.Key], attempt+" 200")
 		seen := b.delivered[ev.Key]
 		if seen == nil {
 			seen = map[int]bool{}
@@ -58,6 +64,7 @@ func newOrderBackend(t *testing.T) (*orderBackend, *httptest.Server) {
 			b.duplicates++
 		case ev.Seq < b.highest[ev.Key]:
 			b.inversions = append(b.inversions, fmt.Sprintf("%s#%d after %s#%d", ev.Key, ev.Seq, ev.Key, b.highest[ev.Key]))
+			b.inverted = append(b.inverted, ev.Key)
 			fallthrough
 		default:
 			seen[ev.Seq] = true
@@ -272,7 +279,8 @@ func (b *orderBackend) awaitInOrder(t *testing.T, p *process, n int, since time.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.inversions) > 0 {
-		t.Errorf("%d inversions, the first: %s", len(b.inversions), b.inversions[0])
+		t.Errorf("%d inversions, the first: %s; the attempts of %s:\n%s",
+			len(b.inversions), b.inversions[0], b.inverted[0], strings.Join(b.history[b.inverted[0]], "\n"))
 	}
 	return allIn, b.duplicates
 }

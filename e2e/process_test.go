@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -152,8 +154,46 @@ func (p *process) checkAlive() {
 
 func (p *process) cleanup() {
 	p.Kill()
-	if p.t.Failed() {
-		p.t.Logf("jethook log %s, last lines:\n%s", p.LogPath, p.LogTail(60))
+	if !p.t.Failed() {
+		return
+	}
+	p.t.Logf("jethook log %s, last lines:\n%s", p.LogPath, p.LogTail(60))
+	if dir := os.Getenv("JETHOOK_E2E_KEEP_LOGS"); dir != "" {
+		if kept, err := keepLog(dir, p.t.Name(), p.LogPath); err != nil {
+			p.t.Logf("keeping the jethook log: %v", err)
+		} else {
+			p.t.Logf("jethook log kept as %s", kept)
+		}
+	}
+}
+
+// keepLog copies the log at path into dir, under a name made of the
+// test's and a number not yet taken, so that the log of a failed run
+// outlives the test's temporary directory
+// (JETHOOK_E2E_KEEP_LOGS=dir go test ...).
+func keepLog(dir, test, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(test)
+	for i := 1; ; i++ {
+		kept := filepath.Join(dir, fmt.Sprintf("%s.%d.log", name, i))
+		f, err := os.OpenFile(kept, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if _, err := f.Write(b); err != nil {
+			f.Close()
+			return "", err
+		}
+		return kept, f.Close()
 	}
 }
 
