@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -279,8 +280,20 @@ func (b *orderBackend) awaitInOrder(t *testing.T, p *process, n int, since time.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.inversions) > 0 {
+		k := b.inverted[0]
 		t.Errorf("%d inversions, the first: %s; the attempts of %s:\n%s",
-			len(b.inversions), b.inversions[0], b.inverted[0], strings.Join(b.history[b.inverted[0]], "\n"))
+			len(b.inversions), b.inversions[0], k, strings.Join(b.history[k], "\n"))
+		logged := map[string]bool{}
+		for _, a := range b.history[k] {
+			id := a[strings.Index(a, "id=")+3 : strings.LastIndexByte(a, ' ')]
+			if logged[id] {
+				continue
+			}
+			logged[id] = true
+			var ev json.RawMessage
+			p.adminJSON(t, http.MethodGet, "/v1/events/"+url.PathEscape(id), &ev)
+			t.Logf("event %s: %s", id, ev)
+		}
 	}
 	return allIn, b.duplicates
 }

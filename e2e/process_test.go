@@ -54,6 +54,9 @@ func newProcess(t *testing.T, policies string, env map[string]string) *process {
 		"JETHOOK_LOG_FORMAT":     "text",
 		"JETHOOK_SHUTDOWN_GRACE": "2s",
 	}
+	if level := os.Getenv("JETHOOK_E2E_LOG_LEVEL"); level != "" {
+		settings["JETHOOK_LOG_LEVEL"] = level // to read a rare failure's log at debug
+	}
 	for k, v := range env {
 		settings[k] = v
 	}
