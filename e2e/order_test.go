@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -76,6 +77,28 @@ func newOrderBackend(t *testing.T) (*orderBackend, *httptest.Server) {
 	}))
 	t.Cleanup(s.Close)
 	return b, s
+}
+
+// missing says which of events 1..perKey of keys keys were not delivered,
+// and what the backend saw of the first one's key.
+func (b *orderBackend) missing(keys, perKey int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var gone []string
+	first := ""
+	for k := range keys {
+		key := fmt.Sprintf("k%d", k)
+		for seq := 1; seq <= perKey; seq++ {
+			if !b.delivered[key][seq] {
+				gone = append(gone, fmt.Sprintf("%s#%d", key, seq))
+				first = cmp.Or(first, key)
+			}
+		}
+	}
+	if first == "" {
+		return "none missing"
+	}
+	return fmt.Sprintf("missing %s; the attempts of %s:\n%s", strings.Join(gone, " "), first, strings.Join(b.history[first], "\n"))
 }
 
 func (b *orderBackend) count() int {
@@ -179,7 +202,7 @@ func TestKillNineNeverReordersAKey(t *testing.T) {
 	if err := <-posting.done; err != nil {
 		t.Fatalf("posting: %v", err)
 	}
-	allIn, twice := be.awaitInOrder(t, jh, keys*perKey, lastKill)
+	allIn, twice := be.awaitInOrder(t, jh, keys, perKey, lastKill)
 	t.Logf("%d events of %d keys, %d kills: all delivered %s after the last kill; %d delivered twice",
 		keys*perKey, keys, kills, allIn.Round(time.Millisecond), twice)
 }
@@ -212,7 +235,7 @@ func TestKillNineOfTheReplicaThatDeliversNeverReordersAKey(t *testing.T) {
 	if err := <-posting.done; err != nil {
 		t.Fatalf("posting: %v", err)
 	}
-	allIn, twice := be.awaitInOrder(t, other, keys*perKey, killed)
+	allIn, twice := be.awaitInOrder(t, other, keys, perKey, killed)
 	t.Logf("%d events of %d keys, the replica that delivered them killed: all delivered %s after the kill, by the other; %d delivered twice",
 		keys*perKey, keys, allIn.Round(time.Millisecond), twice)
 }
@@ -260,18 +283,20 @@ func orderedPolicies(backendURL string) string {
 		"        order: {key: 'body.key'}\n"
 }
 
-// awaitInOrder waits until the n events posted are delivered, p's jethook
+// awaitInOrder waits until the events posted (1..perKey of each of keys
+// keys) are delivered, p's jethook
 // staying alive meanwhile, and its destination crash/app has nothing left
 // to attempt; it fails the test if an event of a key came after a later
 // one. It returns how long after since the last event came, and how many
 // were delivered twice.
-func (b *orderBackend) awaitInOrder(t *testing.T, p *process, n int, since time.Time) (allIn time.Duration, twice int) {
+func (b *orderBackend) awaitInOrder(t *testing.T, p *process, keys, perKey int, since time.Time) (allIn time.Duration, twice int) {
 	t.Helper()
+	n := keys * perKey
 	deadline := time.Now().Add(2 * time.Minute)
 	for b.count() < n {
 		p.checkAlive()
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events delivered two minutes after posting ended", b.count(), n)
+			t.Fatalf("%d of %d events delivered two minutes after posting ended; %s", b.count(), n, b.missing(keys, perKey))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
