@@ -120,7 +120,13 @@ func (p *process) launch() (exited <-chan struct{}) {
 
 func (p *process) waitReady(exited <-chan struct{}) {
 	p.t.Helper()
-	deadline := time.Now().Add(startTimeout)
+	p.waitReadyWithin(exited, startTimeout)
+}
+
+// waitReadyWithin is waitReady with its own bound.
+func (p *process) waitReadyWithin(exited <-chan struct{}, within time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		select {
 		case <-exited:
@@ -133,7 +139,7 @@ func (p *process) waitReady(exited <-chan struct{}) {
 			return
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("jethook not listening on %s after %s; log tail:\n%s", p.addr, startTimeout, p.LogTail(40))
+			p.t.Fatalf("jethook not listening on %s after %s; log tail:\n%s", p.addr, within, p.LogTail(40))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
