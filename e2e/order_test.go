@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,22 +120,11 @@ func postOrdered(ctx context.Context, url string, keys, perKey int, acked func()
 		wg.Go(func() {
 			for seq := 1; seq <= perKey; seq++ {
 				for k := w; k < keys; k += workers {
-					body := fmt.Appendf(nil, `{"key":"k%d","seq":%d}`, k, seq)
-					for {
-						if ctx.Err() != nil {
-							errs <- ctx.Err()
-							return
-						}
-						resp, err := http.Post(url, "application/json", bytes.NewReader(body))
-						if err == nil {
-							resp.Body.Close()
-							if resp.StatusCode == http.StatusOK {
-								acked()
-								break
-							}
-						}
-						time.Sleep(20 * time.Millisecond)
+					if err := postEvent(ctx, url, fmt.Sprintf("k%d", k), seq); err != nil {
+						errs <- err
+						return
 					}
+					acked()
 				}
 			}
 		})
@@ -142,6 +132,24 @@ func postOrdered(ctx context.Context, url string, keys, perKey int, acked func()
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// postEvent posts event seq of key until jethook acknowledges it.
+func postEvent(ctx context.Context, url, key string, seq int) error {
+	body := fmt.Appendf(nil, `{"key":%q,"seq":%d}`, key, seq)
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // orderedPosting is postOrdered running in the background while a test
@@ -238,6 +246,76 @@ func TestKillNineOfTheReplicaThatDeliversNeverReordersAKey(t *testing.T) {
 	allIn, twice := be.awaitInOrder(t, other, keys, perKey, killed)
 	t.Logf("%d events of %d keys, the replica that delivered them killed: all delivered %s after the kill, by the other; %d delivered twice",
 		keys*perKey, keys, allIn.Round(time.Millisecond), twice)
+}
+
+// TestAFrozenReplicaThatDeliversNeverReordersAKey: the replica that
+// delivers an ordered destination is frozen (SIGSTOP) for longer than a
+// fetch waits, while the first events of a few keys are posted to the
+// other; then it is thawed and their second events are posted. The server
+// sends the first events to the frozen replica's open fetch, which nats.go
+// ends on its own clock as the replica thaws, dropping what it had not
+// handed over: those come back only after their ack wait. No second event
+// may go first. A freeze is what a stall of the process (a pause, a
+// starved CPU) looks like to NATS; the ordering must outlast it.
+func TestAFrozenReplicaThatDeliversNeverReordersAKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("frozen replica: skipped with -short")
+	}
+	t.Parallel()
+	const rounds, keysPerRound = 5, 5
+	be, srv := newOrderBackend(t)
+	env := map[string]string{"JETHOOK_NATS_URL": testkit.NATSServer(t), "JETHOOK_WAITING_EVERY": "2s"}
+	replicas := []*process{newProcess(t, orderedPolicies(srv.URL), env), newProcess(t, orderedPolicies(srv.URL), env)}
+	for _, p := range replicas {
+		p.start()
+	}
+	owner, other := deliverer(t, replicas)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	post := func(k0, seq int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, keysPerRound)
+		for k := k0; k < k0+keysPerRound; k++ {
+			wg.Go(func() { errs <- postEvent(ctx, other.url("/hooks/crash"), fmt.Sprintf("k%d", k), seq) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("posting: %v", err)
+			}
+		}
+	}
+	// The freeze outlasts the fetch's wait (2 s) and nats.go's second
+	// after it, but not the lease (6 s with JETHOOK_WAITING_EVERY=2s).
+	const freeze = 4 * time.Second
+	for r := range rounds {
+		k0 := r * keysPerRound
+		owner.signal(syscall.SIGSTOP)
+		frozen := time.Now()
+		post(k0, 1)
+		time.Sleep(time.Until(frozen.Add(freeze)))
+		owner.signal(syscall.SIGCONT)
+		post(k0, 2)
+		be.awaitCount(t, owner, 2*(k0+keysPerRound), time.Minute)
+	}
+	_, twice := be.awaitInOrder(t, owner, rounds*keysPerRound, 2, time.Now())
+	t.Logf("%d keys, the replica that delivered them frozen for %s %d times: all delivered, %d twice",
+		rounds*keysPerRound, freeze, rounds, twice)
+}
+
+// awaitCount waits until n events are delivered, p staying alive.
+func (b *orderBackend) awaitCount(t *testing.T, p *process, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for b.count() < n {
+		p.checkAlive()
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered after %s", b.count(), n, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // deliverer waits until each replica says whether it delivers crash/app,

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,6 +152,16 @@ func (p *process) kill() {
 	p.t.Helper()
 	p.checkAlive()
 	p.Kill()
+}
+
+// signal sends sig to the running jethook; a test freezes it with SIGSTOP
+// and thaws it with SIGCONT (cleanup's SIGKILL ends a frozen one too).
+func (p *process) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := syscall.Kill(p.Pid(), sig); err != nil {
+		p.t.Fatalf("%v to jethook: %v", sig, err)
+	}
+	p.Mark(sig.String())
 }
 
 // checkAlive fails the test if jethook exited without being killed.
