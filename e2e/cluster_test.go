@@ -27,6 +27,14 @@ import (
 // but the other replica goes on with the rest meanwhile.
 const failoverBound = 20 * time.Second
 
+// clusterStartTimeout bounds how long a jethook started with its cluster
+// may take to open its listener. It waits up to a minute for the cluster
+// to elect its leaders and for each stream it makes to elect its own
+// (store.startupWait), then starts as on a running cluster. Each new
+// stream's raft group elects its leader at once on an idle machine, but
+// took over 5 s each, more than 30 s for the four, on a busy 2-core one.
+const clusterStartTimeout = time.Minute + startTimeout
+
 // natsServerBinary is nats-server built from the module jethook embeds,
 // so the cluster runs the same server version.
 func natsServerBinary(t *testing.T) string {
@@ -201,8 +209,8 @@ func TestClusterLosesNothingWhenANodeAndAReplicaDie(t *testing.T) {
 	// other to create the streams.
 	began := time.Now()
 	exitedA, exitedB := a.launch(), b.launch()
-	a.waitReady(exitedA)
-	b.waitReady(exitedB)
+	a.waitReadyWithin(exitedA, clusterStartTimeout)
+	b.waitReadyWithin(exitedB, clusterStartTimeout)
 	upIn := time.Since(began)
 	po := newPosterTo([]string{a.url("/hooks/crash"), b.url("/hooks/crash")}, t.Name())
 

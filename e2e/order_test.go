@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,10 +33,12 @@ type orderBackend struct {
 	first      int
 	duplicates int
 	inversions []string
+	inverted   []string            // the keys of inversions, in order
+	history    map[string][]string // each key's attempts, for a failure to show
 }
 
 func newOrderBackend(t *testing.T) (*orderBackend, *httptest.Server) {
-	b := &orderBackend{rnd: rand.New(rand.NewPCG(3, 4)), delivered: map[string]map[int]bool{}, highest: map[string]int{}}
+	b := &orderBackend{rnd: rand.New(rand.NewPCG(3, 4)), delivered: map[string]map[int]bool{}, highest: map[string]int{}, history: map[string][]string{}}
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ev struct {
 			Key string `json:"key"`
@@ -44,10 +50,13 @@ func newOrderBackend(t *testing.T) (*orderBackend, *httptest.Server) {
 		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
+		attempt := fmt.Sprintf("%s #%d id=%s", time.Now().Format("15:04:05.000000"), ev.Seq, r.Header.Get("X-Webhook-Id"))
 		if b.rnd.IntN(5) == 0 {
+			b.history[ev.Key] = append(b.history[ev.Key], attempt+" 500")
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
+		b.history[ev.Key] = append(b.history[ev.Key], attempt+" 200")
 		seen := b.delivered[ev.Key]
 		if seen == nil {
 			seen = map[int]bool{}
@@ -58,6 +67,7 @@ func newOrderBackend(t *testing.T) (*orderBackend, *httptest.Server) {
 			b.duplicates++
 		case ev.Seq < b.highest[ev.Key]:
 			b.inversions = append(b.inversions, fmt.Sprintf("%s#%d after %s#%d", ev.Key, ev.Seq, ev.Key, b.highest[ev.Key]))
+			b.inverted = append(b.inverted, ev.Key)
 			fallthrough
 		default:
 			seen[ev.Seq] = true
@@ -68,6 +78,28 @@ func newOrderBackend(t *testing.T) (*orderBackend, *httptest.Server) {
 	}))
 	t.Cleanup(s.Close)
 	return b, s
+}
+
+// missing says which of events 1..perKey of keys keys were not delivered,
+// and what the backend saw of the first one's key.
+func (b *orderBackend) missing(keys, perKey int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var gone []string
+	first := ""
+	for k := range keys {
+		key := fmt.Sprintf("k%d", k)
+		for seq := 1; seq <= perKey; seq++ {
+			if !b.delivered[key][seq] {
+				gone = append(gone, fmt.Sprintf("%s#%d", key, seq))
+				first = cmp.Or(first, key)
+			}
+		}
+	}
+	if first == "" {
+		return "none missing"
+	}
+	return fmt.Sprintf("missing %s; the attempts of %s:\n%s", strings.Join(gone, " "), first, strings.Join(b.history[first], "\n"))
 }
 
 func (b *orderBackend) count() int {
@@ -88,22 +120,11 @@ func postOrdered(ctx context.Context, url string, keys, perKey int, acked func()
 		wg.Go(func() {
 			for seq := 1; seq <= perKey; seq++ {
 				for k := w; k < keys; k += workers {
-					body := fmt.Appendf(nil, `{"key":"k%d","seq":%d}`, k, seq)
-					for {
-						if ctx.Err() != nil {
-							errs <- ctx.Err()
-							return
-						}
-						resp, err := http.Post(url, "application/json", bytes.NewReader(body))
-						if err == nil {
-							resp.Body.Close()
-							if resp.StatusCode == http.StatusOK {
-								acked()
-								break
-							}
-						}
-						time.Sleep(20 * time.Millisecond)
+					if err := postEvent(ctx, url, fmt.Sprintf("k%d", k), seq); err != nil {
+						errs <- err
+						return
 					}
+					acked()
 				}
 			}
 		})
@@ -111,6 +132,24 @@ func postOrdered(ctx context.Context, url string, keys, perKey int, acked func()
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// postEvent posts event seq of key until jethook acknowledges it.
+func postEvent(ctx context.Context, url, key string, seq int) error {
+	body := fmt.Appendf(nil, `{"key":%q,"seq":%d}`, key, seq)
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // orderedPosting is postOrdered running in the background while a test
@@ -171,7 +210,7 @@ func TestKillNineNeverReordersAKey(t *testing.T) {
 	if err := <-posting.done; err != nil {
 		t.Fatalf("posting: %v", err)
 	}
-	allIn, twice := be.awaitInOrder(t, jh, keys*perKey, lastKill)
+	allIn, twice := be.awaitInOrder(t, jh, keys, perKey, lastKill)
 	t.Logf("%d events of %d keys, %d kills: all delivered %s after the last kill; %d delivered twice",
 		keys*perKey, keys, kills, allIn.Round(time.Millisecond), twice)
 }
@@ -204,9 +243,79 @@ func TestKillNineOfTheReplicaThatDeliversNeverReordersAKey(t *testing.T) {
 	if err := <-posting.done; err != nil {
 		t.Fatalf("posting: %v", err)
 	}
-	allIn, twice := be.awaitInOrder(t, other, keys*perKey, killed)
+	allIn, twice := be.awaitInOrder(t, other, keys, perKey, killed)
 	t.Logf("%d events of %d keys, the replica that delivered them killed: all delivered %s after the kill, by the other; %d delivered twice",
 		keys*perKey, keys, allIn.Round(time.Millisecond), twice)
+}
+
+// TestAFrozenReplicaThatDeliversNeverReordersAKey: the replica that
+// delivers an ordered destination is frozen (SIGSTOP) for longer than a
+// fetch waits, while the first events of a few keys are posted to the
+// other; then it is thawed and their second events are posted. The server
+// sends the first events to the frozen replica's open fetch, which nats.go
+// ends on its own clock as the replica thaws, dropping what it had not
+// handed over: those come back only after their ack wait. No second event
+// may go first. A freeze is what a stall of the process (a pause, a
+// starved CPU) looks like to NATS; the ordering must outlast it.
+func TestAFrozenReplicaThatDeliversNeverReordersAKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("frozen replica: skipped with -short")
+	}
+	t.Parallel()
+	const rounds, keysPerRound = 5, 5
+	be, srv := newOrderBackend(t)
+	env := map[string]string{"JETHOOK_NATS_URL": testkit.NATSServer(t), "JETHOOK_WAITING_EVERY": "2s"}
+	replicas := []*process{newProcess(t, orderedPolicies(srv.URL), env), newProcess(t, orderedPolicies(srv.URL), env)}
+	for _, p := range replicas {
+		p.start()
+	}
+	owner, other := deliverer(t, replicas)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	post := func(k0, seq int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, keysPerRound)
+		for k := k0; k < k0+keysPerRound; k++ {
+			wg.Go(func() { errs <- postEvent(ctx, other.url("/hooks/crash"), fmt.Sprintf("k%d", k), seq) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("posting: %v", err)
+			}
+		}
+	}
+	// The freeze outlasts the fetch's wait (2 s) and nats.go's second
+	// after it, but not the lease (6 s with JETHOOK_WAITING_EVERY=2s).
+	const freeze = 4 * time.Second
+	for r := range rounds {
+		k0 := r * keysPerRound
+		owner.signal(syscall.SIGSTOP)
+		frozen := time.Now()
+		post(k0, 1)
+		time.Sleep(time.Until(frozen.Add(freeze)))
+		owner.signal(syscall.SIGCONT)
+		post(k0, 2)
+		be.awaitCount(t, owner, 2*(k0+keysPerRound), time.Minute)
+	}
+	_, twice := be.awaitInOrder(t, owner, rounds*keysPerRound, 2, time.Now())
+	t.Logf("%d keys, the replica that delivered them frozen for %s %d times: all delivered, %d twice",
+		rounds*keysPerRound, freeze, rounds, twice)
+}
+
+// awaitCount waits until n events are delivered, p staying alive.
+func (b *orderBackend) awaitCount(t *testing.T, p *process, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for b.count() < n {
+		p.checkAlive()
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered after %s", b.count(), n, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // deliverer waits until each replica says whether it delivers crash/app,
@@ -252,18 +361,20 @@ func orderedPolicies(backendURL string) string {
 		"        order: {key: 'body.key'}\n"
 }
 
-// awaitInOrder waits until the n events posted are delivered, p's jethook
+// awaitInOrder waits until the events posted (1..perKey of each of keys
+// keys) are delivered, p's jethook
 // staying alive meanwhile, and its destination crash/app has nothing left
 // to attempt; it fails the test if an event of a key came after a later
 // one. It returns how long after since the last event came, and how many
 // were delivered twice.
-func (b *orderBackend) awaitInOrder(t *testing.T, p *process, n int, since time.Time) (allIn time.Duration, twice int) {
+func (b *orderBackend) awaitInOrder(t *testing.T, p *process, keys, perKey int, since time.Time) (allIn time.Duration, twice int) {
 	t.Helper()
+	n := keys * perKey
 	deadline := time.Now().Add(2 * time.Minute)
 	for b.count() < n {
 		p.checkAlive()
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events delivered two minutes after posting ended", b.count(), n)
+			t.Fatalf("%d of %d events delivered two minutes after posting ended; %s", b.count(), n, b.missing(keys, perKey))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -272,7 +383,20 @@ func (b *orderBackend) awaitInOrder(t *testing.T, p *process, n int, since time.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.inversions) > 0 {
-		t.Errorf("%d inversions, the first: %s", len(b.inversions), b.inversions[0])
+		k := b.inverted[0]
+		t.Errorf("%d inversions, the first: %s; the attempts of %s:\n%s",
+			len(b.inversions), b.inversions[0], k, strings.Join(b.history[k], "\n"))
+		logged := map[string]bool{}
+		for _, a := range b.history[k] {
+			id := a[strings.Index(a, "id=")+3 : strings.LastIndexByte(a, ' ')]
+			if logged[id] {
+				continue
+			}
+			logged[id] = true
+			var ev json.RawMessage
+			p.adminJSON(t, http.MethodGet, "/v1/events/"+url.PathEscape(id), &ev)
+			t.Logf("event %s: %s", id, ev)
+		}
 	}
 	return allIn, b.duplicates
 }

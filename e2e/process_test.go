@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,6 +54,9 @@ func newProcess(t *testing.T, policies string, env map[string]string) *process {
 		"JETHOOK_DATA_DIR":       filepath.Join(dir, "data"),
 		"JETHOOK_LOG_FORMAT":     "text",
 		"JETHOOK_SHUTDOWN_GRACE": "2s",
+	}
+	if level := os.Getenv("JETHOOK_E2E_LOG_LEVEL"); level != "" {
+		settings["JETHOOK_LOG_LEVEL"] = level // to read a rare failure's log at debug
 	}
 	for k, v := range env {
 		settings[k] = v
@@ -115,7 +121,13 @@ func (p *process) launch() (exited <-chan struct{}) {
 
 func (p *process) waitReady(exited <-chan struct{}) {
 	p.t.Helper()
-	deadline := time.Now().Add(startTimeout)
+	p.waitReadyWithin(exited, startTimeout)
+}
+
+// waitReadyWithin is waitReady with its own bound.
+func (p *process) waitReadyWithin(exited <-chan struct{}, within time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		select {
 		case <-exited:
@@ -128,7 +140,7 @@ func (p *process) waitReady(exited <-chan struct{}) {
 			return
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("jethook not listening on %s after %s; log tail:\n%s", p.addr, startTimeout, p.LogTail(40))
+			p.t.Fatalf("jethook not listening on %s after %s; log tail:\n%s", p.addr, within, p.LogTail(40))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -142,6 +154,16 @@ func (p *process) kill() {
 	p.Kill()
 }
 
+// signal sends sig to the running jethook; a test freezes it with SIGSTOP
+// and thaws it with SIGCONT (cleanup's SIGKILL ends a frozen one too).
+func (p *process) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := syscall.Kill(p.Pid(), sig); err != nil {
+		p.t.Fatalf("%v to jethook: %v", sig, err)
+	}
+	p.Mark(sig.String())
+}
+
 // checkAlive fails the test if jethook exited without being killed.
 func (p *process) checkAlive() {
 	p.t.Helper()
@@ -152,8 +174,46 @@ func (p *process) checkAlive() {
 
 func (p *process) cleanup() {
 	p.Kill()
-	if p.t.Failed() {
-		p.t.Logf("jethook log %s, last lines:\n%s", p.LogPath, p.LogTail(60))
+	if !p.t.Failed() {
+		return
+	}
+	p.t.Logf("jethook log %s, last lines:\n%s", p.LogPath, p.LogTail(60))
+	if dir := os.Getenv("JETHOOK_E2E_KEEP_LOGS"); dir != "" {
+		if kept, err := keepLog(dir, p.t.Name(), p.LogPath); err != nil {
+			p.t.Logf("keeping the jethook log: %v", err)
+		} else {
+			p.t.Logf("jethook log kept as %s", kept)
+		}
+	}
+}
+
+// keepLog copies the log at path into dir, under a name made of the
+// test's and a number not yet taken, so that the log of a failed run
+// outlives the test's temporary directory
+// (JETHOOK_E2E_KEEP_LOGS=dir go test ...).
+func keepLog(dir, test, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(test)
+	for i := 1; ; i++ {
+		kept := filepath.Join(dir, fmt.Sprintf("%s.%d.log", name, i))
+		f, err := os.OpenFile(kept, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if _, err := f.Write(b); err != nil {
+			f.Close()
+			return "", err
+		}
+		return kept, f.Close()
 	}
 }
 

@@ -71,7 +71,7 @@ func TestWhatEachReplicaAddsToTheCPUOfAWebhook(t *testing.T) {
 			urls = append(urls, p.url("/hooks/crash"))
 		}
 		for _, p := range ps {
-			p.waitReady(p.launch())
+			p.waitReadyWithin(p.launch(), clusterStartTimeout)
 		}
 		before := cpuSeconds(t, ps)
 		profiled := profileReplicas(t, ps, profiles, 10*time.Second, "posting")

@@ -220,6 +220,9 @@ type destination struct {
 	ended    chan struct{} // a signal each time an attempt ends
 	jobs     chan job      // to the workers waiting for an attempt (start)
 	last     lastAttempt   // latest success and failure, for Status
+	// refetch is when an ordered destination may fetch again after a
+	// fetch that ended late (awaitDropped); its loop's alone.
+	refetch time.Time
 
 	filter    *destFilter    // nil: every event is attempted
 	transform *destTransform // nil: every attempt sends the event as stored
@@ -246,6 +249,13 @@ func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 	}
 	for fetchCtx.Err() == nil {
 		if d.owner != nil && !d.owner.own(fetchCtx) {
+			continue
+		}
+		if wait := time.Until(d.refetch); wait > 0 {
+			if d.owner != nil {
+				wait = min(wait, d.owner.every()) // the lease is kept meanwhile
+			}
+			d.idle(fetchCtx, wait)
 			continue
 		}
 		n, wait, probe := d.gate.admit(int(d.inflight.Load()))
@@ -313,10 +323,14 @@ func (d *destination) tokens(ctx context.Context, n int) int {
 // on its fetch, and that message came back only after its ack wait, with
 // an attempt number one higher and, for an ordered destination, behind the
 // events of its key that came after it. When jethook stops fetching while
-// a fetch is open, handBack gives back what else arrives.
+// a fetch is open, handBack gives back what else arrives. But nats.go
+// also ends a fetch on its own clock, a second after its wait (lateFetch):
+// an ordered destination then waits for what it may have dropped to come
+// back before it fetches again (awaitDropped).
 func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe bool) int {
+	began := time.Now()
 	batch, err := d.cons.Fetch(n, jetstream.FetchMaxWait(d.f.FetchWait))
-	got := 0
+	got, received := 0, 0
 	if err == nil {
 		msgs := batch.Messages()
 		for {
@@ -339,7 +353,9 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 			if d.order != nil {
 				// What else has arrived goes through the ordering with
 				// m, in one write.
-				group, admitted = d.admit(fetchCtx, append(group, arrived(msgs)...))
+				group = append(group, arrived(msgs)...)
+				received += len(group)
+				group, admitted = d.admit(fetchCtx, group)
 			}
 			got += len(group)
 			for _, m := range group {
@@ -353,6 +369,9 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 			}
 		}
 		err = batch.Error()
+		if d.order != nil && received < n && time.Since(began) >= d.f.FetchWait+lateFetch {
+			d.awaitDropped(time.Since(began))
+		}
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && fetchCtx.Err() == nil {
 		d.log.Warn("fetch failed", "err", err)
@@ -362,6 +381,29 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 		}
 	}
 	return got
+}
+
+// lateFetch is how long after its wait nats.go ends a fetch that the
+// server has not ended (with its 408), on the client's clock. The server
+// may still send messages to it, which nats.go drops: JetStream counts
+// them delivered, and sends them again only after their ack wait. A fetch
+// ends this late only when the process stalled for over a second (a
+// pause, a starved CPU) while it was open, or the server answered late.
+const lateFetch = time.Second
+
+// awaitDropped makes an ordered destination fetch nothing new until what
+// a fetch that ended late may have dropped has come back. The server
+// sent such messages at most its wait after the fetch ended here; they
+// come back after their ack wait, and the consumer sends them again
+// before any message it has not sent yet. A later event of their key
+// fetched before then would take the key first. When nothing was
+// dropped, which jethook cannot tell, the wait costs the destination
+// that much delay.
+func (d *destination) awaitDropped(took time.Duration) {
+	wait := d.f.FetchWait + d.dest.Timeout + ackMargin
+	d.refetch = time.Now().Add(wait)
+	d.log.Warn("a fetch ended late, after a stall of this process or of the server; what the server sent it meanwhile comes back after its ack wait, and this ordered destination fetches nothing new until then",
+		"took", took.Round(time.Millisecond).String(), "wait", wait.String())
 }
 
 // handBack naks what a fetch still delivers after jethook stopped
