@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jethook/jethook/internal/testkit"
+)
+
+// A search's window starts at the first webhook stored at or after its
+// start even when the fetch that looks for it ends before the server
+// answers, as nats.go ends a FetchNoWait a second after asking: here a
+// proxy holds back the server's delivery for longer than that, as a
+// stalled server or process would. Taking the empty fetch for "nothing
+// stored since" made the search cover nothing and say it found nothing.
+func TestASearchFindsTheStartOfItsWindowWhenAFetchEndsBeforeTheServerAnswers(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	px := newHoldingProxy(t, testkit.NATSServer(t))
+	s, err := Open(ctx, Options{URL: px.url, DataDir: t.TempDir(), WaitingEvery: time.Second, PublishTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	publish := func(n int) uint64 {
+		t.Helper()
+		ack, err := s.js.Publish(ctx, fmt.Sprintf("webhooks.shop.%d", n), []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	publish(1)
+	since := time.Now()
+	want := publish(2)
+	last := publish(3) + 1
+
+	px.holdNext(1500 * time.Millisecond)
+	got, err := s.seqAt(ctx, since, last)
+	if err != nil || got != want {
+		t.Errorf("the window stored since %s starts at %d (%v), want %d", since.Format(time.RFC3339Nano), got, err, want)
+	}
+	if !px.held.Load() {
+		t.Error("the proxy held back no delivery: the fetch was not cut short")
+	}
+}
