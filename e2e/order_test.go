@@ -227,13 +227,7 @@ func TestKillNineOfTheReplicaThatDeliversNeverReordersAKey(t *testing.T) {
 	}
 	t.Parallel()
 	const keys, perKey = 50, 10
-	be, srv := newOrderBackend(t)
-	env := map[string]string{"JETHOOK_NATS_URL": testkit.NATSServer(t), "JETHOOK_WAITING_EVERY": "2s"}
-	replicas := []*process{newProcess(t, orderedPolicies(srv.URL), env), newProcess(t, orderedPolicies(srv.URL), env)}
-	for _, p := range replicas {
-		p.start()
-	}
-	owner, other := deliverer(t, replicas)
+	be, owner, other := orderedReplicas(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	posting := postOrderedInBackground(ctx, other.url("/hooks/crash"), keys, perKey)
@@ -246,6 +240,21 @@ func TestKillNineOfTheReplicaThatDeliversNeverReordersAKey(t *testing.T) {
 	allIn, twice := be.awaitInOrder(t, other, keys, perKey, killed)
 	t.Logf("%d events of %d keys, the replica that delivered them killed: all delivered %s after the kill, by the other; %d delivered twice",
 		keys*perKey, keys, allIn.Round(time.Millisecond), twice)
+}
+
+// orderedReplicas starts two replicas sharing a NATS server and an
+// ordered destination delivering to a new order backend, and returns the
+// backend, the replica that delivers the destination and the other one.
+func orderedReplicas(t *testing.T) (be *orderBackend, owner, other *process) {
+	t.Helper()
+	be, srv := newOrderBackend(t)
+	env := map[string]string{"JETHOOK_NATS_URL": testkit.NATSServer(t), "JETHOOK_WAITING_EVERY": "2s"}
+	replicas := []*process{newProcess(t, orderedPolicies(srv.URL), env), newProcess(t, orderedPolicies(srv.URL), env)}
+	for _, p := range replicas {
+		p.start()
+	}
+	owner, other = deliverer(t, replicas)
+	return be, owner, other
 }
 
 // TestAFrozenReplicaThatDeliversNeverReordersAKey: the replica that
@@ -263,13 +272,7 @@ func TestAFrozenReplicaThatDeliversNeverReordersAKey(t *testing.T) {
 	}
 	t.Parallel()
 	const rounds, keysPerRound = 5, 5
-	be, srv := newOrderBackend(t)
-	env := map[string]string{"JETHOOK_NATS_URL": testkit.NATSServer(t), "JETHOOK_WAITING_EVERY": "2s"}
-	replicas := []*process{newProcess(t, orderedPolicies(srv.URL), env), newProcess(t, orderedPolicies(srv.URL), env)}
-	for _, p := range replicas {
-		p.start()
-	}
-	owner, other := deliverer(t, replicas)
+	be, owner, other := orderedReplicas(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	post := func(k0, seq int) {
