@@ -68,7 +68,10 @@ func (s *Store) RetryNow(ctx context.Context, route, destination, eventID string
 	}
 	var found jetstream.Msg
 	var foundSeq uint64
-	for found == nil {
+	// An empty batch is the end only if nothing was pending: nats.go ends
+	// a FetchNoWait a second after asking, before a stalled server's
+	// answer (see recordSource.each).
+	for empty := 0; found == nil; {
 		batch, err := c.FetchNoWait(1024)
 		if err != nil {
 			return fmt.Errorf("%w: parked retries: %w", ErrUnavailable, err)
@@ -85,8 +88,15 @@ func (s *Store) RetryNow(ctx context.Context, route, destination, eventID string
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return fmt.Errorf("%w: parked retries: %w", ErrUnavailable, err)
 		}
-		if n == 0 {
+		if n > 0 {
+			empty = 0
+			continue
+		}
+		if info := c.CachedInfo(); info == nil || info.NumPending == 0 {
 			break
+		}
+		if empty++; empty == emptyBatches || ctx.Err() != nil {
+			return fmt.Errorf("%w: parked retries: records pending, but %d fetches in a row brought none", ErrUnavailable, empty)
 		}
 	}
 	if found == nil {
