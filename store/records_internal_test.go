@@ -72,6 +72,21 @@ func TestEachReadsEveryRecordWhenAFetchEndsBeforeTheServerAnswers(t *testing.T) 
 	}
 }
 
+// storeBehindProxy opens a store on a NATS server reached through a
+// holding proxy; the context ends with the test, a minute at most.
+func storeBehindProxy(t *testing.T) (context.Context, *Store, *holdingProxy) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	px := newHoldingProxy(t, testkit.NATSServer(t))
+	s, err := Open(ctx, Options{URL: px.url, DataDir: t.TempDir(), WaitingEvery: time.Second, PublishTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return ctx, s, px
+}
+
 // holdingProxy relays a NATS connection and can hold back the next
 // JetStream delivery the server sends (a MSG or HMSG whose reply subject
 // is an ack subject), and with it everything the server sends after it.

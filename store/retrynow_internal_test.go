@@ -1,11 +1,8 @@
 package store
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/jethook/jethook/internal/testkit"
 )
 
 // Retrying a parked webhook now finds its record even when the fetch that
@@ -15,14 +12,7 @@ import (
 // Taking the empty fetch for "no records" answered "not parked".
 func TestRetryNowFindsTheParkedRecordWhenAFetchEndsBeforeTheServerAnswers(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	px := newHoldingProxy(t, testkit.NATSServer(t))
-	s, err := Open(ctx, Options{URL: px.url, DataDir: t.TempDir(), WaitingEvery: time.Second, PublishTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s, px := storeBehindProxy(t)
 	now := time.Now()
 	for i, id := range []string{"evt_1", "evt_2"} {
 		p := Parked{Seq: uint64(i + 1), Attempts: 1, FirstSeen: now, Due: now.Add(time.Hour)}

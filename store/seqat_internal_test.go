@@ -1,12 +1,9 @@
 package store
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/jethook/jethook/internal/testkit"
 )
 
 // A search's window starts at the first webhook stored at or after its
@@ -17,14 +14,7 @@ import (
 // stored since" made the search cover nothing and say it found nothing.
 func TestASearchFindsTheStartOfItsWindowWhenAFetchEndsBeforeTheServerAnswers(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	px := newHoldingProxy(t, testkit.NATSServer(t))
-	s, err := Open(ctx, Options{URL: px.url, DataDir: t.TempDir(), WaitingEvery: time.Second, PublishTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s, px := storeBehindProxy(t)
 	publish := func(n int) uint64 {
 		t.Helper()
 		ack, err := s.js.Publish(ctx, fmt.Sprintf("webhooks.shop.%d", n), []byte(`{}`))
