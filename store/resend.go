@@ -59,45 +59,18 @@ func (s *Store) RetryNow(ctx context.Context, route, destination, eventID string
 	if !validToken(route) || !validToken(destination) {
 		return fmt.Errorf("retry: %q, %q: not a route and destination name", route, destination)
 	}
-	c, err := s.parked.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"parked." + route + "." + destination + ".*"},
-		HeadersOnly:    true,
+	var found jetstream.Msg
+	var foundSeq uint64
+	src := recordSource{s.parked, jetstream.OrderedConsumerConfig{HeadersOnly: true, FilterSubjects: []string{"parked." + route + "." + destination + ".*"}}}
+	err := src.each(ctx, func(m jetstream.Msg) {
+		if found == nil && m.Headers().Get(hdrEventID) == eventID {
+			if md, err := m.Metadata(); err == nil {
+				found, foundSeq = m, md.Sequence.Stream
+			}
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("%w: parked retries: %w", ErrUnavailable, err)
-	}
-	var found jetstream.Msg
-	var foundSeq uint64
-	// An empty batch is the end only if nothing was pending: nats.go ends
-	// a FetchNoWait a second after asking, before a stalled server's
-	// answer (see recordSource.each).
-	for empty := 0; found == nil; {
-		batch, err := c.FetchNoWait(1024)
-		if err != nil {
-			return fmt.Errorf("%w: parked retries: %w", ErrUnavailable, err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			if found == nil && m.Headers().Get(hdrEventID) == eventID {
-				if md, err := m.Metadata(); err == nil {
-					found, foundSeq = m, md.Sequence.Stream
-				}
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("%w: parked retries: %w", ErrUnavailable, err)
-		}
-		if n > 0 {
-			empty = 0
-			continue
-		}
-		if info := c.CachedInfo(); info == nil || info.NumPending == 0 {
-			break
-		}
-		if empty++; empty == emptyBatches || ctx.Err() != nil {
-			return fmt.Errorf("%w: parked retries: records pending, but %d fetches in a row brought none", ErrUnavailable, empty)
-		}
 	}
 	if found == nil {
 		return ErrNotParked
