@@ -291,10 +291,10 @@ const runStack = 16 << 10
 
 // GrowStack makes the calling goroutine's stack hold runStack more bytes.
 // A goroutine that will run a script calls it first thing, while its stack
-// holds almost nothing to copy: one that begins with a small stack (the
-// forwarder starts one per attempt) would otherwise grow it deep inside
-// the engine, one doubling at a time, each copying and adjusting every
-// frame above it.
+// holds almost nothing to copy (the forwarder's workers do, once each): a
+// goroutine begins with a small stack and would otherwise grow it deep
+// inside the engine, one doubling at a time, each copying and adjusting
+// every frame above it.
 //
 //go:noinline
 func GrowStack() {
