@@ -227,12 +227,22 @@ func Backlog(ctx context.Context, o BacklogOptions) (BacklogResult, error) {
 	if o.Delay < cmp.Or(o.ParkAfter, forward.DefaultParkAfter) && o.MaxAckPending > 0 {
 		n = min(n, uint64(o.MaxAckPending))
 	}
+	// The parked count is the mover's last look, a tenth of a second old:
+	// a webhook just parked but not yet acked can be missing from it while
+	// it still counts as ack-pending. The fill ends when the counts have
+	// held still for a few of the mover's looks.
+	var seen store.Backlog
+	var still time.Time
 	err = waitFor(ctx, o.Timeout, o.Progress, func() (bool, string, error) {
 		bl, err := backlogOf(ctx, st, "a")
 		if err != nil {
 			return false, "", err
 		}
-		done := b.delivered.Load() >= int64(o.Messages) && uint64(a.failed.Load()) >= n && bl.AckPending+bl.Parked >= n
+		if bl != seen || still.IsZero() {
+			seen, still = bl, time.Now()
+		}
+		done := b.delivered.Load() >= int64(o.Messages) && uint64(a.failed.Load()) >= n && bl.AckPending+bl.Parked >= n &&
+			time.Since(still) >= countsStill
 		return done, fmt.Sprintf("fill: a failed %d, parked %d, ack-pending %d, pending %d; b delivered %d",
 			a.failed.Load(), bl.Parked, bl.AckPending, bl.Pending, b.delivered.Load()), nil
 	})
@@ -287,6 +297,10 @@ func Backlog(ctx context.Context, o BacklogOptions) (BacklogResult, error) {
 	r.DeadLettered = int(stats.DeadLetters)
 	return r, nil
 }
+
+// countsStill is how long the fill's counts must hold still: several of
+// the mover's looks (every 100ms) at its parked records.
+const countsStill = 500 * time.Millisecond
 
 // publishBacklog publishes o.Messages webhooks to the backlog route from
 // o.Publishers goroutines, each waiting for its own acks.
