@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -286,13 +288,18 @@ func (s *Store) openExternal(ctx context.Context) error {
 }
 
 // startingUp reports whether err is what a NATS cluster answers while it
-// starts: nobody listening, nobody answering the JetStream API, or the API
-// saying it is not available yet.
+// starts: nobody listening, a connection taken but not answered or hung
+// up on (a frozen server, or a proxy in front of it whose upstream is not
+// ready, as a service mesh's is at a pod's start), nobody answering the
+// JetStream API, or the API saying it is not available yet.
 func startingUp(err error) bool {
 	var api *jetstream.APIError
 	switch {
 	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return true
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
 		return true
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
 		return false // a configuration error, not a start-up
