@@ -144,11 +144,16 @@ func (svc *Service) Status(ctx context.Context) (Status, error) {
 
 // backlog fills in what the store knows of s's destination.
 func (svc *Service) backlog(ctx context.Context, s *DestinationStatus, backlogs []store.Backlog, now time.Time) error {
+	var oldest time.Time
 	for _, b := range backlogs {
 		if b.Route == s.Route && b.Destination == s.Destination {
 			s.Pending, s.AckPending = b.Pending, int(b.AckPending)
 			s.InBackoff = max(0, s.AckPending-s.InFlight-s.Leased) + int(b.Parked)
 			s.BlockedKeys, s.OldestBlockedAt, s.WaitingBehindKeys = b.Blocked.Keys, at(b.Blocked.Oldest), b.Blocked.Waiting
+			var err error
+			if oldest, err = svc.Store.Oldest(ctx, b); err != nil {
+				return err
+			}
 		}
 	}
 	if s.BlockedKeys > 0 {
@@ -161,10 +166,6 @@ func (svc *Service) backlog(ctx context.Context, s *DestinationStatus, backlogs 
 		return err
 	}
 	s.DeadLetters = n
-	oldest, err := svc.Store.OldestUnsettled(ctx, s.Route, s.Destination)
-	if err != nil {
-		return err
-	}
 	if !oldest.IsZero() {
 		s.OldestPendingAt = at(oldest)
 		s.OldestPendingAgeSeconds = max(0, now.Sub(oldest).Seconds())

@@ -26,10 +26,16 @@ type BacklogRow struct {
 	BlockedKeys       uint64
 	BlockedSince      time.Time
 	WaitingBehindKeys uint64
+	// Oldest is when the oldest webhook the destination has not settled
+	// yet was stored; zero when none waits. OldestKnown is false when it
+	// was not read: its gauge is then left out.
+	Oldest      time.Time
+	OldestKnown bool
 }
 
 // Backlog reads every destination's backlog. It runs at scrape time, so it
-// must be cheap: one request to the store, not one per destination.
+// must be cheap: a request to the store for the consumers, not one per
+// destination, and a bounded time for what each destination needs more.
 type Backlog func(ctx context.Context) ([]BacklogRow, error)
 
 // backlogTimeout bounds one Backlog call during a scrape.
@@ -54,6 +60,7 @@ type backlogCollector struct {
 	blocked   *prometheus.Desc
 	oldest    *prometheus.Desc
 	waiting   *prometheus.Desc
+	age       *prometheus.Desc
 	dests     *dests // their attempts in flight
 }
 
@@ -70,6 +77,8 @@ func newBacklogCollector(ds *dests) *backlogCollector {
 			"How long the longest-blocked ordering key's head has been failing; 0 when none is (read at scrape time).", rd, nil),
 		waiting: prometheus.NewDesc(namespace+"_waiting_behind_key",
 			"Events waiting behind an earlier event of their ordering key (read at scrape time).", rd, nil),
+		age: prometheus.NewDesc(namespace+"_oldest_pending_seconds",
+			"How long the oldest webhook a destination has not settled yet (delivered or dead-lettered), in backoff and parked ones included, has waited since it was stored; 0 when none waits (read at scrape time).", rd, nil),
 		dests: ds,
 	}
 }
@@ -80,6 +89,7 @@ func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.blocked
 	ch <- c.oldest
 	ch <- c.waiting
+	ch <- c.age
 }
 
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
@@ -99,11 +109,18 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(r.Pending), r.Route, r.Destination)
 		ch <- prometheus.MustNewConstMetric(c.inBackoff, prometheus.GaugeValue, float64(max(backoff, 0)), r.Route, r.Destination)
 		ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.GaugeValue, float64(r.BlockedKeys), r.Route, r.Destination)
-		age := 0.0
-		if !r.BlockedSince.IsZero() {
-			age = max(0, time.Since(r.BlockedSince).Seconds())
-		}
-		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, r.Route, r.Destination)
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, ageOf(r.BlockedSince), r.Route, r.Destination)
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(r.WaitingBehindKeys), r.Route, r.Destination)
+		if r.OldestKnown {
+			ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, ageOf(r.Oldest), r.Route, r.Destination)
+		}
 	}
+}
+
+// ageOf is the seconds since t; 0 for a zero t.
+func ageOf(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return max(0, time.Since(t).Seconds())
 }

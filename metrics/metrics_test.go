@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,45 @@ func TestAScrapeWithoutTheBacklogStillServesTheRest(t *testing.T) {
 	if strings.Contains(out, "jethook_pending{") {
 		t.Errorf("scrape made up a backlog:\n%s", out)
 	}
+}
+
+// The oldest pending age is the seconds since the oldest waiting webhook
+// was stored, 0 with none waiting, and absent where it was not read.
+func TestAScrapeShowsTheOldestPendingAgeWhereItWasRead(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(nil)
+	m.SetBacklog(func(context.Context) ([]metrics.BacklogRow, error) {
+		return []metrics.BacklogRow{
+			{Route: "shop", Destination: "app", Pending: 3, Oldest: time.Now().Add(-90 * time.Second), OldestKnown: true},
+			{Route: "shop", Destination: "crm", OldestKnown: true},
+			{Route: "shop", Destination: "erp", Pending: 5},
+		}, nil
+	})
+	out := scrape(t, m)
+	age, ok := value(out, `jethook_oldest_pending_seconds{destination="app",route="shop"}`)
+	if !ok || age < 90 || age > 120 {
+		t.Errorf("app's oldest pending age %v (present %v), want 90 s and a little", age, ok)
+	}
+	if age, ok := value(out, `jethook_oldest_pending_seconds{destination="crm",route="shop"}`); !ok || age != 0 {
+		t.Errorf("crm's oldest pending age %v (present %v), want 0: none waits", age, ok)
+	}
+	if _, ok := value(out, `jethook_oldest_pending_seconds{destination="erp",route="shop"}`); ok {
+		t.Error("erp's oldest pending age is there, but it was not read")
+	}
+	if _, ok := value(out, `jethook_pending{destination="erp",route="shop"}`); !ok {
+		t.Error("erp's pending count is missing")
+	}
+}
+
+// value is the sample of series in the text exposition out.
+func value(out, series string) (float64, bool) {
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
 }
 
 func TestAScrapeShowsTheStoresHealthAndRoom(t *testing.T) {

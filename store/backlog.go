@@ -17,6 +17,9 @@ type Backlog struct {
 	// Blocked are the ordering keys whose head keeps failing and the
 	// events waiting behind heads (order.go); zero when unordered.
 	Blocked Blocked
+	// ackFloor is the consumer's: every message on its subjects up to
+	// this stream sequence is settled (Oldest).
+	ackFloor uint64
 }
 
 // Backlogs reads the backlog of every destination's consumer in one listing
@@ -31,7 +34,7 @@ func (s *Store) Backlogs(ctx context.Context) ([]Backlog, error) {
 			continue
 		}
 		b := Backlog{Route: route, Destination: dest,
-			Pending: ci.NumPending, AckPending: uint64(ci.NumAckPending), Parked: s.ParkedCount(route, dest)}
+			Pending: ci.NumPending, AckPending: uint64(ci.NumAckPending), Parked: s.ParkedCount(route, dest), ackFloor: ci.AckFloor.Stream}
 		if s.idx != nil {
 			var err error
 			if b.Blocked, err = s.Blocked(route, dest); err != nil {

@@ -24,17 +24,35 @@ func (s *Store) consumerInfo(ctx context.Context, route, destination string) (*j
 
 // OldestUnsettled returns when the oldest message route's destination has
 // not settled yet (delivered or dead-lettered) was stored; zero if none.
-// For a parked webhook, and a due record, that is when the webhook was
-// stored; among parked ones it reads the longest parked, which is the
-// oldest but for webhooks parked again after a later attempt.
+// It reads the destination's consumer, then does what Oldest does.
 func (s *Store) OldestUnsettled(ctx context.Context, route, destination string) (time.Time, error) {
+	info, err := s.consumerInfo(ctx, route, destination)
+	if err != nil {
+		return time.Time{}, err
+	}
+	b := Backlog{Route: route, Destination: destination, Parked: s.ParkedCount(route, destination)}
+	if info != nil {
+		b.Pending, b.AckPending, b.ackFloor = info.NumPending, uint64(info.NumAckPending), info.AckFloor.Stream
+	}
+	return s.Oldest(ctx, b)
+}
+
+// Oldest returns when the oldest message b's destination has not settled
+// yet (delivered or dead-lettered) was stored, from b as Backlogs read it;
+// zero if none. For a parked webhook, and a due record, that is when the
+// webhook was stored; among parked ones it reads the longest parked,
+// which is the oldest but for webhooks parked again after a later
+// attempt. It costs a request to the store for the parked ones and up to
+// three for the consumer's, none for a destination with nothing waiting.
+func (s *Store) Oldest(ctx context.Context, b Backlog) (time.Time, error) {
 	var oldest time.Time
 	older := func(t time.Time) {
 		if !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
 			oldest = t
 		}
 	}
-	if s.ParkedCount(route, destination) > 0 {
+	route, destination := b.Route, b.Destination
+	if b.Parked > 0 {
 		m, err := s.parked.GetMsg(ctx, 1, jetstream.WithGetMsgSubject("parked."+route+"."+destination+".*"))
 		switch {
 		case err == nil:
@@ -44,14 +62,13 @@ func (s *Store) OldestUnsettled(ctx context.Context, route, destination string) 
 			return time.Time{}, fmt.Errorf("%w: oldest parked webhook: %w", ErrUnavailable, err)
 		}
 	}
-	info, err := s.consumerInfo(ctx, route, destination)
-	if err != nil || info == nil || (info.NumPending == 0 && info.NumAckPending == 0) {
-		return oldest, err
+	if b.Pending == 0 && b.AckPending == 0 {
+		return oldest, nil
 	}
 	// The first message past the ack floor on the consumer's subjects is
 	// unsettled, or the floor would have moved past it.
 	for _, subj := range []string{"webhooks." + route + ".*", "replay." + route + "." + destination + ".*", "due." + route + "." + destination + ".*"} {
-		m, err := s.main.GetMsg(ctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(subj))
+		m, err := s.main.GetMsg(ctx, b.ackFloor+1, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}

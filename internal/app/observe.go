@@ -25,10 +25,20 @@ func newMetrics(st *store.Store) (*metrics.Metrics, *prometheus.Registry) {
 		if err != nil {
 			return nil, err
 		}
+		// Where something waits, the age of the oldest costs a few
+		// requests to the store: they stop after oldestBudget, and the
+		// destinations not read by then have no age in this scrape.
+		octx, cancel := context.WithTimeout(ctx, oldestBudget)
+		defer cancel()
 		rows := make([]metrics.BacklogRow, len(bs))
 		for i, b := range bs {
 			rows[i] = metrics.BacklogRow{Route: b.Route, Destination: b.Destination, Pending: b.Pending, AckPending: b.AckPending, Parked: b.Parked,
 				BlockedKeys: uint64(b.Blocked.Keys), BlockedSince: b.Blocked.Oldest, WaitingBehindKeys: uint64(b.Blocked.Waiting)}
+			if octx.Err() == nil {
+				if oldest, err := st.Oldest(octx, b); err == nil {
+					rows[i].Oldest, rows[i].OldestKnown = oldest, true
+				}
+			}
 		}
 		return rows, nil
 	})
@@ -40,6 +50,10 @@ func newMetrics(st *store.Store) (*metrics.Metrics, *prometheus.Registry) {
 	})
 	return m, reg
 }
+
+// oldestBudget bounds the reads of the destinations' oldest waiting
+// webhooks in one scrape.
+const oldestBudget = time.Second
 
 // watchStore hands the store's health to the alerts every second until ctx
 // ends: the Notifier turns a store that starts or stops refusing writes,
