@@ -11,6 +11,7 @@ import (
 	"iter"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,8 @@ type Config struct {
 	Defaults Defaults
 	Routes   []Route
 	Alerts   *Alerts // the `alerts:` block; nil when absent
+
+	warnings []string // found while decoding (Warnings)
 }
 
 // Defaults holds the `defaults:` block, which every route inherits.
@@ -207,6 +210,7 @@ func Parse(file string, data []byte, lookup func(string) (string, bool)) (*Confi
 	if err := d.err(); err != nil {
 		return nil, err
 	}
+	cfg.warnings = d.warns
 	return cfg, nil
 }
 
@@ -231,12 +235,13 @@ func (c *Config) MaxAge() time.Duration {
 	return m
 }
 
-// Warnings lists what is valid but probably unsafe, one line each in the
-// form "<file>:<line>: route "<name>": ...": routes that verify nothing, and
-// timestamp-signed routes whose retries outlive the signature without
+// Warnings lists what is valid but probably unsafe or a mistake, one line
+// each in the form "<file>:<line>: route "<name>": ...": retry settings a
+// route sets that its backoff does not use, routes that verify nothing,
+// and timestamp-signed routes whose retries outlive the signature without
 // resign.
 func (c *Config) Warnings() []string {
-	var w []string
+	w := slices.Clone(c.warnings)
 	for _, r := range c.Routes {
 		at := fmt.Sprintf("%s:%d: route %q", c.File, r.Line, r.Name)
 		unverified := r.Provider == provider.NameNone || r.Provider == ""

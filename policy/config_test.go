@@ -1,10 +1,12 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -364,5 +366,51 @@ routes:
 	}
 	if cfg.Defaults.Retry.MaxAttempts != 3 || r.Timeout != 4*time.Second {
 		t.Errorf("defaults max_attempts = %d, route timeout = %v", cfg.Defaults.Retry.MaxAttempts, r.Timeout)
+	}
+}
+
+// A retry setting a route's backoff does not use is most likely a
+// mistake (fixed waits delay, not base): a warning names it, its file and
+// line. Settings of the defaults block, which a route may use by changing
+// its backoff, are not warned of.
+func TestARetrySettingTheBackoffDoesNotUseIsWarnedOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		defaults, retry string
+		want            []string // warnings about retry settings
+	}{
+		{"", "{backoff: fixed, base: 300ms}", []string{`p.yaml:7: route "shop": retry.base has no effect with backoff fixed, which waits delay (30s) before each retry`}},
+		{"", "{backoff: fixed, delay: 5s, step: 1s, multiplier: 3}", []string{
+			`p.yaml:7: route "shop": retry.step has no effect with backoff fixed, which waits delay (5s) before each retry`,
+			`p.yaml:7: route "shop": retry.multiplier has no effect with backoff fixed, which waits delay (5s) before each retry`}},
+		{"", "{backoff: fixed, base: 1s, jitter: decorrelated}", nil}, // decorrelated jitter grows from base
+		{"", "{backoff: exponential, delay: 5s}", []string{`p.yaml:7: route "shop": retry.delay has no effect with backoff exponential, which waits base·multiplier^(n−1), at most max_delay`}},
+		{"", "{backoff: linear, base: 1s, step: 2s, multiplier: 2}", []string{`p.yaml:7: route "shop": retry.multiplier has no effect with backoff linear, which waits base + (n−1)·step`}},
+		{"{backoff: fixed}", "{base: 300ms}", []string{`p.yaml:7: route "shop": retry.base has no effect with backoff fixed, which waits delay (30s) before each retry`}},
+		{"{base: 1s, multiplier: 3}", "{backoff: fixed, delay: 2s}", nil},
+		{"", "{base: 1s, multiplier: 3, max_delay: 1m}", nil},
+	} {
+		doc := "defaults:\n  retry: " + cmp.Or(tc.defaults, "{}") + `
+routes:
+  - name: shop
+    path: /hooks/shop
+    provider: none
+    retry: ` + tc.retry + `
+    destinations:
+      - {name: app, url: "http://127.0.0.1:1/shop"}
+`
+		cfg, err := Parse("p.yaml", []byte(doc), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.retry, err)
+		}
+		var got []string
+		for _, w := range cfg.Warnings() {
+			if strings.Contains(w, "retry.") {
+				got = append(got, w)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("defaults %s, route %s: warnings\n%q\nwant\n%q", tc.defaults, tc.retry, got, tc.want)
+		}
 	}
 }

@@ -28,6 +28,7 @@ type decoder struct {
 	file    string
 	lookup  func(string) (string, bool)
 	errs    []*Error
+	warns   []string // Config.Warnings' first lines
 	seen    map[Error]bool
 	aliases int
 }

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -197,5 +199,36 @@ func (d *decoder) retry(at *yaml.Node, path string, specs ...retrySpec) Retry {
 func apply[T any](dst *T, s setting[T]) {
 	if s.set {
 		*dst = s.v
+	}
+}
+
+// unused warns of the settings route's own retry block, spec, sets that
+// its backoff, r.Kind, does not use: `{backoff: fixed, base: 300ms}`
+// waits delay (30s by default), not 300ms. The defaults block is not
+// checked: a route may change the backoff and use them.
+func (d *decoder) unused(route string, r Retry, spec retrySpec) {
+	unused := map[Backoff][]origin{
+		BackoffFixed:       {spec.step.origin(), spec.multiplier.origin()},
+		BackoffLinear:      {spec.interval.origin(), spec.multiplier.origin()},
+		BackoffExponential: {spec.interval.origin(), spec.step.origin()},
+	}[r.Kind]
+	if r.Kind == BackoffFixed && r.Jitter != JitterDecorrelated {
+		unused = append(unused, spec.base.origin())
+	}
+	uses := map[Backoff]string{
+		BackoffFixed:       fmt.Sprintf("waits delay (%v) before each retry", r.Interval),
+		BackoffLinear:      "waits base + (n−1)·step",
+		BackoffExponential: "waits base·multiplier^(n−1), at most max_delay",
+	}[r.Kind]
+	for _, o := range unused {
+		if !o.set {
+			continue
+		}
+		line := 1
+		if o.node != nil && o.node.Line > 0 {
+			line = o.node.Line
+		}
+		key := o.path[strings.LastIndexByte(o.path, '.')+1:]
+		d.warns = append(d.warns, fmt.Sprintf("%s:%d: route %q: retry.%s has no effect with backoff %s, which %s", d.file, line, route, key, r.Kind, uses))
 	}
 }

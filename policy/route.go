@@ -196,6 +196,7 @@ func (d *decoder) route(it entry, def Defaults, defSpec retrySpec) (r Route, nam
 		spec = d.retrySpec(e.val, e.path)
 	}
 	r.Retry = d.retry(n, join(it.path, "retry"), defSpec, spec)
+	d.unused(r.Name, r.Retry, spec)
 
 	if e, ok := required("destinations"); ok {
 		r.Destinations = d.destinations(e, r.Timeout, r.MaxBody, r.Provider)
