@@ -8,13 +8,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// recordSource is a selection of parked or due records to read through.
+// recordSource is a selection of a stream's records to read through: parked
+// or due records, dead letters.
 type recordSource struct {
 	st  jetstream.Stream
 	cfg jetstream.OrderedConsumerConfig
 }
 
 // each calls fn on every record the source selects, in stream order.
+func (src recordSource) each(ctx context.Context, fn func(jetstream.Msg)) error {
+	return src.while(ctx, 1024, func(m jetstream.Msg) bool {
+		fn(m)
+		return true
+	})
+}
+
+// while calls fn on the records the source selects, in stream order, until
+// fn returns false or none is left. It fetches batch records at a time:
+// records read with their payloads want fewer than headers alone.
 //
 // An empty batch is the end only if the consumer had nothing pending when
 // it was made for that batch (each fetch of an ordered consumer makes it
@@ -23,25 +34,28 @@ type recordSource struct {
 // stalled for that long, the batch comes back empty (or short, and the
 // next one starts after what arrived) though records are left, and the
 // records read so far are not all of them. A TakeOver or a purge that
-// took them for all would lose the rest. So an empty batch with records
-// pending is asked again, up to emptyBatches times, then each fails.
-func (src recordSource) each(ctx context.Context, fn func(jetstream.Msg)) error {
+// took them for all would lose the rest; a listing would end early. So an
+// empty batch with records pending is asked again, up to emptyBatches
+// times, then while fails.
+func (src recordSource) while(ctx context.Context, batch int, fn func(jetstream.Msg) bool) error {
 	c, err := src.st.OrderedConsumer(ctx, src.cfg)
 	if err != nil {
 		return err
 	}
 	empty := 0
 	for {
-		batch, err := c.FetchNoWait(1024)
+		b, err := c.FetchNoWait(batch)
 		if err != nil {
 			return err
 		}
 		n := 0
-		for m := range batch.Messages() {
+		for m := range b.Messages() {
 			n++
-			fn(m)
+			if !fn(m) {
+				return nil
+			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		if err := b.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return err
 		}
 		if n > 0 {
@@ -58,7 +72,7 @@ func (src recordSource) each(ctx context.Context, fn func(jetstream.Msg)) error 
 	}
 }
 
-// emptyBatches is how many empty batches in a row each takes, with records
-// pending, before it gives up: each is a fetch that ended before the
-// server answered, a second at least.
+// emptyBatches is how many empty batches in a row while takes, with
+// records pending, before it gives up: each is a fetch that ended before
+// the server answered, a second at least.
 const emptyBatches = 10

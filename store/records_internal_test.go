@@ -93,6 +93,7 @@ func storeBehindProxy(t *testing.T) (context.Context, *Store, *holdingProxy) {
 type holdingProxy struct {
 	url  string
 	hold atomic.Int64 // how long to hold the next delivery, in nanoseconds; 0: none
+	pass atomic.Int64 // how many deliveries to let through before the one held
 	held atomic.Bool  // a delivery was held
 }
 
@@ -130,6 +131,12 @@ func newHoldingProxy(t *testing.T, server string) *holdingProxy {
 
 func (p *holdingProxy) holdNext(d time.Duration) { p.hold.Store(int64(d)) }
 
+// holdAfter holds back the delivery after the next n for d.
+func (p *holdingProxy) holdAfter(n int, d time.Duration) {
+	p.pass.Store(int64(n))
+	p.hold.Store(int64(d))
+}
+
 // relay copies what the server sends to the client, frame by frame.
 func (p *holdingProxy) relay(client io.Writer, srv io.Reader) {
 	r := bufio.NewReader(srv)
@@ -151,7 +158,7 @@ func (p *holdingProxy) relay(client io.Writer, srv io.Reader) {
 			}
 			frame = append(frame, body...)
 			replied := f[0] == "MSG" && len(f) == 5 || f[0] == "HMSG" && len(f) == 6
-			if replied && strings.HasPrefix(f[3], "$JS.ACK.") {
+			if replied && strings.HasPrefix(f[3], "$JS.ACK.") && p.hold.Load() > 0 && p.pass.Add(-1) < 0 {
 				if d := p.hold.Swap(0); d > 0 {
 					p.held.Store(true)
 					time.Sleep(time.Duration(d))
