@@ -37,8 +37,17 @@ func (src recordSource) each(ctx context.Context, fn func(jetstream.Msg)) error 
 // took them for all would lose the rest; a listing would end early. So an
 // empty batch with records pending is asked again, up to emptyBatches
 // times, then while fails.
+//
+// Each fetch makes the consumer anew, and nats.go tries that again and
+// again, without end unless told, whatever the context: on a closed
+// connection a fetch would never return. While tries it resets times,
+// then fails, and its caller says the store is unavailable.
 func (src recordSource) while(ctx context.Context, batch int, fn func(jetstream.Msg) bool) error {
-	c, err := src.st.OrderedConsumer(ctx, src.cfg)
+	cfg := src.cfg
+	if cfg.MaxResetAttempts == 0 {
+		cfg.MaxResetAttempts = resets
+	}
+	c, err := src.st.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -71,6 +80,11 @@ func (src recordSource) while(ctx context.Context, batch int, fn func(jetstream.
 		}
 	}
 }
+
+// resets is how many times while tries to make its consumer anew for a
+// fetch: a second, then two, pass between tries, and each waits up to
+// ten seconds for the server's answer.
+const resets = 3
 
 // emptyBatches is how many empty batches in a row while takes, with
 // records pending, before it gives up: each is a fetch that ended before

@@ -72,6 +72,45 @@ func TestEachReadsEveryRecordWhenAFetchEndsBeforeTheServerAnswers(t *testing.T) 
 	}
 }
 
+// A record source fails, and does not wait for ever, when its connection
+// closes between two fetches: each fetch makes the consumer anew, and
+// nats.go, unless told otherwise, tries that without end, whatever the
+// context. A read for the admin API (a retry now, a page of dead letters)
+// then never answered, and never let go of its goroutine.
+func TestEachFailsWhenItsConnectionClosesBetweenFetches(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(testkit.NATSServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RECORDS", Subjects: []string{"records.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "records.due", nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- recordSource{st, jetstream.OrderedConsumerConfig{}}.each(ctx, func(jetstream.Msg) { nc.Close() })
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("each read to the end on a closed connection")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("each still waits 30 s after its connection closed")
+	}
+}
+
 // storeBehindProxy opens a store on a NATS server reached through a
 // holding proxy; the context ends with the test, a minute at most.
 func storeBehindProxy(t *testing.T) (context.Context, *Store, *holdingProxy) {
