@@ -28,18 +28,7 @@ func TestEachReadsEveryRecordWhenAFetchEndsBeforeTheServerAnswers(t *testing.T) 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := testkit.NATSServer(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RECORDS", Subjects: []string{"records.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	_, js, _ := recordsStream(ctx, t, url)
 	const records = 5
 	for i := range records {
 		if _, err := js.Publish(ctx, "records.due", []byte(strconv.Itoa(i))); err != nil {
@@ -48,22 +37,10 @@ func TestEachReadsEveryRecordWhenAFetchEndsBeforeTheServerAnswers(t *testing.T) 
 	}
 
 	px := newHoldingProxy(t, url)
-	pnc, err := nats.Connect(px.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pnc.Close()
-	pjs, err := jetstream.New(pnc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := pjs.Stream(ctx, "RECORDS")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, st := recordsStream(ctx, t, px.url)
 	px.holdNext(1500 * time.Millisecond)
 	got := 0
-	err = recordSource{st, jetstream.OrderedConsumerConfig{HeadersOnly: true}}.each(ctx, func(jetstream.Msg) { got++ })
+	err := recordSource{st, jetstream.OrderedConsumerConfig{HeadersOnly: true}}.each(ctx, func(jetstream.Msg) { got++ })
 	if err != nil || got != records {
 		t.Errorf("each read %d of %d records (%v)", got, records, err)
 	}
@@ -81,19 +58,7 @@ func TestEachFailsWhenItsConnectionClosesBetweenFetches(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	nc, err := nats.Connect(testkit.NATSServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RECORDS", Subjects: []string{"records.>"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js, st := recordsStream(ctx, t, testkit.NATSServer(t))
 	if _, err := js.Publish(ctx, "records.due", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +74,26 @@ func TestEachFailsWhenItsConnectionClosesBetweenFetches(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("each still waits 30 s after its connection closed")
 	}
+}
+
+// recordsStream connects to the NATS server at url, for the test's
+// duration, and makes (or finds) the stream RECORDS there.
+func recordsStream(ctx context.Context, t *testing.T, url string) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "RECORDS", Subjects: []string{"records.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, st
 }
 
 // storeBehindProxy opens a store on a NATS server reached through a
