@@ -90,33 +90,28 @@ func (s *Store) AddDeadLetter(ctx context.Context, d DeadLetter) error {
 // example "dlq.>" or "dlq.<route>.<destination>.*"), oldest first, at most
 // limit of them.
 func (s *Store) DeadLetters(ctx context.Context, filter string, limit int) ([]DeadLetter, error) {
-	c, err := s.js.OrderedConsumer(ctx, DLQStreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
+	if limit <= 0 {
+		return nil, nil
+	}
+	var (
+		out []DeadLetter
+		bad error
+	)
+	src := recordSource{s.dlq, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}}
+	err := src.while(ctx, min(256, limit), func(m jetstream.Msg) bool {
+		d, err := decodeDeadLetter(m)
+		if err != nil {
+			bad = err
+			return false
+		}
+		out = append(out, d)
+		return len(out) < limit
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
 	}
-	var out []DeadLetter
-	for len(out) < limit {
-		batch, err := c.FetchNoWait(min(256, limit-len(out)))
-		if err != nil {
-			return nil, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			d, err := decodeDeadLetter(m)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, d)
-		}
-		if err := batch.Error(); err != nil {
-			return nil, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
-		}
-		if n == 0 {
-			break
-		}
+	if bad != nil {
+		return nil, bad
 	}
 	return out, nil
 }

@@ -135,7 +135,15 @@ func (s *Store) QueryDeadLetters(ctx context.Context, q DeadLetterQuery, cursor 
 // destination only is answered by the stream; others read every candidate.
 func (s *Store) DeadLetterCount(ctx context.Context, q DeadLetterQuery) (uint64, error) {
 	if q.bySubjectOnly() {
-		c, err := s.dlq.CreateConsumer(ctx, scanConsumer(q.subject(), 0, time.Time{}))
+		// A consumer made only for its count of what it has to deliver;
+		// the server drops it after a while if it cannot be deleted.
+		c, err := s.dlq.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Description:       "jethook: dead-letter count",
+			AckPolicy:         jetstream.AckNonePolicy,
+			FilterSubject:     q.subject(),
+			InactiveThreshold: 30 * time.Second,
+			MemoryStorage:     true,
+		})
 		if err != nil {
 			return 0, fmt.Errorf("%w: count dead letters: %w", ErrUnavailable, err)
 		}
@@ -206,83 +214,55 @@ func (s *Store) PurgeDeadLetters(ctx context.Context, q DeadLetterQuery) (int, e
 	return s.DeleteDeadLetters(ctx, seqs)
 }
 
-// scanConsumer is a short-lived consumer that reads WEBHOOKS_DLQ from a
-// sequence or a time without acks; scans delete it when they end, and the
-// server drops it after a while if they cannot.
-func scanConsumer(subject string, from uint64, since time.Time) jetstream.ConsumerConfig {
-	cfg := jetstream.ConsumerConfig{
-		Description:       "jethook: dead-letter scan",
-		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubject:     subject,
-		InactiveThreshold: 30 * time.Second,
-		MemoryStorage:     true,
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-	}
-	switch {
-	case from > 0:
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
-	case !since.IsZero():
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
-	}
-	return cfg
-}
-
 // scanDeadLetters calls fn for each dead letter matching q, oldest first,
 // from sequence from, until fn returns false or the stream has no more. It
 // reads at most maxScan dead letters; if it stops for that reason, it
 // returns the sequence to resume at, else 0.
+//
+// It reads through an ordered consumer (recordSource), which starts each
+// fetch after the last dead letter read: nats.go drops what arrives after
+// it ended a fetch on its own clock, and a consumer that counted those as
+// delivered would go on after them, past dead letters never read.
 func (s *Store) scanDeadLetters(ctx context.Context, q DeadLetterQuery, from uint64, maxScan int, fn func(d DeadLetter) bool) (uint64, error) {
-	c, err := s.dlq.CreateConsumer(ctx, scanConsumer(q.subject(), from, q.Since))
-	if err != nil {
-		return 0, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
-	}
-	defer func() { _ = s.dlq.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
-	if c.CachedInfo().NumPending == 0 {
-		return 0, nil
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{q.subject()}, InactiveThreshold: 30 * time.Second}
+	switch {
+	case from > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	case !q.Since.IsZero():
+		since := q.Since
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
 	scanned := 0
 	var resume uint64
-	for {
-		if err := ctx.Err(); err != nil {
-			return 0, err
+	var stopped error
+	err := recordSource{s.dlq, cfg}.while(ctx, 256, func(m jetstream.Msg) bool {
+		if stopped = ctx.Err(); stopped != nil {
+			return false
 		}
-		batch, err := c.FetchNoWait(256)
+		md, err := m.Metadata()
 		if err != nil {
-			return 0, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
+			return true
 		}
-		got, done := 0, false
-		for m := range batch.Messages() {
-			got++
-			if done {
-				continue // drain the batch
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			if maxScan > 0 && scanned == maxScan {
-				resume, done = md.Sequence.Stream, true
-				continue
-			}
-			scanned++
-			last := md.NumPending == 0
-			if (!q.Until.IsZero() && !md.Timestamp.Before(q.Until)) || (q.MaxSeq > 0 && md.Sequence.Stream > q.MaxSeq) {
-				done = true // sequence and stream time only grow: nothing later matches
-				continue
-			}
-			if d, err := decodeDeadLetter(m); err == nil && q.match(d) && !fn(d) {
-				done = true
-				continue
-			}
-			done = last
+		if maxScan > 0 && scanned == maxScan {
+			resume = md.Sequence.Stream
+			return false
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return 0, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
+		scanned++
+		if (!q.Until.IsZero() && !md.Timestamp.Before(q.Until)) || (q.MaxSeq > 0 && md.Sequence.Stream > q.MaxSeq) {
+			return false // sequence and stream time only grow: nothing later matches
 		}
-		if done || got == 0 {
-			return resume, nil
+		if d, err := decodeDeadLetter(m); err == nil && q.match(d) && !fn(d) {
+			return false
 		}
+		return md.NumPending > 0 // none was left when it came: no fetch to find that out
+	})
+	if stopped != nil {
+		return 0, stopped
 	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: dead letters: %w", ErrUnavailable, err)
+	}
+	return resume, nil
 }
 
 // LastDeadLetterSeq is the WEBHOOKS_DLQ sequence of the newest dead letter

@@ -28,18 +28,7 @@ func TestEachReadsEveryRecordWhenAFetchEndsBeforeTheServerAnswers(t *testing.T) 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := testkit.NATSServer(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RECORDS", Subjects: []string{"records.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	_, js, _ := recordsStream(ctx, t, url)
 	const records = 5
 	for i := range records {
 		if _, err := js.Publish(ctx, "records.due", []byte(strconv.Itoa(i))); err != nil {
@@ -48,28 +37,63 @@ func TestEachReadsEveryRecordWhenAFetchEndsBeforeTheServerAnswers(t *testing.T) 
 	}
 
 	px := newHoldingProxy(t, url)
-	pnc, err := nats.Connect(px.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pnc.Close()
-	pjs, err := jetstream.New(pnc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := pjs.Stream(ctx, "RECORDS")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, st := recordsStream(ctx, t, px.url)
 	px.holdNext(1500 * time.Millisecond)
 	got := 0
-	err = recordSource{st, jetstream.OrderedConsumerConfig{HeadersOnly: true}}.each(ctx, func(jetstream.Msg) { got++ })
+	err := recordSource{st, jetstream.OrderedConsumerConfig{HeadersOnly: true}}.each(ctx, func(jetstream.Msg) { got++ })
 	if err != nil || got != records {
 		t.Errorf("each read %d of %d records (%v)", got, records, err)
 	}
 	if !px.held.Load() {
 		t.Error("the proxy held back no delivery: the fetch was not cut short")
 	}
+}
+
+// A record source fails, and does not wait for ever, when its connection
+// closes between two fetches: each fetch makes the consumer anew, and
+// nats.go, unless told otherwise, tries that without end, whatever the
+// context. A read for the admin API (a retry now, a page of dead letters)
+// then never answered, and never let go of its goroutine.
+func TestEachFailsWhenItsConnectionClosesBetweenFetches(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, js, st := recordsStream(ctx, t, testkit.NATSServer(t))
+	if _, err := js.Publish(ctx, "records.due", nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- recordSource{st, jetstream.OrderedConsumerConfig{}}.each(ctx, func(jetstream.Msg) { nc.Close() })
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("each read to the end on a closed connection")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("each still waits 30 s after its connection closed")
+	}
+}
+
+// recordsStream connects to the NATS server at url, for the test's
+// duration, and makes (or finds) the stream RECORDS there.
+func recordsStream(ctx context.Context, t *testing.T, url string) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "RECORDS", Subjects: []string{"records.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, st
 }
 
 // storeBehindProxy opens a store on a NATS server reached through a
@@ -93,6 +117,7 @@ func storeBehindProxy(t *testing.T) (context.Context, *Store, *holdingProxy) {
 type holdingProxy struct {
 	url  string
 	hold atomic.Int64 // how long to hold the next delivery, in nanoseconds; 0: none
+	pass atomic.Int64 // how many deliveries to let through before the one held
 	held atomic.Bool  // a delivery was held
 }
 
@@ -130,6 +155,12 @@ func newHoldingProxy(t *testing.T, server string) *holdingProxy {
 
 func (p *holdingProxy) holdNext(d time.Duration) { p.hold.Store(int64(d)) }
 
+// holdAfter holds back the delivery after the next n for d.
+func (p *holdingProxy) holdAfter(n int, d time.Duration) {
+	p.pass.Store(int64(n))
+	p.hold.Store(int64(d))
+}
+
 // relay copies what the server sends to the client, frame by frame.
 func (p *holdingProxy) relay(client io.Writer, srv io.Reader) {
 	r := bufio.NewReader(srv)
@@ -151,7 +182,7 @@ func (p *holdingProxy) relay(client io.Writer, srv io.Reader) {
 			}
 			frame = append(frame, body...)
 			replied := f[0] == "MSG" && len(f) == 5 || f[0] == "HMSG" && len(f) == 6
-			if replied && strings.HasPrefix(f[3], "$JS.ACK.") {
+			if replied && strings.HasPrefix(f[3], "$JS.ACK.") && p.hold.Load() > 0 && p.pass.Add(-1) < 0 {
 				if d := p.hold.Swap(0); d > 0 {
 					p.held.Store(true)
 					time.Sleep(time.Duration(d))
