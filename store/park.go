@@ -359,59 +359,55 @@ func (s *Store) Release(route, destination string) {
 // queued, and returns how many it moved. A zero now keeps each record's
 // due time; otherwise the records are due at now (a release).
 func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, dest string, bound uint64, now time.Time) (uint64, error) {
-	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	var (
+		last   uint64
+		futs   []jetstream.PubAckFuture
+		pubErr error
+	)
+	// Read through a record source: a read cut short (a stall) is asked
+	// again, not taken for the end, which would leave a release's records
+	// waiting for their own due time.
+	src := recordSource{st, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}}}
+	err := src.while(ctx, 1024, func(m jetstream.Msg) bool {
+		md, err := m.Metadata()
+		if err != nil {
+			return true
+		}
+		if bound > 0 && md.Sequence.Stream > bound {
+			return false
+		}
+		last = md.Sequence.Stream
+		p, err := parkedFrom(m.Headers())
+		if err != nil {
+			mv.s.opts.Logger.Error("parked record unreadable; dropped", "subject", subject, "seq", last, "err", err)
+			return true
+		}
+		h := m.Headers()
+		if !now.IsZero() {
+			h = p.header(h.Get(hdrEventID))
+			h.Set(hdrDue, now.UTC().Format(time.RFC3339Nano))
+		}
+		dm := &nats.Msg{Subject: DueSubject(route, dest), Header: h}
+		fut, err := mv.s.js.PublishMsgAsync(dm,
+			// One due record per parked record, whoever moves it
+			// (two movers, or one again after a crash before the
+			// purge); a webhook parked twice with the same attempts
+			// (again, unattempted) has two parked records.
+			jetstream.WithMsgID(fmt.Sprintf("due/%s/p%d", dest, last)),
+			jetstream.WithExpectStream(StreamName),
+			jetstream.WithStallWait(mv.s.opts.PublishTimeout))
+		if err != nil {
+			pubErr = err
+			return false
+		}
+		futs = append(futs, fut)
+		return true
+	})
+	if pubErr != nil {
+		return 0, fmt.Errorf("due record: %w", pubErr)
+	}
 	if err != nil {
 		return 0, err
-	}
-	var last uint64
-	var futs []jetstream.PubAckFuture
-	for stop := false; ; {
-		batch, err := c.FetchNoWait(1024)
-		if err != nil {
-			return 0, err
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			if bound > 0 && md.Sequence.Stream > bound {
-				stop = true
-				break
-			}
-			last = md.Sequence.Stream
-			p, err := parkedFrom(m.Headers())
-			if err != nil {
-				mv.s.opts.Logger.Error("parked record unreadable; dropped", "subject", subject, "seq", last, "err", err)
-				continue
-			}
-			h := m.Headers()
-			if !now.IsZero() {
-				h = p.header(h.Get(hdrEventID))
-				h.Set(hdrDue, now.UTC().Format(time.RFC3339Nano))
-			}
-			dm := &nats.Msg{Subject: DueSubject(route, dest), Header: h}
-			fut, err := mv.s.js.PublishMsgAsync(dm,
-				// One due record per parked record, whoever moves it
-				// (two movers, or one again after a crash before the
-				// purge); a webhook parked twice with the same attempts
-				// (again, unattempted) has two parked records.
-				jetstream.WithMsgID(fmt.Sprintf("due/%s/p%d", dest, last)),
-				jetstream.WithExpectStream(StreamName),
-				jetstream.WithStallWait(mv.s.opts.PublishTimeout))
-			if err != nil {
-				return 0, fmt.Errorf("due record: %w", err)
-			}
-			futs = append(futs, fut)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return 0, err
-		}
-		if n == 0 || stop {
-			break
-		}
 	}
 	timeout := time.NewTimer(mv.s.opts.PublishTimeout)
 	defer timeout.Stop()

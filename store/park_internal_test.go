@@ -96,3 +96,30 @@ func TestAReleaseMakesADestinationsParkedWebhooksDueAtOnce(t *testing.T) {
 		t.Errorf("%d due records for app after a later park, want the 5 released", n)
 	}
 }
+
+// A release reaches every parked record of its destination even when a
+// read of them ends before the server answers, as nats.go ends a
+// FetchNoWait a second after asking: here a proxy holds back the server's
+// first delivery for longer than that, as a stalled server or process
+// would. Taking the empty read for the end left the records in their
+// slots until their own due time, an hour here, with the destination back.
+func TestAReleaseMovesEveryRecordWhenAReadEndsBeforeTheServerAnswers(t *testing.T) {
+	t.Parallel()
+	ctx, s, px := storeBehindProxy(t)
+	const parked = 3
+	for seq := range uint64(parked) {
+		if err := s.Park(ctx, "shop", "app", "evt", Parked{Seq: seq + 1, Attempts: 3, FirstSeen: time.Now(), Due: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, "the records counted as parked", func() bool { return s.ParkedCount("shop", "app") == parked })
+	px.holdNext(1500 * time.Millisecond)
+	s.Release("shop", "app")
+	within(t, "every parked record due, none left parked", func() bool {
+		info, err := s.main.Info(ctx, jetstream.WithSubjectFilter(DueSubject("shop", "app")))
+		return err == nil && info.State.Msgs == parked && s.ParkedCount("shop", "app") == 0
+	})
+	if !px.held.Load() {
+		t.Error("the proxy held back no delivery: the read was not cut short")
+	}
+}
