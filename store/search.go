@@ -149,40 +149,25 @@ func (s *Store) searchLink(ctx context.Context) (link, error) {
 }
 
 // seqAt is the sequence of the first message of the stream stored at or
-// after t; last (the next sequence) if there is none. An empty fetch says
-// there is none only if the consumer had nothing pending: nats.go ends a
-// FetchNoWait a second after asking, before a stalled server's answer
-// (see recordSource.each).
+// after t; last (the next sequence) if there is none. It reads through a
+// record source, for which an empty fetch says there is none only if the
+// consumer had nothing pending: nats.go ends a FetchNoWait a second after
+// asking, before a stalled server's answer (recordSource.while).
 func (s *Store) seqAt(ctx context.Context, t time.Time, last uint64) (uint64, error) {
-	c, err := s.js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
-		OptStartTime:  &t,
-		HeadersOnly:   true,
+	seq := last
+	src := recordSource{s.main, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t, HeadersOnly: true}}
+	err := src.while(ctx, 1, func(m jetstream.Msg) bool {
+		md, err := m.Metadata()
+		if err != nil {
+			return true
+		}
+		seq = md.Sequence.Stream
+		return false
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
-	for range emptyBatches {
-		batch, err := c.FetchNoWait(1)
-		if err != nil {
-			return 0, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
-		}
-		for m := range batch.Messages() {
-			if md, err := m.Metadata(); err == nil {
-				return md.Sequence.Stream, nil
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return 0, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
-		}
-		if info := c.CachedInfo(); info == nil || info.NumPending == 0 {
-			return last, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-	}
-	return 0, fmt.Errorf("%w: search: messages stored since %s pending, but %d fetches in a row brought none", ErrUnavailable, t.Format(time.RFC3339), emptyBatches)
+	return seq, nil
 }
 
 // scanner is one page of a Search.

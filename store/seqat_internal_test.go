@@ -27,6 +27,16 @@ func TestASearchFindsTheStartOfItsWindowWhenAFetchEndsBeforeTheServerAnswers(t *
 	since := time.Now()
 	want := publish(2)
 	last := publish(3) + 1
+	// The index reads the stream through the proxy too: its deliveries
+	// must have passed before the test holds one back.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if w, err := s.idx.watermark(StreamName); err == nil && w >= last-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the index did not read the webhooks")
+		}
+	}
 
 	px.holdNext(1500 * time.Millisecond)
 	got, err := s.seqAt(ctx, since, last)
