@@ -119,6 +119,14 @@ func (f *Forwarder) Resume(route, destination string) error {
 	return nil
 }
 
+// Runs reports whether route's destination is in the running
+// configuration: a removed destination's consumer, and its messages, are
+// kept, but nothing delivers them.
+func (f *Forwarder) Runs(route, destination string) bool {
+	_, err := f.find(route, destination)
+	return err == nil
+}
+
 func (f *Forwarder) find(route, destination string) (*destination, error) {
 	f.reg.mu.Lock()
 	defer f.reg.mu.Unlock()

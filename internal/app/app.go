@@ -143,7 +143,9 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 		return nil, err
 	}
 
-	a.Metrics, a.Registry = newMetrics(a.Store)
+	a.Metrics, a.Registry = newMetrics(a.Store, func(route, destination string) bool {
+		return a.Forwarder != nil && a.Forwarder.Runs(route, destination)
+	})
 	a.Alerts = alert.New(alertConfig(cfg.Alerts), a.log)
 	alerts := http.DefaultTransport.(*http.Transport).Clone()
 	alerts.DialContext = rules.Dialer().DialContext

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,8 +16,12 @@ import (
 // newMetrics creates jethook's metrics in a registry of their own, with the
 // Go runtime and process collectors, the backlog gauges read from st's
 // consumers and the store's health read from its monitor, at scrape time.
-// Serve m.Handler() at /metrics.
-func newMetrics(st *store.Store) (*metrics.Metrics, *prometheus.Registry) {
+// The backlog gauges cover the destinations runs reports running (all of
+// them when runs is nil): a removed destination's consumer is kept, with
+// its messages, but nothing waits for them to be delivered, and a backlog
+// gauge of it would rise, and alert, for ever. Serve m.Handler() at
+// /metrics.
+func newMetrics(st *store.Store, runs func(route, destination string) bool) (*metrics.Metrics, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
@@ -30,6 +35,9 @@ func newMetrics(st *store.Store) (*metrics.Metrics, *prometheus.Registry) {
 		// destinations not read by then have no age in this scrape.
 		octx, cancel := context.WithTimeout(ctx, oldestBudget)
 		defer cancel()
+		if runs != nil {
+			bs = slices.DeleteFunc(bs, func(b store.Backlog) bool { return !runs(b.Route, b.Destination) })
+		}
 		rows := make([]metrics.BacklogRow, len(bs))
 		for i, b := range bs {
 			rows[i] = metrics.BacklogRow{Route: b.Route, Destination: b.Destination, Pending: b.Pending, AckPending: b.AckPending, Parked: b.Parked,

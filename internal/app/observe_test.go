@@ -24,7 +24,7 @@ func TestMetricsServeTheBacklogAndHealthReadFromTheStoreAndTheRuntime(t *testing
 			t.Fatal(err)
 		}
 	}
-	m, _ := newMetrics(st)
+	m, _ := newMetrics(st, nil)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)

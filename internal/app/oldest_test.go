@@ -13,6 +13,7 @@ import (
 	"github.com/jethook/jethook/internal/app"
 	"github.com/jethook/jethook/internal/apptest"
 	"github.com/jethook/jethook/internal/testkit"
+	"github.com/jethook/jethook/policy"
 )
 
 // jethook_oldest_pending_seconds is how long the oldest webhook a
@@ -78,4 +79,55 @@ routes:
 		age, ok := oldest()
 		return ok && age == 0
 	})
+}
+
+// A removed destination's consumer and messages are kept, so that adding it
+// back resumes where it stopped, but nothing delivers them: its backlog
+// gauges go with it, or they would rise, and page, for ever.
+func TestTheBacklogGaugesOfARemovedDestinationGoWithIt(t *testing.T) {
+	t.Parallel()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/crm") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(backend.Close)
+	const both = `
+routes:
+  - name: shop
+    path: /hooks/shop
+    destinations:
+      - {name: app, url: "${BACKEND}/app", slow_start: 0s}
+      - {name: crm, url: "${BACKEND}/crm", slow_start: 0s}
+`
+	load := func() (*policy.Config, error) { return parse(t, oneRoute, backend.URL), nil }
+	jh := apptest.Start(t, parse(t, both, backend.URL), app.Options{Load: func() (*policy.Config, error) { return load() }})
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		jh.App.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	resp, err := http.Post(jh.Public.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testkit.Eventually(t, 20*time.Second, "crm's webhook waiting in backoff", func() bool {
+		return strings.Contains(scrape(), `jethook_in_backoff{destination="crm",route="shop"} 1`)
+	})
+
+	if err := jh.App.Reload(t.Context()); err != nil { // crm removed
+		t.Fatal(err)
+	}
+	out := scrape()
+	for _, gauge := range []string{"jethook_pending", "jethook_in_backoff", "jethook_oldest_pending_seconds"} {
+		if strings.Contains(out, gauge+`{destination="crm",route="shop"}`) {
+			t.Errorf("%s of the removed destination crm is still served", gauge)
+		}
+		if !strings.Contains(out, gauge+`{destination="app",route="shop"}`) {
+			t.Errorf("%s of app, still configured, is missing", gauge)
+		}
+	}
 }
