@@ -219,8 +219,8 @@ func Recovery(ctx context.Context, o RecoveryOptions) (RecoveryResult, error) {
 		be.mu.Lock()
 		delivered := len(be.delivered)
 		be.mu.Unlock()
-		return r, fmt.Errorf("backlog not drained within %s of the recovery: the backend has %d of %d webhooks posted, %d refused by ingress; %d dead-lettered",
-			o.DrainTimeout, delivered, f.posted.Load(), f.failed.Load(), stats.DeadLetters)
+		return r, fmt.Errorf("backlog not drained within %s of the recovery: the backend has %d of %d webhooks posted, %d refused by ingress; %d dead-lettered; %s",
+			o.DrainTimeout, delivered, f.posted.Load(), f.failed.Load(), stats.DeadLetters, gateStatus(st))
 	}
 	stopFeed()
 	r.Lost = be.settle(ctx, 30*time.Second)
@@ -231,6 +231,21 @@ func Recovery(ctx context.Context, o RecoveryOptions) (RecoveryResult, error) {
 	r.DeadLettered = int(stats.DeadLetters)
 	be.result(&r)
 	return r, nil
+}
+
+// gateStatus says what holds the scenario's destination back: its breaker
+// and its learned limit, if any.
+func gateStatus(st *stack) string {
+	var out []string
+	for _, d := range st.app.Forwarder.Status() {
+		g := d.Gate
+		limit := "no learned limit"
+		if g.Limit > 0 {
+			limit = fmt.Sprintf("learned limit %.1f/s", g.Limit)
+		}
+		out = append(out, fmt.Sprintf("%s: breaker %s, %s, %d in flight", d.Destination, g.Breaker, limit, d.InFlight))
+	}
+	return strings.Join(out, "; ")
 }
 
 // sleep waits d or until ctx ends, and reports whether d passed.

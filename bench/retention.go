@@ -254,7 +254,13 @@ func Retention(ctx context.Context, o RetentionOptions) (RetentionResult, error)
 			return r, err
 		}
 		if r.Failed > 0 || r.Duplicates > 0 {
-			return r, fmt.Errorf("of %d posts, %d failed and %d were answered as duplicates", to, r.Failed, r.Duplicates)
+			p.mu.Lock()
+			first := p.firstFail
+			p.mu.Unlock()
+			if first != "" {
+				first = "; the first failed: " + first
+			}
+			return r, fmt.Errorf("of %d posts, %d failed and %d were answered as duplicates%s", to, r.Failed, r.Duplicates, first)
 		}
 		fmt.Fprintf(o.Progress, "posted %d (%d in all) in %s; waiting for their delivery\n", to-from, to, seconds(r.Post[i]))
 		if err := waitDelivered(ctx, c, be, int(to), o); err != nil {
@@ -377,6 +383,19 @@ type poster struct {
 	total    int64 // webhooks in the whole run, for progress
 
 	accepted, duplicates, failed atomic.Int64
+
+	mu        sync.Mutex
+	firstFail string // what the first failed post got, for the error
+}
+
+// fail counts a failed post and remembers what the first one got.
+func (p *poster) fail(seq int64, got string) {
+	p.failed.Add(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.firstFail == "" {
+		p.firstFail = fmt.Sprintf("webhook %d at %s: %s", seq, time.Now().UTC().Format("15:04:05.000"), got)
+	}
 }
 
 // one posts webhook seq and returns the event id ingress stored it under.
@@ -389,7 +408,7 @@ func (p *poster) one(ctx context.Context, seq int64) (string, error) {
 	req.Header.Set(seqHeader, strconv.FormatInt(seq, 10))
 	resp, err := p.client.Do(req)
 	if err != nil {
-		p.failed.Add(1)
+		p.fail(seq, err.Error())
 		return "", nil
 	}
 	b, err := io.ReadAll(resp.Body)
@@ -400,7 +419,7 @@ func (p *poster) one(ctx context.Context, seq int64) (string, error) {
 	}
 	switch {
 	case err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(b, &a) != nil || a.ID == "":
-		p.failed.Add(1)
+		p.fail(seq, fmt.Sprintf("%d %.200s (read: %v)", resp.StatusCode, b, err))
 	case a.Duplicate:
 		p.duplicates.Add(1)
 	default:

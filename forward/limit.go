@@ -63,6 +63,17 @@ const (
 	trialMax    = 3 * time.Second
 )
 
+// outageRun is how many overload answers in a row make a run whose tail
+// is not counted: once a delivery ends the run, an overload answer read
+// after it to an attempt sent before it is the run's, answered before
+// the backend delivered again. A short outage fits in two of the limit's
+// seconds, the one it begins in (deliveries, then 503s) and the one it
+// ends in (503s, then deliveries); with concurrency, answers are read a
+// little out of order, and a 503 read after the first delivery made the
+// second look overloaded too, which cut the limit to what the backend
+// delivered before the outage began.
+const outageRun = 10
+
 // trialHalved is the least number of answers in which a trial's share of
 // overload answers halving confirms a decrease that left some: with fewer,
 // only their absence does. A handful of answers halve their share by
@@ -147,6 +158,10 @@ type limit struct {
 	baseline float64       // share of overload answers the backend gives whatever the load
 	floor    time.Duration // the least mean latency of a second lately; 0 until one is seen
 	lastCut  time.Time
+	// refused counts the overload answers read in a row; resumed is when
+	// a delivery last ended a run of outageRun or more (see outageRun).
+	refused  int
+	resumed  time.Time
 	seen     time.Time // when a second last showed overload while the backend delivered
 	climbing bool      // restarted after an outage, and neither cut nor held back by a lack of work since
 	// last is the second before the current one. A decrease needs it to
@@ -204,6 +219,18 @@ func (l *limit) slow(c counts) bool {
 // last second. It reports whether the limit changed.
 func (l *limit) ended(began, now time.Time, a answer, goodput float64) bool {
 	changed := l.tick(now)
+	if a == answerOverload && began.Before(l.resumed) {
+		return changed // the tail of a run of refusals that a delivery ended
+	}
+	switch a {
+	case answerOverload:
+		l.refused++
+	case answerGood:
+		if l.refused >= outageRun {
+			l.resumed = now
+		}
+		l.refused = 0
+	}
 	if l.trial && began.Before(l.trialStart) {
 		l.settling.add(a, now.Sub(began)) // not judged by: sent before the lower rate took hold
 		return changed

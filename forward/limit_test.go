@@ -223,3 +223,34 @@ func TestAFewAnswersThatHalveTheirShareDoNotConfirmACut(t *testing.T) {
 		t.Fatalf("limit by second %v, baseline %.2f: want the cut undone and a baseline", got, l.baseline)
 	}
 }
+
+// A short outage fits in two of the limit's seconds: the one it begins in
+// (deliveries, then 503s) and the one it ends in (503s, then deliveries).
+// An attempt sent before the backend came back whose 503 is read after
+// the first delivery belongs to the outage: it is no overload, and the
+// limit learns nothing from it.
+func TestAnOutageShorterThanTwoSecondsIsNoOverload(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	l := newLimit(150)
+	// 40 a second, each attempt 5 ms long: 8 delivered in the first
+	// 200 ms, then a second of 503s.
+	ms := 10
+	for ; ms < 200; ms += 25 {
+		l.ended(at(ms-5), at(ms), answerGood, 8)
+	}
+	for ; ms < 1200; ms += 25 {
+		l.ended(at(ms-5), at(ms), answerOverload, float64(max(0, 1000-ms))/1000*8)
+	}
+	// Back at 1.2 s. An attempt sent at 1.19 s, answered 503 while the
+	// backend was still down, is read after the first delivery.
+	l.ended(at(1201), at(1205), answerGood, 1)
+	l.ended(at(1190), at(1206), answerOverload, 1)
+	for ms = 1210; ms < 3000; ms += 25 {
+		l.ended(at(ms-5), at(ms), answerGood, float64(min(40, (ms-1200)*40/1000)))
+	}
+	if l.learned() {
+		t.Fatalf("an outage of a second taken for overload: the limit fell to %.1f/s, from no limit", l.rate)
+	}
+}

@@ -12,7 +12,8 @@ type Backlog struct {
 	Pending            uint64 // stored and not yet sent to the destination
 	AckPending         uint64 // sent and not settled: in flight or waiting in backoff
 	// Parked are waiting for a later attempt outside the consumer
-	// (park.go), as of the mover's last look.
+	// (park.go), as of the mover's last look and counting those this
+	// store parked since (ParkedCount).
 	Parked uint64
 	// Blocked are the ordering keys whose head keeps failing and the
 	// events waiting behind heads (order.go); zero when unordered.

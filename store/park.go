@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,8 +164,12 @@ func (s *Store) Park(ctx context.Context, route, destination, eventID string, p 
 	if p.Again != 0 {
 		id += fmt.Sprintf("/again/%d", p.Again)
 	}
-	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(ParkedStreamName)); err != nil {
+	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(ParkedStreamName))
+	if err != nil {
 		return fmt.Errorf("%w: park: %w", ErrUnavailable, err)
+	}
+	if !ack.Duplicate {
+		s.mover.count(route, destination)
 	}
 	return nil
 }
@@ -204,8 +209,12 @@ type mover struct {
 	stop chan struct{}
 	done chan struct{}
 
-	mu       sync.Mutex
-	parked   map[[2]string]uint64   // route, destination → records parked
+	mu     sync.Mutex
+	parked map[[2]string]uint64 // route, destination → records parked
+	// parks counts the records this store parked, ever: a look adds those
+	// parked since it began to what it listed, so that a webhook parked
+	// and acked is counted from its parking on, not from the next look.
+	parks    map[[2]string]uint64
 	releases map[[2]string]struct{} // route, destination → release asked for
 }
 
@@ -219,7 +228,7 @@ func (s *Store) startMover(ctx context.Context) error {
 	}
 	s.parked = st
 	mv := &mover{s: s, st: st, tick: moveTick, stop: make(chan struct{}), done: make(chan struct{}),
-		parked: map[[2]string]uint64{}, releases: map[[2]string]struct{}{}}
+		parked: map[[2]string]uint64{}, parks: map[[2]string]uint64{}, releases: map[[2]string]struct{}{}}
 	s.mover = mv
 	go mv.run()
 	return nil
@@ -256,9 +265,14 @@ func (mv *mover) run() {
 }
 
 // moveDue moves every slot that ended by now, oldest first, and refreshes
-// the parked counts.
+// the parked counts: what the stream lists, less what this look moved,
+// plus what this store parked since the look began. A record parked
+// during the look may be counted once too often, until the next look.
 func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 	st := mv.st
+	mv.mu.Lock()
+	parksBefore := maps.Clone(mv.parks)
+	mv.mu.Unlock()
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter("parked.>"))
 	if err != nil {
 		return err
@@ -289,6 +303,9 @@ func (mv *mover) moveDue(ctx context.Context, now time.Time) error {
 	}
 	defer func() {
 		mv.mu.Lock()
+		for k, n := range mv.parks {
+			counts[k] += n - parksBefore[k]
+		}
 		mv.parked = counts
 		mv.mu.Unlock()
 	}()
@@ -431,8 +448,25 @@ func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, 
 	return uint64(len(futs)), nil
 }
 
+// count counts a record just parked (Park) in the parked counts at once:
+// the forwarder acks the webhook's message next, and until the mover's
+// next look the webhook would be counted nowhere (Backlogs).
+func (mv *mover) count(route, destination string) {
+	if mv == nil {
+		return
+	}
+	k := [2]string{route, destination}
+	mv.mu.Lock()
+	mv.parked[k]++
+	mv.parks[k]++
+	mv.mu.Unlock()
+}
+
 // ParkedCount is how many of route's destination's webhooks are parked,
-// as of the mover's last look (a fraction of a second ago).
+// as of the mover's last look (a fraction of a second ago), plus those
+// this store parked since: a webhook this store parks counts at once,
+// one another jethook parks from the next look, and one that came due
+// counts until the look that moved it ends.
 func (s *Store) ParkedCount(route, destination string) uint64 {
 	if s.mover == nil {
 		return 0

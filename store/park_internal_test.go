@@ -46,6 +46,31 @@ func TestParkedRefsFindTheOldestWaitingWebhookOfEachRoute(t *testing.T) {
 	}
 }
 
+// The forwarder acks a webhook's message once its parked record is
+// stored. From then on the webhook must count as parked: counted only from
+// the mover's next look, it was for up to a tick neither pending, in
+// flight nor parked (Backlogs), and a wait for a settled store ended while
+// it waited for its next attempt.
+func TestAParkedWebhookCountsFromItsParking(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for seq := range uint64(2) {
+		if err := s.Park(ctx, "shop", "app", "evt", Parked{Seq: seq + 1, Attempts: 1, FirstSeen: time.Now(), Due: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		// More only if a look of the mover overlapped the parking.
+		if n := s.ParkedCount("shop", "app"); n < seq+1 {
+			t.Fatalf("right after parking webhook %d: %d parked", seq+1, n)
+		}
+	}
+	within(t, "the mover counts each parked webhook once", func() bool { return s.ParkedCount("shop", "app") == 2 })
+}
+
 // A release makes every record its destination parked so far due at once,
 // and leaves other destinations' records and later ones to their due time.
 func TestAReleaseMakesADestinationsParkedWebhooksDueAtOnce(t *testing.T) {
