@@ -87,8 +87,10 @@ func TestABurstOfDeadLettersIsOneNoticeWithTheCount(t *testing.T) {
 	s.mu.Lock()
 	took := s.at[0].Sub(first)
 	s.mu.Unlock()
-	if took < batch || took > batch+time.Second {
-		t.Errorf("the notice came %s after the first dead letter, want one batch window (%s)", took, batch)
+	// Not before the window ends, so that the burst is one notice; how
+	// soon after depends on the machine (waitFor bounds it).
+	if took < batch {
+		t.Errorf("the notice came %s after the first dead letter, before the batch window (%s) ended", took, batch)
 	}
 	// Nothing is left to tell: no second notice can come.
 	if dead, notes := n.Pending(); dead != 0 || notes != 0 {
