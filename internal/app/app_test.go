@@ -32,6 +32,13 @@ func parse(t testing.TB, yaml, backend string) *policy.Config {
 	return apptest.Config(t, yaml, map[string]string{"BACKEND": backend})
 }
 
+// scrape is a's /metrics, in Prometheus's text format.
+func scrape(a *app.App) string {
+	rec := httptest.NewRecorder()
+	a.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
+}
+
 // githubRoute is one route taking GitHub's webhooks, signed with
 // githubSecret, for ${BACKEND}/github.
 const (
@@ -91,9 +98,7 @@ func TestTheAssembledAppDeliversCountsAndReloads(t *testing.T) {
 	// The backend has the request before the forwarder has its answer
 	// and counts it: wait for the count.
 	testkit.Eventually(t, 10*time.Second, "the metrics to count the delivery", func() bool {
-		metrics := httptest.NewRecorder()
-		a.Metrics.Handler().ServeHTTP(metrics, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		return strings.Contains(metrics.Body.String(), `jethook_delivered_total{destination="app",route="shop"} 1`)
+		return strings.Contains(scrape(a), `jethook_delivered_total{destination="app",route="shop"} 1`)
 	})
 
 	tooBig := func() (*policy.Config, error) {

@@ -60,10 +60,8 @@ routes:
 
 	var families map[string]string
 	testkit.Eventually(t, 10*time.Second, "the delivery and the dead letter in /metrics", func() bool {
-		rec := httptest.NewRecorder()
-		a.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		families = map[string]string{}
-		for line := range strings.Lines(rec.Body.String()) {
+		for line := range strings.Lines(scrape(a)) {
 			if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
 				families[f[2]] = f[3]
 			}

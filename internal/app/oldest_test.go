@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bufio"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -40,11 +39,8 @@ routes:
       - {name: app, url: "${BACKEND}/shop", slow_start: 0s}
 `, backend.URL), app.Options{ParkAfter: 200 * time.Millisecond})
 	oldest := func() (float64, bool) {
-		rec := httptest.NewRecorder()
-		jh.App.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		sc := bufio.NewScanner(rec.Body)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), `jethook_oldest_pending_seconds{destination="app",route="shop"} `); ok {
+		for line := range strings.Lines(scrape(jh.App)) {
+			if v, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), `jethook_oldest_pending_seconds{destination="app",route="shop"} `); ok {
 				f, err := strconv.ParseFloat(v, 64)
 				return f, err == nil
 			}
@@ -104,24 +100,19 @@ routes:
 `
 	load := func() (*policy.Config, error) { return parse(t, oneRoute, backend.URL), nil }
 	jh := apptest.Start(t, parse(t, both, backend.URL), app.Options{Load: func() (*policy.Config, error) { return load() }})
-	scrape := func() string {
-		rec := httptest.NewRecorder()
-		jh.App.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		return rec.Body.String()
-	}
 	resp, err := http.Post(jh.Public.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	testkit.Eventually(t, 20*time.Second, "crm's webhook waiting in backoff", func() bool {
-		return strings.Contains(scrape(), `jethook_in_backoff{destination="crm",route="shop"} 1`)
+		return strings.Contains(scrape(jh.App), `jethook_in_backoff{destination="crm",route="shop"} 1`)
 	})
 
 	if err := jh.App.Reload(t.Context()); err != nil { // crm removed
 		t.Fatal(err)
 	}
-	out := scrape()
+	out := scrape(jh.App)
 	for _, gauge := range []string{"jethook_pending", "jethook_in_backoff", "jethook_oldest_pending_seconds"} {
 		if strings.Contains(out, gauge+`{destination="crm",route="shop"}`) {
 			t.Errorf("%s of the removed destination crm is still served", gauge)
