@@ -92,7 +92,11 @@ func TestAParkedWebhookOutlivesARestart(t *testing.T) {
 		t.Errorf("parked: %+v, %v; want in_backoff", d, err)
 	}
 	// Its message is acked, yet it is the destination's oldest pending.
-	if oldest, err := st.OldestUnsettled(context.Background(), "shop", "app"); err != nil || oldest.Before(e.ReceivedAt.Add(-time.Second)) || oldest.After(time.Now()) {
+	bl, err := st.Backlogs(context.Background())
+	if err != nil || len(bl) != 1 {
+		t.Fatalf("backlogs %+v, %v; want shop → app's", bl, err)
+	}
+	if oldest, err := st.Oldest(context.Background(), bl[0]); err != nil || oldest.Before(e.ReceivedAt.Add(-time.Second)) || oldest.After(time.Now()) {
 		t.Errorf("oldest pending %v, %v; want when the parked webhook was stored", oldest, err)
 	}
 	r.stop()

@@ -22,21 +22,6 @@ func (s *Store) consumerInfo(ctx context.Context, route, destination string) (*j
 	return c.CachedInfo(), nil
 }
 
-// OldestUnsettled returns when the oldest message route's destination has
-// not settled yet (delivered or dead-lettered) was stored; zero if none.
-// It reads the destination's consumer, then does what Oldest does.
-func (s *Store) OldestUnsettled(ctx context.Context, route, destination string) (time.Time, error) {
-	info, err := s.consumerInfo(ctx, route, destination)
-	if err != nil {
-		return time.Time{}, err
-	}
-	b := Backlog{Route: route, Destination: destination, Parked: s.ParkedCount(route, destination)}
-	if info != nil {
-		b.Pending, b.AckPending, b.ackFloor = info.NumPending, uint64(info.NumAckPending), info.AckFloor.Stream
-	}
-	return s.Oldest(ctx, b)
-}
-
 // Oldest returns when the oldest message b's destination has not settled
 // yet (delivered or dead-lettered) was stored, from b as Backlogs read it;
 // zero if none. For a parked webhook, and a due record, that is when the
