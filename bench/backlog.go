@@ -227,10 +227,11 @@ func Backlog(ctx context.Context, o BacklogOptions) (BacklogResult, error) {
 	if o.Delay < cmp.Or(o.ParkAfter, forward.DefaultParkAfter) && o.MaxAckPending > 0 {
 		n = min(n, uint64(o.MaxAckPending))
 	}
-	// The parked count is the mover's last look, a tenth of a second old:
-	// a webhook just parked but not yet acked can be missing from it while
-	// it still counts as ack-pending. The fill ends when the counts have
-	// held still for a few of the mover's looks.
+	// The counts move for a moment after each parking: a webhook just
+	// parked counts as parked and, until its message is acked, as
+	// ack-pending too; one parked during a look of the mover counts twice
+	// until the next look (store.ParkedCount). The fill ends when the
+	// counts have held still for a few of the mover's looks.
 	var seen store.Backlog
 	var still time.Time
 	err = waitFor(ctx, o.Timeout, o.Progress, func() (bool, string, error) {
