@@ -10,11 +10,7 @@ import (
 func TestAttemptRecordsMadeTogetherAreStoredAsOneMessageAndIndexedEach(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openEmbedded(ctx, t)
 	const events = 300
 	at := time.Now().UTC()
 	for i := range events {

@@ -18,16 +18,24 @@ func within(t *testing.T, msg string, cond func() bool) {
 	}
 }
 
+// openEmbedded opens a store on its embedded server, closed when the
+// test ends.
+func openEmbedded(ctx context.Context, t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // A parked webhook's message is acked, so only the parked and due records
 // tell the purge near the store's limit which webhooks are still waiting.
 func TestParkedRefsFindTheOldestWaitingWebhookOfEachRoute(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openEmbedded(ctx, t)
 	due := time.Now().Add(time.Hour)
 	for _, p := range []struct {
 		route string
@@ -54,11 +62,7 @@ func TestParkedRefsFindTheOldestWaitingWebhookOfEachRoute(t *testing.T) {
 func TestAParkedWebhookCountsFromItsParking(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openEmbedded(ctx, t)
 	for seq := range uint64(2) {
 		if err := s.Park(ctx, "shop", "app", "evt", Parked{Seq: seq + 1, Attempts: 1, FirstSeen: time.Now(), Due: time.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
@@ -76,11 +80,7 @@ func TestAParkedWebhookCountsFromItsParking(t *testing.T) {
 func TestAReleaseMakesADestinationsParkedWebhooksDueAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openEmbedded(ctx, t)
 	later := time.Now().Add(time.Hour)
 	park := func(dest string, seq uint64, due time.Time) {
 		t.Helper()
