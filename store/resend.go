@@ -62,12 +62,14 @@ func (s *Store) RetryNow(ctx context.Context, route, destination, eventID string
 	var found jetstream.Msg
 	var foundSeq uint64
 	src := recordSource{s.parked, jetstream.OrderedConsumerConfig{HeadersOnly: true, FilterSubjects: []string{"parked." + route + "." + destination + ".*"}}}
-	err := src.each(ctx, func(m jetstream.Msg) {
-		if found == nil && m.Headers().Get(hdrEventID) == eventID {
+	err := src.while(ctx, 1024, func(m jetstream.Msg) bool {
+		if m.Headers().Get(hdrEventID) == eventID {
 			if md, err := m.Metadata(); err == nil {
 				found, foundSeq = m, md.Sequence.Stream
+				return false // the first will do
 			}
 		}
+		return true
 	})
 	if err != nil {
 		return fmt.Errorf("%w: parked retries: %w", ErrUnavailable, err)
