@@ -49,12 +49,12 @@ func TestDeadLetterReadsReachEveryOneWhenAFetchEndsBeforeTheServerAnswers(t *tes
 				}
 				return "permanent"
 			})
-			px.holdNext(1500 * time.Millisecond)
+			px.HoldNext(1500 * time.Millisecond)
 			got, err := tc.read(t, s)
 			if err != nil || got != tc.want {
 				t.Errorf("read %d dead letters (%v), want %d", got, err, tc.want)
 			}
-			if !px.held.Load() {
+			if !px.Held() {
 				t.Error("the proxy held back no delivery: the fetch was not cut short")
 			}
 		})
@@ -73,7 +73,7 @@ func TestAPageOfDeadLettersHasNoGapWhenAFetchEndsMidBatch(t *testing.T) {
 	ctx, s, px := storeBehindProxy(t)
 	const n = 300 // more than one batch
 	addDeadLetters(ctx, t, s, n, func(int) string { return "exhausted" })
-	px.holdAfter(100, 1500*time.Millisecond)
+	px.HoldAfter(100, 1500*time.Millisecond)
 	p, err := s.QueryDeadLetters(ctx, DeadLetterQuery{Route: "shop"}, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestAPageOfDeadLettersHasNoGapWhenAFetchEndsMidBatch(t *testing.T) {
 		}
 		t.Errorf("the page holds %d of %d dead letters; missing %v", len(p.DeadLetters), n, gaps)
 	}
-	if !px.held.Load() {
+	if !px.Held() {
 		t.Error("the proxy held back no delivery: the fetch was not cut short")
 	}
 }

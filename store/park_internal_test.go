@@ -138,13 +138,13 @@ func TestAReleaseMovesEveryRecordWhenAReadEndsBeforeTheServerAnswers(t *testing.
 		}
 	}
 	within(t, "the records counted as parked", func() bool { return s.ParkedCount("shop", "app") == parked })
-	px.holdNext(1500 * time.Millisecond)
+	px.HoldNext(1500 * time.Millisecond)
 	s.Release("shop", "app")
 	within(t, "every parked record due, none left parked", func() bool {
 		info, err := s.main.Info(ctx, jetstream.WithSubjectFilter(DueSubject("shop", "app")))
 		return err == nil && info.State.Msgs == parked && s.ParkedCount("shop", "app") == 0
 	})
-	if !px.held.Load() {
+	if !px.Held() {
 		t.Error("the proxy held back no delivery: the read was not cut short")
 	}
 }

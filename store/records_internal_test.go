@@ -1,13 +1,8 @@
 package store
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"net"
 	"strconv"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,15 +31,15 @@ func TestEachReadsEveryRecordWhenAFetchEndsBeforeTheServerAnswers(t *testing.T) 
 		}
 	}
 
-	px := newHoldingProxy(t, url)
-	_, _, st := recordsStream(ctx, t, px.url)
-	px.holdNext(1500 * time.Millisecond)
+	px := testkit.NewHoldingProxy(t, url)
+	_, _, st := recordsStream(ctx, t, px.URL)
+	px.HoldNext(1500 * time.Millisecond)
 	got := 0
 	err := recordSource{st, jetstream.OrderedConsumerConfig{HeadersOnly: true}}.each(ctx, func(jetstream.Msg) { got++ })
 	if err != nil || got != records {
 		t.Errorf("each read %d of %d records (%v)", got, records, err)
 	}
-	if !px.held.Load() {
+	if !px.Held() {
 		t.Error("the proxy held back no delivery: the fetch was not cut short")
 	}
 }
@@ -98,99 +93,15 @@ func recordsStream(ctx context.Context, t *testing.T, url string) (*nats.Conn, j
 
 // storeBehindProxy opens a store on a NATS server reached through a
 // holding proxy; the context ends with the test, a minute at most.
-func storeBehindProxy(t *testing.T) (context.Context, *Store, *holdingProxy) {
+func storeBehindProxy(t *testing.T) (context.Context, *Store, *testkit.HoldingProxy) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	px := newHoldingProxy(t, testkit.NATSServer(t))
-	s, err := Open(ctx, Options{URL: px.url, DataDir: t.TempDir(), WaitingEvery: time.Second, PublishTimeout: 2 * time.Second})
+	px := testkit.NewHoldingProxy(t, testkit.NATSServer(t))
+	s, err := Open(ctx, Options{URL: px.URL, DataDir: t.TempDir(), WaitingEvery: time.Second, PublishTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return ctx, s, px
-}
-
-// holdingProxy relays a NATS connection and can hold back the next
-// JetStream delivery the server sends (a MSG or HMSG whose reply subject
-// is an ack subject), and with it everything the server sends after it.
-type holdingProxy struct {
-	url  string
-	hold atomic.Int64 // how long to hold the next delivery, in nanoseconds; 0: none
-	pass atomic.Int64 // how many deliveries to let through before the one held
-	held atomic.Bool  // a delivery was held
-}
-
-func newHoldingProxy(t *testing.T, server string) *holdingProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	p := &holdingProxy{url: "nats://" + ln.Addr().String()}
-	go func() {
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			srv, err := net.Dial("tcp", strings.TrimPrefix(server, "nats://"))
-			if err != nil {
-				client.Close()
-				continue
-			}
-			go func() {
-				_, _ = io.Copy(srv, client)
-				srv.Close()
-			}()
-			go func() {
-				p.relay(client, srv)
-				client.Close()
-			}()
-		}
-	}()
-	return p
-}
-
-func (p *holdingProxy) holdNext(d time.Duration) { p.hold.Store(int64(d)) }
-
-// holdAfter holds back the delivery after the next n for d.
-func (p *holdingProxy) holdAfter(n int, d time.Duration) {
-	p.pass.Store(int64(n))
-	p.hold.Store(int64(d))
-}
-
-// relay copies what the server sends to the client, frame by frame.
-func (p *holdingProxy) relay(client io.Writer, srv io.Reader) {
-	r := bufio.NewReader(srv)
-	for {
-		frame, err := r.ReadBytes('\n')
-		if err != nil {
-			return
-		}
-		// MSG <subject> <sid> [reply] <size>, HMSG <subject> <sid> [reply] <header size> <size>
-		f := strings.Fields(string(frame))
-		if len(f) > 0 && (f[0] == "MSG" || f[0] == "HMSG") {
-			size, err := strconv.Atoi(f[len(f)-1])
-			if err != nil {
-				return
-			}
-			body := make([]byte, size+2)
-			if _, err := io.ReadFull(r, body); err != nil {
-				return
-			}
-			frame = append(frame, body...)
-			replied := f[0] == "MSG" && len(f) == 5 || f[0] == "HMSG" && len(f) == 6
-			if replied && strings.HasPrefix(f[3], "$JS.ACK.") && p.hold.Load() > 0 && p.pass.Add(-1) < 0 {
-				if d := p.hold.Swap(0); d > 0 {
-					p.held.Store(true)
-					time.Sleep(time.Duration(d))
-				}
-			}
-		}
-		if _, err := client.Write(frame); err != nil {
-			return
-		}
-	}
 }

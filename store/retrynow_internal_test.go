@@ -20,11 +20,11 @@ func TestRetryNowFindsTheParkedRecordWhenAFetchEndsBeforeTheServerAnswers(t *tes
 			t.Fatal(err)
 		}
 	}
-	px.holdNext(1500 * time.Millisecond)
+	px.HoldNext(1500 * time.Millisecond)
 	if err := s.RetryNow(ctx, "shop", "app", "evt_2"); err != nil {
 		t.Errorf("retry now of a parked webhook: %v", err)
 	}
-	if !px.held.Load() {
+	if !px.Held() {
 		t.Error("the proxy held back no delivery: the fetch was not cut short")
 	}
 }

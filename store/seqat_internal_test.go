@@ -38,12 +38,12 @@ func TestASearchFindsTheStartOfItsWindowWhenAFetchEndsBeforeTheServerAnswers(t *
 		}
 	}
 
-	px.holdNext(1500 * time.Millisecond)
+	px.HoldNext(1500 * time.Millisecond)
 	got, err := s.seqAt(ctx, since, last)
 	if err != nil || got != want {
 		t.Errorf("the window stored since %s starts at %d (%v), want %d", since.Format(time.RFC3339Nano), got, err, want)
 	}
-	if !px.held.Load() {
+	if !px.Held() {
 		t.Error("the proxy held back no delivery: the fetch was not cut short")
 	}
 }
