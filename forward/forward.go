@@ -223,6 +223,11 @@ type destination struct {
 	// refetch is when an ordered destination may fetch again after a
 	// fetch that ended late (awaitDropped); its loop's alone.
 	refetch time.Time
+	// dropsBack is when, after a fetch that ended late, what nats.go may
+	// have dropped of it has come back (endedLate), in Unix nanoseconds;
+	// until then hold numbers a message that comes again after the
+	// attempts the attempt log holds (renumber).
+	dropsBack atomic.Int64
 
 	filter    *destFilter    // nil: every event is attempted
 	transform *destTransform // nil: every attempt sends the event as stored
@@ -354,9 +359,10 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 				// What else has arrived goes through the ordering with
 				// m, in one write.
 				group = append(group, arrived(msgs)...)
-				received += len(group)
+				received += len(group) - 1
 				group, admitted = d.admit(fetchCtx, group)
 			}
+			received++
 			got += len(group)
 			for _, m := range group {
 				d.start(attemptCtx, fetchCtx.Done(), m, probe)
@@ -369,8 +375,8 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 			}
 		}
 		err = batch.Error()
-		if d.order != nil && received < n && time.Since(began) >= d.f.FetchWait+lateFetch {
-			d.awaitDropped(time.Since(began))
+		if received < n && time.Since(began) >= d.f.FetchWait+lateFetch {
+			d.endedLate(time.Since(began))
 		}
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && fetchCtx.Err() == nil {
@@ -391,16 +397,25 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 // pause, a starved CPU) while it was open, or the server answered late.
 const lateFetch = time.Second
 
-// awaitDropped makes an ordered destination fetch nothing new until what
-// a fetch that ended late may have dropped has come back. The server
-// sent such messages at most its wait after the fetch ended here; they
-// come back after their ack wait, and the consumer sends them again
-// before any message it has not sent yet. A later event of their key
-// fetched before then would take the key first. When nothing was
-// dropped, which jethook cannot tell, the wait costs the destination
-// that much delay.
-func (d *destination) awaitDropped(took time.Duration) {
+// endedLate handles a fetch that ended late, which nats.go may have
+// dropped messages of. The server sent such messages at most its wait
+// after the fetch ended here; they come back after their ack wait,
+// counted delivered once more. Until then (and a second for the server's
+// timers), a message that comes again is numbered after its logged
+// attempts (renumber), not by JetStream's count. An ordered destination
+// also fetches nothing new until then: the consumer sends such messages
+// again before any message it has not sent yet, and a later event of
+// their key fetched before then would take the key first. When nothing
+// was dropped, which jethook cannot tell, the wait costs an ordered
+// destination that much delay.
+func (d *destination) endedLate(took time.Duration) {
 	wait := d.f.FetchWait + d.dest.Timeout + ackMargin
+	d.dropsBack.Store(time.Now().Add(wait + time.Second).UnixNano())
+	if d.order == nil {
+		d.log.Warn("a fetch ended late, after a stall of this process or of the server; what the server sent it meanwhile comes back after its ack wait",
+			"took", took.Round(time.Millisecond).String(), "wait", wait.String())
+		return
+	}
 	d.refetch = time.Now().Add(wait)
 	d.log.Warn("a fetch ended late, after a stall of this process or of the server; what the server sent it meanwhile comes back after its ack wait, and this ordered destination fetches nothing new until then",
 		"took", took.Round(time.Millisecond).String(), "wait", wait.String())
@@ -608,7 +623,31 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 	if d.f.Store.Inherited(md.Sequence.Stream) && !d.resume(e, &h) {
 		return nil, h, false
 	}
+	if !h.due && h.n > 1 && time.Now().UnixNano() < d.dropsBack.Load() {
+		d.renumber(ctx, e, &h, md)
+	}
 	return e, h, true
+}
+
+// renumber numbers h's attempt after the attempts the attempt log holds
+// of e at this destination, when JetStream counted more deliveries than
+// that: deliveries that nats.go dropped from a fetch that ended late
+// (endedLate) were no attempts. It waits for the attempt log to be read
+// to its end first, so that an attempt logged a moment ago counts. The
+// deliveries it takes off are kept in returned, so that the message's
+// next delivery here (after a nak) takes them off too.
+func (d *destination) renumber(ctx context.Context, e *store.Envelope, h *held, md *jetstream.MsgMetadata) {
+	last, ok, err := d.f.Store.LoggedAttempt(ctx, d.route.Name, d.dest.Name, e.EventID, h.first)
+	if err != nil {
+		return // numbered by JetStream's count: at worst one too high, as before
+	}
+	n := 1
+	if ok {
+		n = last.Attempt + 1
+	}
+	for ; h.n > n; h.n-- {
+		d.f.returned.add(md.Stream, md.Consumer, md.Sequence.Stream)
+	}
 }
 
 // resume checks a message that a run of jethook killed before this one may

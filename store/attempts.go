@@ -407,6 +407,16 @@ func (s *Store) LastAttempt(route, destination, eventID string, since time.Time)
 	return a, ok, nil
 }
 
+// LoggedAttempt is LastAttempt once the index has read every attempt
+// logged so far (as Attempts waits for it), for a message this process
+// may have attempted a moment ago.
+func (s *Store) LoggedAttempt(ctx context.Context, route, destination, eventID string, since time.Time) (Attempt, bool, error) {
+	if err := s.syncAttempts(ctx, time.Second); err != nil {
+		return Attempt{}, false, err
+	}
+	return s.LastAttempt(route, destination, eventID, since)
+}
+
 // indexedAttempts is Attempts without waiting for the index.
 func (s *Store) indexedAttempts(eventID string) ([]Attempt, error) {
 	es, err := s.idx.all(eventID, kindAttempt)
