@@ -172,7 +172,7 @@ func (f *Forwarder) Pull(ctx context.Context, route, destination string, max int
 // are none and long is true, the first to arrive before ctx ends and those
 // waiting with it.
 func (d *destination) fetchLeases(ctx context.Context, n int, long bool) ([]jetstream.Msg, error) {
-	msgs, err := collect(d.cons.FetchNoWait(n))
+	msgs, err := d.fetchNoWait(n)
 	if err != nil || len(msgs) > 0 || !long {
 		return msgs, err
 	}
@@ -183,8 +183,20 @@ func (d *destination) fetchLeases(ctx context.Context, n int, long bool) ([]jets
 	if err != nil || len(msgs) == 0 || n == 1 {
 		return msgs, err
 	}
-	more, err := collect(d.cons.FetchNoWait(n - 1))
+	more, err := d.fetchNoWait(n - 1)
 	return append(msgs, more...), err
+}
+
+// fetchNoWait fetches up to n messages waiting now. nats.go ends such a
+// fetch on its own clock, lateFetch after asking, and drops what the
+// server sends it after that: a fetch that took that long ended late.
+func (d *destination) fetchNoWait(n int) ([]jetstream.Msg, error) {
+	began := time.Now()
+	msgs, err := collect(d.cons.FetchNoWait(n))
+	if took := time.Since(began); took >= lateFetch && len(msgs) < n {
+		d.endedLate(took)
+	}
+	return msgs, err
 }
 
 // collect reads a batch; the end of its wait is no error.

@@ -429,3 +429,38 @@ func TestTheStatusShowsAPullDestinationAndWhatItHasLeased(t *testing.T) {
 		t.Fatalf("after an ack and a nak: %+v", d)
 	}
 }
+
+// A lease that nats.go dropped is no attempt: a proxy holds the server's
+// answer to a pull that waits for nothing past the second after which
+// nats.go gives up on it, as a stalled process would; JetStream counted
+// the webhook delivered and sends it again after its ack wait. Its lease
+// is then its first attempt, and not a redelivery.
+func TestAWebhookDroppedFromAPullAfterAStallIsLeasedAsItsFirstAttempt(t *testing.T) {
+	t.Parallel()
+	px := testkit.NewHoldingProxy(t, testkit.NATSServer(t))
+	px.Only("$JS.ACK." + store.StreamName + "." + store.ConsumerName("shop", "alice") + ".")
+	st := storetest.Open(t, store.Options{URL: px.URL, PublishTimeout: 10 * time.Second})
+	jh := apptest.Start(t, apptest.Config(t, twoListeners, pullEnv), app.Options{AdminToken: adminToken, Store: st})
+	r := &rig{t: t, app: jh.App, public: jh.Public, admin: jh.Admin}
+
+	r.send(`{"type":"order.created"}`, nil, "")
+	px.HoldNext(1500 * time.Millisecond)
+	if got := r.pull("alice", tokenA, 0); len(got) != 0 {
+		t.Fatalf("the held pull leased %d webhooks; the proxy did not hold its answer", len(got))
+	}
+	if !px.Held() {
+		t.Fatal("the proxy held back no delivery")
+	}
+	// The ack wait is the timeout (500 ms) and 5 s.
+	var got []webhook
+	testkit.Eventually(t, 30*time.Second, "the webhook leased again", func() bool {
+		got = r.pull("alice", tokenA, 2*time.Second)
+		return len(got) > 0
+	})
+	if got[0].Attempt != 1 || got[0].Redelivered {
+		t.Errorf("leased as attempt %d, redelivered %v; want attempt 1, not redelivered", got[0].Attempt, got[0].Redelivered)
+	}
+	if !strings.Contains(jh.Log.String(), "a fetch ended late") {
+		t.Errorf("no fetch ended late, so nothing was dropped; log:\n%s", jh.Log.String())
+	}
+}
