@@ -16,6 +16,7 @@ import (
 
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/procs"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/store"
 )
@@ -397,11 +398,11 @@ func sample(ctx context.Context, st *store.Store, idle time.Duration) (Sample, e
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s := Sample{RSS: rss(), Heap: ms.HeapInuse}
-	cpu0, t0 := cpuTime(), time.Now()
+	cpu0, t0 := procs.CPUTime(), time.Now()
 	if !sleep(ctx, idle) {
 		return s, ctx.Err()
 	}
-	s.IdleCPU = (cpuTime() - cpu0).Seconds() / time.Since(t0).Seconds()
+	s.IdleCPU = (procs.CPUTime() - cpu0).Seconds() / time.Since(t0).Seconds()
 	bl, err := backlogOf(ctx, st, "a")
 	s.Pending, s.AckPending, s.Parked = bl.Pending, bl.AckPending, bl.Parked
 	return s, err

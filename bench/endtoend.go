@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jethook/jethook/internal/procs"
 )
 
 // EndToEndResult compares delivering Events webhooks to a loopback backend
@@ -118,7 +120,7 @@ func deliver(ctx context.Context, o Options, backlog bool, script string, profil
 		}
 	}
 
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0 := time.Now(), procs.CPUTime()
 	d.Ingest = run(ctx, st.ingress.URL+hookPath, o.Clients, o.Events, 0, o.BodySize)
 	if err := check("posts to jethook", d.Ingest); err != nil {
 		return d, err
@@ -130,7 +132,7 @@ func deliver(ctx context.Context, o Options, backlog bool, script string, profil
 			}
 			defer pprof.StopCPUProfile()
 		}
-		start, cpu0 = time.Now(), cpuTime()
+		start, cpu0 = time.Now(), procs.CPUTime()
 		if err := st.resume(); err != nil {
 			return d, err
 		}
@@ -139,7 +141,7 @@ func deliver(ctx context.Context, o Options, backlog bool, script string, profil
 	defer timeout.Stop()
 	select {
 	case <-be.done:
-		d.Elapsed, d.CPU = be.doneAt.Sub(start), cpuTime()-cpu0
+		d.Elapsed, d.CPU = be.doneAt.Sub(start), procs.CPUTime()-cpu0
 		if profile != nil {
 			pprof.StopCPUProfile()
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jethook/jethook/internal/procs"
 )
 
 // seqHeader carries a request's sequence number, so a backend can tell
@@ -70,7 +72,7 @@ func runFrom(ctx context.Context, url string, concurrency, limit int, duration t
 		failed   int
 		wg       sync.WaitGroup
 		start    = time.Now()
-		cpu0     = cpuTime()
+		cpu0     = procs.CPUTime()
 		deadline time.Time
 	)
 	if duration > 0 {
@@ -99,7 +101,7 @@ func runFrom(ctx context.Context, url string, concurrency, limit int, duration t
 		})
 	}
 	wg.Wait()
-	l := Measurement{Concurrency: concurrency, Requests: len(all), Failed: failed, Elapsed: time.Since(start), CPU: cpuTime() - cpu0}
+	l := Measurement{Concurrency: concurrency, Requests: len(all), Failed: failed, Elapsed: time.Since(start), CPU: procs.CPUTime() - cpu0}
 	slices.Sort(all)
 	l.P50, l.P99 = percentile(all, 50), percentile(all, 99)
 	return l

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jethook/jethook/internal/procs"
 	"github.com/jethook/jethook/policy"
 )
 
@@ -365,7 +366,7 @@ func orderedDrain(ctx context.Context, o OrderedOptions, order string) (Delivery
 	if err := postKeys(ctx, o, st.ingress.URL+hookPath, o.Keys, o.ThroughputPerKey); err != nil {
 		return Delivery{}, err
 	}
-	began, cpu0 := time.Now(), cpuTime()
+	began, cpu0 := time.Now(), procs.CPUTime()
 	if err := st.resume(); err != nil {
 		return Delivery{}, err
 	}
@@ -376,7 +377,7 @@ func orderedDrain(ctx context.Context, o OrderedOptions, order string) (Delivery
 	case <-time.After(10 * time.Minute):
 		return Delivery{}, fmt.Errorf("%d of %d delivered after 10 minutes", be.first, n)
 	}
-	return Delivery{Delivered: n, Elapsed: time.Since(began), CPU: cpuTime() - cpu0}, nil
+	return Delivery{Delivered: n, Elapsed: time.Since(began), CPU: procs.CPUTime() - cpu0}, nil
 }
 
 func orderedBlocked(ctx context.Context, o OrderedOptions, r *OrderedResult) error {

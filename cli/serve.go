@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jethook/jethook/internal/app"
+	"github.com/jethook/jethook/internal/procs"
 	"github.com/jethook/jethook/policy"
 	"github.com/jethook/jethook/proxy"
 	"github.com/jethook/jethook/store"
@@ -153,6 +154,9 @@ func Serve(ctx context.Context, s Settings, log *slog.Logger, ready chan<- net.A
 	}()
 	go reloadOnHangup(ctx, a, s.Config, log)
 	go releaseWhenIdle(ctx, log)
+	if s.AdaptiveProcs && os.Getenv("GOMAXPROCS") == "" {
+		go procs.Run(ctx, log)
+	}
 	srv := &http.Server{
 		Handler:           a.Public,
 		ReadHeaderTimeout: s.HeaderTimeout,

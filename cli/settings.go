@@ -51,6 +51,9 @@ type Settings struct {
 	// MemoryLimit is the Go memory limit ("512MiB"); empty derives it
 	// (memory.go).
 	MemoryLimit string `env:"MEMORY_LIMIT"`
+	// AdaptiveProcs runs jethook on one scheduler processor while it
+	// uses little CPU (internal/procs); off where GOMAXPROCS is set.
+	AdaptiveProcs bool `env:"ADAPTIVE_PROCS" envDefault:"true"`
 	// MaxInFlightBytes bounds the request bodies held in memory at once
 	// (proxy.Handler.MaxInFlightBytes); MaxConns bounds the public
 	// listener's open connections, each of which may hold up to 64 KiB of

@@ -22,7 +22,8 @@ func TestSettingsHaveTheDocumentedDefaults(t *testing.T) {
 	}
 	want := Settings{Listen: ":8080", AdminListen: "127.0.0.1:8081", Config: "policies.yaml", DataDir: "./data",
 		Retention: 72 * time.Hour, DedupWindow: 72 * time.Hour, StoreSync: "interval", Replicas: 1,
-		LogLevel: "info", LogFormat: "json", ShutdownGrace: 20 * time.Second, HeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, AttemptLogAge: 72 * time.Hour}
+		LogLevel: "info", LogFormat: "json", ShutdownGrace: 20 * time.Second, HeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, AttemptLogAge: 72 * time.Hour,
+		AdaptiveProcs: true}
 	if s != want {
 		t.Fatalf("got %+v\nwant %+v", s, want)
 	}

@@ -1,14 +1,14 @@
 //go:build unix
 
-package bench
+package procs
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the CPU time, user and system, this process has used so far.
-func cpuTime() time.Duration {
+// CPUTime is the CPU time, user and system, this process has used so far.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
