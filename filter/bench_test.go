@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/jethook/jethook/internal/procs"
 )
 
 // BenchmarkMatch measures one filter evaluation per event on realistic
@@ -113,8 +115,8 @@ func BenchmarkMatch(b *testing.B) {
 // cpuPerOp starts counting CPU time; the function it returns reports it
 // per operation.
 func cpuPerOp(b *testing.B) func() {
-	start := cpuTime()
-	return func() { b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op") }
+	start := procs.CPUTime()
+	return func() { b.ReportMetric(float64(procs.CPUTime()-start)/float64(b.N), "cpu-ns/op") }
 }
 
 func benchEvent(b *testing.B, file string, header map[string][]string) *Event {

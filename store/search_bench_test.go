@@ -6,10 +6,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/internal/procs"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -42,7 +42,7 @@ func BenchmarkSearch(b *testing.B) {
 	}{{"oldest first", true, false, false}, {"newest first", false, false, false}, {"headers only", true, true, false},
 		{"body only", true, false, true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			cpu0, read := cpuTime(), 0
+			cpu0, read := procs.CPUTime(), 0
 			for b.Loop() {
 				end, err := st.Search(ctx, store.Scan{Route: "github", Oldest: bc.oldest, NoBody: bc.noBody, NoHeaders: bc.noHeaders, Limit: 1,
 					Match: func(*store.Envelope, uint64) bool { return false }}, func(store.Hit) bool { return true }, nil)
@@ -52,16 +52,7 @@ func BenchmarkSearch(b *testing.B) {
 				read += end.Scanned
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(read), "ns/webhook")
-			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(read), "cpu-ns/webhook")
+			b.ReportMetric(float64((procs.CPUTime()-cpu0).Nanoseconds())/float64(read), "cpu-ns/webhook")
 		})
 	}
-}
-
-// cpuTime is the CPU time, user and system, this process has used so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package filter
-
-import "time"
-
-// cpuTime is unknown here; the cpu-ns/op figures read zero.
-func cpuTime() time.Duration { return 0 }
