@@ -95,11 +95,12 @@ func (d *destination) transformed(req *http.Request, e *store.Envelope, n int, c
 	fromURL := req.URL.User != nil && len(e.Header["Authorization"]) == 0
 	h := out.Header
 	for _, name := range hopHeaders {
-		h.Del(name)
+		delete(h, name) // canonical already, as a run's headers are
 	}
-	// The backend dedups on these: they stay jethook's.
-	h.Set("X-Webhook-Id", e.EventID)
-	h.Set("X-Webhook-Attempt", strconv.Itoa(n))
+	// The backend dedups on these: they stay jethook's. A run that left
+	// them as they came keeps them.
+	setOne(h, "X-Webhook-Id", e.EventID)
+	setOne(h, "X-Webhook-Attempt", strconv.Itoa(n))
 	sent := d.transform.sent(in, out) // before the credentials the script never saw
 	if fromURL && h.Get("Authorization") == "" {
 		h.Set("Authorization", auth)
@@ -122,38 +123,88 @@ func (d *destination) transformed(req *http.Request, e *store.Envelope, n int, c
 	return out.Body, Outcome{Sent: sent}, true
 }
 
+// setOne makes v the one value of header name in h, leaving a value that
+// already is as it is.
+func setOne(h http.Header, name, v string) {
+	if vs := h[name]; len(vs) != 1 || vs[0] != v {
+		h[name] = []string{v}
+	}
+}
+
+// sentChanged holds the lists of Sent.Changed, one for each set of parts
+// changed (bit i: part i of sentParts), made once: an attempt's record
+// shares its list.
+var sentChanged = func() (lists [1 << len(sentParts)][]string) {
+	for set := range lists {
+		for i, part := range sentParts {
+			if set&(1<<i) != 0 {
+				lists[set] = append(lists[set], part)
+			}
+		}
+		lists[set] = slices.Clip(lists[set])
+	}
+	return lists
+}()
+
+// sentParts are the parts of a request Sent.Changed names, in its order.
+var sentParts = [...]string{"method", "path", "query", "body"}
+
 // sent describes out, the request the script made of in, for the attempt
-// log: no payload, no header value.
+// log: no payload, no header value. The digest and the header names are
+// written into one string, which they share.
 func (dt *destTransform) sent(in, out *transform.Request) *store.Sent {
-	sum := sha256.Sum256(out.Body)
-	s := &store.Sent{Script: dt.s.Digest(), BodySHA256: hex.EncodeToString(sum[:]), BodySize: len(out.Body)}
-	for _, c := range []struct {
-		part    string
-		changed bool
-	}{
-		{"method", in.Method != out.Method},
-		{"path", in.Path != out.Path},
-		{"query", in.Query != out.Query},
-		{"body", !bytes.Equal(in.Body, out.Body)},
+	changed := 0
+	for i, c := range [len(sentParts)]bool{
+		in.Method != out.Method,
+		in.Path != out.Path,
+		in.Query != out.Query,
+		!bytes.Equal(in.Body, out.Body),
 	} {
-		if c.changed {
-			s.Changed = append(s.Changed, c.part)
+		if c {
+			changed |= 1 << i
 		}
 	}
+	// The headers the script set, changed or removed, as out and in
+	// name them (canonical).
+	names := make([]string, 0, store.MaxSentHeaders)
+	size := 0
 	for name, vs := range out.Header {
 		if !slices.Equal(in.Header[name], vs) {
-			s.Headers = append(s.Headers, strings.ToLower(name))
+			names, size = append(names, name), size+len(name)
 		}
 	}
 	for name := range in.Header {
 		if _, ok := out.Header[name]; !ok {
-			s.Headers = append(s.Headers, strings.ToLower(name))
+			names, size = append(names, name), size+len(name)
 		}
 	}
-	slices.Sort(s.Headers)
-	if len(s.Headers) > store.MaxSentHeaders {
-		s.Headers = s.Headers[:store.MaxSentHeaders]
+	sum := sha256.Sum256(out.Body)
+	var b strings.Builder
+	b.Grow(2*sha256.Size + size)
+	var digest [2 * sha256.Size]byte
+	hex.Encode(digest[:], sum[:])
+	b.Write(digest[:])
+	for _, name := range names {
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b.WriteByte(c)
+		}
 	}
+	all := b.String()
+	s := &store.Sent{Script: dt.s.Digest(), BodySHA256: all[:len(digest)], BodySize: len(out.Body), Changed: sentChanged[changed]}
+	if len(names) == 0 {
+		return s
+	}
+	s.Headers = make([]string, len(names))
+	all = all[len(digest):]
+	for i, name := range names {
+		s.Headers[i], all = all[:len(name)], all[len(name):]
+	}
+	slices.Sort(s.Headers)
+	s.Headers = slices.Clip(s.Headers[:min(len(s.Headers), store.MaxSentHeaders)])
 	return s
 }
 

@@ -2,9 +2,14 @@ package store
 
 import (
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
+
+// digest is a SHA-256 in hex, as Sent.BodySHA256 holds one.
+const digest = "1488e7537f89f29f9815984507e40e7a775cedbbacc21161142c9d8838aa2488"
 
 func TestAnAttemptIsEncodedAsEncodingJSONWouldEncodeIt(t *testing.T) {
 	t.Parallel()
@@ -27,6 +32,9 @@ func TestAnAttemptIsEncodedAsEncodingJSONWouldEncodeIt(t *testing.T) {
 		{"a request a transform made", Attempt{Time: at, Route: "r", Destination: "d", EventID: "evt_3", Attempt: 1,
 			Status: 200, Outcome: "delivered", Sent: &Sent{Script: "sha256:0123456789abcdef", BodySHA256: "ab", BodySize: 42,
 				Changed: []string{"body", "path"}, Headers: []string{"x-\"quoted\"", "x-event-type"}}}},
+		{"a request with its body's SHA-256", Attempt{Time: at, Route: "r", Destination: "d", EventID: "evt_5", Attempt: 2,
+			Status: 200, Outcome: "delivered", Sent: &Sent{Script: "sha256:0123456789abcdef", BodySHA256: digest, BodySize: 131,
+				Changed: []string{"body"}, Headers: []string{"x-event-type", "x-tenant"}}}},
 		{"a request a transform left as it was", Attempt{Time: at, Route: "r", Destination: "d", EventID: "evt_4",
 			Outcome: "transient", Sent: &Sent{Script: "sha256:0123456789abcdef", BodySHA256: "cd"}}},
 		{"zero values", Attempt{}},
@@ -36,7 +44,7 @@ func TestAnAttemptIsEncodedAsEncodingJSONWouldEncodeIt(t *testing.T) {
 			want, err := json.Marshal(attemptRecord{
 				Time: a.Time.UTC(), Route: a.Route, Destination: a.Destination, EventID: a.EventID,
 				Attempt: a.Attempt, Status: a.Status, Error: a.Error, LatencyNS: int64(a.Latency),
-				Outcome: a.Outcome, NextNS: int64(a.Next), Parked: a.Parked, Sent: a.Sent,
+				Outcome: a.Outcome, NextNS: int64(a.Next), Parked: a.Parked, Sent: recordOf(a.Sent),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -45,6 +53,65 @@ func TestAnAttemptIsEncodedAsEncodingJSONWouldEncodeIt(t *testing.T) {
 				t.Errorf("encoded\n %s\nencoding/json writes\n %s", got, want)
 			}
 		})
+	}
+}
+
+// What a transform sent reads back as it was, from records of today's
+// form and from records written with Sent's own JSON before it.
+func TestWhatATransformSentReadsBackFromARecordOfEitherForm(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		sent Sent
+	}{
+		{"a body's SHA-256", Sent{Script: "sha256:0123456789abcdef", BodySHA256: digest, BodySize: 131,
+			Changed: []string{"path", "body"}, Headers: []string{"x-event-type", "x-tenant"}}},
+		{"nothing changed", Sent{Script: "sha256:0123456789abcdef", BodySHA256: digest}},
+		{"a digest in upper case is kept as it is", Sent{Script: "s", BodySHA256: strings.ToUpper(digest), BodySize: 1}},
+		{"a value that is no SHA-256 is kept as it is", Sent{Script: "s", BodySHA256: "ab", BodySize: 2, Headers: []string{"x"}}},
+		{"no digest", Sent{Script: "s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := Attempt{Time: at, Route: "r", Destination: "d", EventID: "evt_1", Attempt: 1, Outcome: "delivered", Sent: &tc.sent}
+			before, err := json.Marshal(struct {
+				Time    time.Time `json:"time"`
+				Route   string    `json:"route"`
+				Dest    string    `json:"destination"`
+				EventID string    `json:"event_id"`
+				Attempt int       `json:"attempt"`
+				Outcome string    `json:"outcome"`
+				Sent    *Sent     `json:"sent"`
+			}{a.Time, a.Route, a.Destination, a.EventID, a.Attempt, a.Outcome, a.Sent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for form, data := range map[string][]byte{"today's": a.appendJSON(nil), "before": before} {
+				var r attemptRecord
+				if err := json.Unmarshal(data, &r); err != nil {
+					t.Fatalf("%s: %v", data, err)
+				}
+				if got := r.Sent.sent(); got == nil || !reflect.DeepEqual(*got, tc.sent) {
+					t.Errorf("a record of %s form,\n %s\nreads back as %+v, want %+v", form, data, got, tc.sent)
+				}
+			}
+		})
+	}
+}
+
+// A record's sent in today's form is more than a quarter smaller than
+// Sent's own JSON: the record is the index's largest entry per attempt.
+func TestARecordKeepsWhatATransformSentInLessRoomThanSentsJSON(t *testing.T) {
+	t.Parallel()
+	s := &Sent{Script: "sha256:0123456789abcdef", BodySHA256: digest, BodySize: 1009,
+		Changed: []string{"body"}, Headers: []string{"x-event-type", "x-tenant"}}
+	full, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if short := s.appendJSON(nil); 4*len(short) > 3*len(full) {
+		t.Errorf("recorded in %d bytes (%s), Sent's JSON takes %d", len(short), short, len(full))
 	}
 }
 
@@ -100,4 +167,19 @@ func BenchmarkReadingAnAttemptRecordsKey(b *testing.B) {
 	if reflection > 0 {
 		b.Logf("attemptKey ÷ encoding/json: %.2f", byHand/reflection)
 	}
+}
+
+// BenchmarkAppendingAnAttemptRecord times appendJSON on the record of a
+// transformed attempt, and reports its length.
+func BenchmarkAppendingAnAttemptRecord(b *testing.B) {
+	a := Attempt{Time: time.Now(), Route: "bench", Destination: "backend", EventID: "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+		Attempt: 1, Status: 200, Latency: 3 * time.Millisecond, Outcome: "delivered",
+		Sent: &Sent{Script: "sha256:0123456789abcdef", BodySHA256: digest, BodySize: 1009,
+			Changed: []string{"body"}, Headers: []string{"x-event-type", "x-tenant"}}}
+	buf := a.appendJSON(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = a.appendJSON(buf[:0])
+	}
+	b.ReportMetric(float64(len(buf)), "bytes/record")
 }

@@ -14,9 +14,30 @@ import (
 // when the script reads them; what the script sets or deletes is kept
 // apart, and src is never changed. Names are case-insensitive.
 type headerObject struct {
-	rt  *goja.Runtime
-	src http.Header
-	set props // by lower-case name, in the order set
+	rt    *goja.Runtime
+	src   http.Header
+	set   props // by lower-case name, in the order set
+	names headerNames
+}
+
+// headerNames remembers the canonical form (http.CanonicalHeaderKey) of
+// the header names a machine's runs use, at most maxHeaderNames of them: a
+// script names the same few on every run, in lower case, which
+// CanonicalHeaderKey copies each time.
+type headerNames map[string]string
+
+const maxHeaderNames = 64
+
+// canonical is http.CanonicalHeaderKey(k).
+func (n headerNames) canonical(k string) string {
+	if c, ok := n[k]; ok {
+		return c
+	}
+	c := http.CanonicalHeaderKey(k)
+	if n != nil && len(n) < maxHeaderNames {
+		n[k] = c
+	}
+	return c
 }
 
 var headerObjectType = reflect.TypeFor[*headerObject]()
@@ -26,7 +47,7 @@ func (o *headerObject) Get(key string) goja.Value {
 	if v, ok := o.set.get(k); ok {
 		return v
 	}
-	vs, ok := o.src[http.CanonicalHeaderKey(k)]
+	vs, ok := o.src[o.names.canonical(k)]
 	if !ok {
 		return nil
 	}
@@ -57,7 +78,7 @@ func (o *headerObject) Keys() []string {
 	}
 	slices.Sort(keys)
 	for _, p := range o.set {
-		if _, ok := o.src[http.CanonicalHeaderKey(p.key)]; !ok && p.val != nil {
+		if _, ok := o.src[o.names.canonical(p.key)]; !ok && p.val != nil {
 			keys = append(keys, p.key)
 		}
 	}
@@ -73,7 +94,7 @@ func (o *headerObject) header() (http.Header, error) {
 		}
 	}
 	for _, p := range o.set {
-		if err := addHeader(h, p.key, p.val); err != nil {
+		if err := addHeader(h, o.names, p.key, p.val); err != nil {
 			return nil, err
 		}
 	}

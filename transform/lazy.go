@@ -16,13 +16,26 @@ import (
 // fields of a 5 KB body decodes two fields, not 5 KB; and what it leaves
 // alone goes back out as the sender wrote it, numbers past 2^53 included.
 
+// bodyString is s, which may be in d's text (the request's body), as a
+// string to hand the script: a copy, so that a string a script keeps
+// (in a global, a key of a global object) does not keep the whole body,
+// unless it is half of the body or more, which then keeps at most twice
+// its size, and the copy would cost most of what copying the body did.
+// The body does not change (Request.Body).
+func bodyString(d *doc, s string) string {
+	if 2*len(s) >= len(d.s) {
+		return s
+	}
+	return strings.Clone(s)
+}
+
 // jsValue is the value v of d as a JavaScript value: objects and arrays
 // lazy.
 func jsValue(rt *goja.Runtime, d *doc, v span) goja.Value {
 	raw := d.raw(v)
 	switch raw[0] {
 	case '"':
-		return rt.ToValue(strings.Clone(unescape(raw[1 : len(raw)-1]))) // raw is in the request's body
+		return rt.ToValue(bodyString(d, unescape(raw[1:len(raw)-1])))
 	case '{':
 		return rt.NewDynamicObject(&lazyObject{rt: rt, d: d, v: v})
 	case '[':

@@ -72,7 +72,7 @@ func (s *Script) newMachine() (*machine, error) {
 	m.proto = rt.NewObject().Prototype()
 	m.request = &requestObject{m: m}
 	m.reqObj = rt.NewDynamicObject(m.request)
-	m.hdr = &headerObject{rt: rt}
+	m.hdr = &headerObject{rt: rt, names: make(headerNames)}
 	m.hdrObj = rt.NewDynamicObject(m.hdr)
 	m.ctx = &contextObject{rt: rt}
 	m.ctxObj = rt.NewDynamicObject(m.ctx)

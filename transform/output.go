@@ -222,7 +222,7 @@ func (m *machine) headers(in *Request, o *goja.Object) (http.Header, error) {
 	}
 	h := http.Header{}
 	for _, k := range ho.Keys() {
-		if err := addHeader(h, k, ho.Get(k)); err != nil {
+		if err := addHeader(h, m.hdr.names, k, ho.Get(k)); err != nil {
 			return nil, err
 		}
 	}
@@ -230,12 +230,12 @@ func (m *machine) headers(in *Request, o *goja.Object) (http.Header, error) {
 }
 
 // addHeader adds header k with value v (a string, an array of values, or
-// null or undefined for none) to h.
-func addHeader(h http.Header, k string, v goja.Value) error {
+// null or undefined for none) to h; names gives k's canonical form.
+func addHeader(h http.Header, names headerNames, k string, v goja.Value) error {
 	if !token(k) {
 		return invalid("request.headers: %q is not a valid header name", clip(k))
 	}
-	name := http.CanonicalHeaderKey(k)
+	name := names.canonical(k)
 	vs := values(v)
 	for _, s := range vs {
 		if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {

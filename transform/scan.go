@@ -126,11 +126,13 @@ func stringEnd(s string, i int) int {
 }
 
 // nextQuote is the index of the first '"' in s at or after j, or len(s).
-// It looks at eight bytes at a time: most strings of a body are short,
-// too short for strings.IndexByte to make up for its call.
+// It looks at eight bytes at a time for the first quoteWords words: most
+// strings of a body are short, too short for strings.IndexByte to make
+// up for its call. Past them it calls it, which looks at 16 or 32 bytes
+// at a time.
 func nextQuote(s string, j int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for ; j+8 <= len(s); j += 8 {
+	for n := 0; j+8 <= len(s) && n < quoteWords; j, n = j+8, n+1 {
 		x := word(s[j:j+8]) ^ ones*'"'
 		// The lowest byte of x that is zero, if any, has its high bit
 		// set in this; the bits above it may be wrong.
@@ -138,10 +140,14 @@ func nextQuote(s string, j int) int {
 			return j + bits.TrailingZeros64(m)/8
 		}
 	}
-	for ; j < len(s) && s[j] != '"'; j++ {
+	if k := strings.IndexByte(s[j:], '"'); k >= 0 {
+		return j + k
 	}
-	return j
+	return len(s)
 }
+
+// quoteWords is how many words nextQuote reads itself.
+const quoteWords = 4
 
 // word is the first eight bytes of s as one little-endian word, read at
 // once.

@@ -157,8 +157,8 @@ type Script struct {
 	limits Limits
 	env    map[string]string
 	pool   chan *machine
-	// pinUntil is when its runs start unpinned again (Unix nanoseconds):
-	// see Run.
+	// pinUntil is when its runs start unpinned again (Unix nanoseconds),
+	// 0 once that is past (pinned): see Run.
 	pinUntil atomic.Int64
 }
 
@@ -250,7 +250,7 @@ func (s *Script) Run(req *Request, c Context) (*Request, error) {
 	// A run is not pinned to its thread (watch) unless its console output
 	// would be written twice if it ran again, or a run of the script was
 	// run again less than pinnedFor ago.
-	pin := !threadClocks || c.Console != nil || time.Now().UnixNano() < s.pinUntil.Load()
+	pin := !threadClocks || c.Console != nil || s.pinned()
 	for {
 		m, err := s.get()
 		if err != nil {
@@ -283,6 +283,20 @@ func (s *Script) put(m *machine) {
 	case s.pool <- m:
 	default:
 	}
+}
+
+// pinned reports whether a run of the script was run again, pinned, less
+// than pinnedFor ago. Most scripts never were: then it reads no clock.
+func (s *Script) pinned() bool {
+	until := s.pinUntil.Load()
+	if until == 0 {
+		return false
+	}
+	if time.Now().UnixNano() < until {
+		return true
+	}
+	s.pinUntil.CompareAndSwap(until, 0)
+	return false
 }
 
 // runStack is about as much stack as a run takes: the engine's calls nest
