@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jethook/jethook/internal/procs"
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // BenchmarkMatch measures one filter evaluation per event on realistic
@@ -36,7 +36,7 @@ func BenchmarkMatch(b *testing.B) {
 
 	b.Run("baseline: json.Unmarshal of the Stripe body", func(b *testing.B) {
 		b.ReportAllocs()
-		defer cpuPerOp(b)()
+		defer testkit.CPUPerOp(b)()
 		for b.Loop() {
 			var v any
 			if err := json.Unmarshal(invoice.Body, &v); err != nil {
@@ -50,7 +50,7 @@ func BenchmarkMatch(b *testing.B) {
 		}))
 		defer srv.Close()
 		b.ReportAllocs()
-		defer cpuPerOp(b)()
+		defer testkit.CPUPerOp(b)()
 		for b.Loop() {
 			resp, err := srv.Client().Post(srv.URL, "application/json", bytes.NewReader(invoice.Body))
 			if err != nil {
@@ -87,7 +87,7 @@ func BenchmarkMatch(b *testing.B) {
 		}
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			defer cpuPerOp(b)()
+			defer testkit.CPUPerOp(b)()
 			for b.Loop() {
 				if ok, err := f.Match(bc.ev); ok != bc.want || err != nil {
 					b.Fatalf("Match = %v, %v", ok, err)
@@ -103,20 +103,13 @@ func BenchmarkMatch(b *testing.B) {
 	}
 	b.Run("search: 1 KiB body field, no match, excluded by its string", func(b *testing.B) {
 		b.ReportAllocs()
-		defer cpuPerOp(b)()
+		defer testkit.CPUPerOp(b)()
 		for b.Loop() {
 			if !f.Excludes(search.Body) {
 				b.Fatal("not excluded")
 			}
 		}
 	})
-}
-
-// cpuPerOp starts counting CPU time; the function it returns reports it
-// per operation.
-func cpuPerOp(b *testing.B) func() {
-	start := procs.CPUTime()
-	return func() { b.ReportMetric(float64(procs.CPUTime()-start)/float64(b.N), "cpu-ns/op") }
 }
 
 func benchEvent(b *testing.B, file string, header map[string][]string) *Event {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/jethook/jethook/internal/testkit"
 )
 
 // BenchmarkRun measures one run per event on the Stripe invoice.paid body
@@ -29,7 +31,7 @@ func BenchmarkRun(b *testing.B) {
 	}
 	b.Run("baseline: json.Unmarshal of the Stripe body", func(b *testing.B) {
 		b.ReportAllocs()
-		defer cpuPerOp(b)()
+		defer testkit.CPUPerOp(b)()
 		for b.Loop() {
 			var v any
 			if err := json.Unmarshal(body, &v); err != nil {
@@ -78,7 +80,7 @@ func BenchmarkRun(b *testing.B) {
 		c := Context{Route: "stripe", Destination: "billing", EventID: "evt_1", Attempt: 1}
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			defer cpuPerOp(b)()
+			defer testkit.CPUPerOp(b)()
 			for b.Loop() {
 				if out, err := s.Run(req, c); err != nil || out == nil {
 					b.Fatalf("Run = %v, %v", out, err)
@@ -92,7 +94,7 @@ func BenchmarkRun(b *testing.B) {
 		// grew its stack when it began and waits for the next run.
 		b.Run(bc.name+", each handed to a worker", func(b *testing.B) {
 			b.ReportAllocs()
-			defer cpuPerOp(b)()
+			defer testkit.CPUPerOp(b)()
 			runs, errs := make(chan struct{}), make(chan error)
 			go func() {
 				GrowStack()
@@ -120,7 +122,7 @@ func BenchmarkRun(b *testing.B) {
 				name += ", each handed to a worker"
 			}
 			b.Run(name, func(b *testing.B) {
-				defer cpuPerOp(b)()
+				defer testkit.CPUPerOp(b)()
 				runs, done := make(chan struct{}), make(chan struct{})
 				go func() {
 					for range runs {
@@ -159,13 +161,6 @@ var arithmeticSink uint64
 // typical is the name of BenchmarkRun's typical script.
 const typical = "rename fields and add two headers (typical)"
 
-// cpuPerOp starts counting CPU time; the function it returns reports it
-// per operation.
-func cpuPerOp(b *testing.B) func() {
-	start := processCPU()
-	return func() { b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op") }
-}
-
 // BenchmarkStop measures how long a run that goes past a limit takes to
 // be stopped, under the default limits: by the wall clock (ns/op) and in
 // the process's CPU time (cpu-ns/op), its first attempt and the watchdog
@@ -188,7 +183,7 @@ func BenchmarkStop(b *testing.B) {
 		}
 		req := &Request{Method: "POST", Path: "/hook", Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"a":1}`)}
 		b.Run(bc.name, func(b *testing.B) {
-			defer cpuPerOp(b)()
+			defer testkit.CPUPerOp(b)()
 			for b.Loop() {
 				var e *Error
 				if _, err := s.Run(req, Context{}); !errors.As(err, &e) || !slices.Contains(bc.kinds, e.Kind) {

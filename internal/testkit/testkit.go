@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/jethook/jethook/internal/procs"
 )
 
 // NATSServer runs a JetStream nats-server on a temporary directory, as
@@ -170,4 +172,11 @@ func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// CPUPerOp starts counting the process's CPU time; the function it
+// returns reports it per operation of b, as cpu-ns/op.
+func CPUPerOp(b *testing.B) func() {
+	start := procs.CPUTime()
+	return func() { b.ReportMetric(float64(procs.CPUTime()-start)/float64(b.N), "cpu-ns/op") }
 }
