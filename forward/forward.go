@@ -359,10 +359,11 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 				// What else has arrived goes through the ordering with
 				// m, in one write.
 				group = append(group, arrived(msgs)...)
-				received += len(group) - 1
+				received += len(group)
 				group, admitted = d.admit(fetchCtx, group)
+			} else {
+				received++
 			}
-			received++
 			got += len(group)
 			for _, m := range group {
 				d.start(attemptCtx, fetchCtx.Done(), m, probe)
@@ -411,14 +412,12 @@ const lateFetch = time.Second
 func (d *destination) endedLate(took time.Duration) {
 	wait := d.f.FetchWait + d.dest.Timeout + ackMargin
 	d.dropsBack.Store(time.Now().Add(wait + time.Second).UnixNano())
-	if d.order == nil {
-		d.log.Warn("a fetch ended late, after a stall of this process or of the server; what the server sent it meanwhile comes back after its ack wait",
-			"took", took.Round(time.Millisecond).String(), "wait", wait.String())
-		return
+	msg := "a fetch ended late, after a stall of this process or of the server; what the server sent it meanwhile comes back after its ack wait"
+	if d.order != nil {
+		d.refetch = time.Now().Add(wait)
+		msg += ", and this ordered destination fetches nothing new until then"
 	}
-	d.refetch = time.Now().Add(wait)
-	d.log.Warn("a fetch ended late, after a stall of this process or of the server; what the server sent it meanwhile comes back after its ack wait, and this ordered destination fetches nothing new until then",
-		"took", took.Round(time.Millisecond).String(), "wait", wait.String())
+	d.log.Warn(msg, "took", took.Round(time.Millisecond).String(), "wait", wait.String())
 }
 
 // handBack naks what a fetch still delivers after jethook stopped
