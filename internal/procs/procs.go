@@ -70,7 +70,6 @@ func Run(ctx context.Context, log *slog.Logger) {
 	var g Governor
 	t := time.NewTicker(Tick)
 	defer t.Stop()
-	one := false
 	at, used := time.Now(), CPUTime()
 	for {
 		select {
@@ -80,12 +79,12 @@ func Run(ctx context.Context, log *slog.Logger) {
 		}
 		now, cpu := time.Now(), CPUTime()
 		over := now.Sub(at)
-		want := g.Next(float64(cpu-used)/float64(over), over)
+		was := g.one
+		one := g.Next(float64(cpu-used)/float64(over), over)
 		at, used = now, cpu
-		if want == one {
+		if one == was {
 			continue
 		}
-		one = want
 		if one {
 			runtime.GOMAXPROCS(1)
 		} else {
