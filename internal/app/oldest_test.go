@@ -99,7 +99,7 @@ routes:
       - {name: crm, url: "${BACKEND}/crm", slow_start: 0s}
 `
 	load := func() (*policy.Config, error) { return parse(t, oneRoute, backend.URL), nil }
-	jh := apptest.Start(t, parse(t, both, backend.URL), app.Options{Load: func() (*policy.Config, error) { return load() }})
+	jh := apptest.Start(t, parse(t, both, backend.URL), app.Options{Load: load})
 	resp, err := http.Post(jh.Public.URL+"/hooks/shop", "application/json", strings.NewReader(`{"n":1}`))
 	if err != nil {
 		t.Fatal(err)
