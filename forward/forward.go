@@ -345,10 +345,10 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 			case m, ok = <-msgs:
 			case <-fetchCtx.Done():
 				if d.order == nil {
-					go d.handBack(msgs) // no order to keep: stopping need not wait for the fetch to end
+					go d.handBack(msgs, false) // no order to keep: stopping need not wait for the fetch to end
 					return got
 				}
-				d.handBack(msgs)
+				d.handBack(msgs, true)
 				return got
 			}
 			if !ok {
@@ -371,7 +371,7 @@ func (d *destination) fetch(fetchCtx, attemptCtx context.Context, n int, probe b
 			if !admitted {
 				// The ordering gave its messages back: what the fetch
 				// still brings goes back behind them.
-				d.handBack(msgs)
+				d.handBack(msgs, false)
 				return got
 			}
 		}
@@ -431,18 +431,61 @@ func (d *destination) endedLate(took time.Duration) {
 // held; an unordered one's loop does not. JetStream counts each as a
 // delivery: returned keeps the count, so that the next fetch here does
 // not number an attempt that was never made.
-func (d *destination) handBack(msgs <-chan jetstream.Msg) {
+//
+// With order true, an ordered destination first puts the messages through
+// its ordering: an event whose key has a head is queued behind it, as a
+// fetch would, and only the rest is handed back. Handed back, such an
+// event would come again before its head if the head waits out a
+// backoff in the consumer, and a jethook that takes the destination over
+// (store.TakeOver) knows of the head nothing that would hold the event.
+func (d *destination) handBack(msgs <-chan jetstream.Msg, order bool) {
+	order = order && d.order != nil
 	for m := range msgs {
-		md, err := m.Metadata()
-		if err != nil {
-			_ = m.Nak()
+		if !order {
+			d.giveBack(m, 0)
 			continue
 		}
-		// Counted before the nak, which may bring it back at once.
-		d.f.returned.add(md.Stream, md.Consumer, md.Sequence.Stream)
-		if m.Nak() != nil {
-			d.f.returned.take(md.Stream, md.Consumer, md.Sequence.Stream)
+		ctx, cancel := context.WithTimeout(context.Background(), settleWait)
+		back, ok := d.admit(ctx, append([]jetstream.Msg{m}, arrived(msgs)...))
+		cancel()
+		for _, m := range back {
+			d.giveBack(m, 0)
 		}
+		order = ok // the ordering cannot be read: the rest goes back as it is
+	}
+}
+
+// giveBack naks m, unattempted, to come again after delay, and counts the
+// delivery in returned, so that its next fetch here does not number an
+// attempt that was never made.
+func (d *destination) giveBack(m jetstream.Msg, delay time.Duration) {
+	md, err := m.Metadata()
+	if err != nil {
+		_ = m.Nak()
+		return
+	}
+	// Counted before the nak, which may bring it back at once.
+	d.f.returned.add(md.Stream, md.Consumer, md.Sequence.Stream)
+	if err := nakAfter(m, delay); err != nil {
+		d.f.returned.take(md.Stream, md.Consumer, md.Sequence.Stream)
+	}
+}
+
+func nakAfter(m jetstream.Msg, delay time.Duration) error {
+	if delay > 0 {
+		return m.NakWithDelay(delay)
+	}
+	return m.Nak()
+}
+
+// forget drops the count returned keeps of m, which is settled here and
+// does not come back.
+func (d *destination) forget(m jetstream.Msg) {
+	if d.f.returned.empty.Load() {
+		return
+	}
+	if md, err := m.Metadata(); err == nil {
+		d.f.returned.take(md.Stream, md.Consumer, md.Sequence.Stream)
 	}
 }
 
@@ -486,6 +529,16 @@ func (r *returned) take(stream, consumer string, seq uint64) int {
 	delete(r.n, k)
 	r.empty.Store(len(r.n) == 0)
 	return n
+}
+
+// count returns the count of the message and keeps it.
+func (r *returned) count(stream, consumer string, seq uint64) int {
+	if r.empty.Load() {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[returnedKey{stream, consumer, seq}]
 }
 
 // start makes m's attempt on one of the destination's workers: a goroutine
@@ -622,31 +675,37 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 	if d.f.Store.Inherited(md.Sequence.Stream) && !d.resume(e, &h) {
 		return nil, h, false
 	}
-	if !h.due && h.n > 1 && time.Now().UnixNano() < d.dropsBack.Load() {
-		d.renumber(ctx, e, &h, md)
+	if !h.due {
+		n := d.renumber(ctx, e, h.n, h.first)
+		for ; h.n > n; h.n-- {
+			// Kept, so that the message's next delivery here (after a
+			// nak) takes them off too.
+			d.f.returned.add(md.Stream, md.Consumer, md.Sequence.Stream)
+		}
 	}
 	return e, h, true
 }
 
-// renumber numbers h's attempt after the attempts the attempt log holds
-// of e at this destination, when JetStream counted more deliveries than
-// that: deliveries that nats.go dropped from a fetch that ended late
-// (endedLate) were no attempts. It waits for the attempt log to be read
-// to its end first, so that an attempt logged a moment ago counts. The
-// deliveries it takes off are kept in returned, so that the message's
-// next delivery here (after a nak) takes them off too.
-func (d *destination) renumber(ctx context.Context, e *store.Envelope, h *held, md *jetstream.MsgMetadata) {
-	last, ok, err := d.f.Store.LoggedAttempt(ctx, d.route.Name, d.dest.Name, e.EventID, h.first)
-	if err != nil {
-		return // numbered by JetStream's count: at worst one too high, as before
+// renumber returns the number of the attempt that a message of e stored
+// at first, delivered for the n-th time by JetStream's count less what
+// returned kept, makes: n, or, while what a fetch that ended late may
+// have dropped comes back (endedLate), the number after the attempts the
+// attempt log holds of e at this destination, if that is lower: the
+// deliveries that nats.go dropped were no attempts. It waits for the
+// attempt log to be read to its end first, so that an attempt logged a
+// moment ago counts.
+func (d *destination) renumber(ctx context.Context, e *store.Envelope, n int, first time.Time) int {
+	if n <= 1 || time.Now().UnixNano() >= d.dropsBack.Load() {
+		return n
 	}
-	n := 1
-	if ok {
-		n = last.Attempt + 1
+	last, ok, err := d.f.Store.LoggedAttempt(ctx, d.route.Name, d.dest.Name, e.EventID, first)
+	switch {
+	case err != nil:
+		return n // JetStream's count: at worst one too high
+	case ok:
+		return min(n, last.Attempt+1)
 	}
-	for ; h.n > n; h.n-- {
-		d.f.returned.add(md.Stream, md.Consumer, md.Sequence.Stream)
-	}
+	return 1
 }
 
 // resume checks a message that a run of jethook killed before this one may

@@ -218,7 +218,7 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 	var claimed []jetstream.Msg
 	var envs []*store.Envelope
 	for _, m := range msgs {
-		c, e, ok := d.claim(m)
+		c, e, ok := d.claim(ctx, m)
 		if !ok {
 			out = append(out, m)
 			continue
@@ -236,7 +236,7 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 		// before anything fetched later.
 		d.log.Error("ordering keys cannot be read; the events come back", "err", err)
 		for _, m := range claimed {
-			_ = m.Nak()
+			d.giveBack(m, 0)
 		}
 		select {
 		case <-time.After(time.Second):
@@ -256,7 +256,7 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 				if c.Due {
 					_ = m.Ack()
 				} else {
-					_ = m.NakWithDelay(settleRetry)
+					d.giveBack(m, settleRetry)
 				}
 				continue
 			}
@@ -267,9 +267,10 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 				// Queued on disk, but without its waiting record: the
 				// message comes back and is queued again (in the same
 				// place), or settled if its key moved on meanwhile.
-				_ = m.NakWithDelay(settleRetry)
+				d.giveBack(m, settleRetry)
 				continue
 			}
+			d.forget(m) // its waiting record carries its attempts on
 			if verdicts[i] == store.Overtaken {
 				d.log.Warn("event came back after a later event of its key took the key; it goes next after that one",
 					"event_id", c.EventID, "seq", c.Seq)
@@ -283,6 +284,7 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 				d.log.Info("event settled before (its key moved on); not attempted again", "seq", c.Seq, "due", c.Due)
 			}
 			d.unfetched()
+			d.forget(m)
 			_ = m.Ack()
 		}
 	}
@@ -327,7 +329,7 @@ func (d *destination) unfetched() {
 // delivered unordered: one whose key cannot be had (counted and logged
 // once per kind), and one that hold will settle on its own (no metadata,
 // undecodable, a due record parked without ordering).
-func (d *destination) claim(m jetstream.Msg) (_ store.Claim, _ *store.Envelope, ok bool) {
+func (d *destination) claim(ctx context.Context, m jetstream.Msg) (_ store.Claim, _ *store.Envelope, ok bool) {
 	md, err := m.Metadata()
 	if err != nil {
 		return store.Claim{}, nil, false
@@ -354,8 +356,11 @@ func (d *destination) claim(m jetstream.Msg) (_ store.Claim, _ *store.Envelope, 
 		}
 		return store.Claim{}, nil, false
 	}
+	// Numbered as hold numbers it: an event queued behind its key carries
+	// this count in its waiting record.
+	n := max(int(md.NumDelivered)-d.f.returned.count(md.Stream, md.Consumer, md.Sequence.Stream), 1)
 	return store.Claim{Key: store.KeyOf(v), Seq: md.Sequence.Stream, EventID: e.EventID,
-		Attempts: int(md.NumDelivered) - 1, FirstSeen: md.Timestamp}, e, true
+		Attempts: d.renumber(ctx, e, n, md.Timestamp) - 1, FirstSeen: md.Timestamp}, e, true
 }
 
 // decode is store.Decode of m, but for an ordered head, whose envelope
