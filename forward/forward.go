@@ -686,14 +686,14 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 	return e, h, true
 }
 
-// renumber returns the number of the attempt that a message of e stored
-// at first, delivered for the n-th time by JetStream's count less what
-// returned kept, makes: n, or, while what a fetch that ended late may
-// have dropped comes back (endedLate), the number after the attempts the
-// attempt log holds of e at this destination, if that is lower: the
-// deliveries that nats.go dropped were no attempts. It waits for the
-// attempt log to be read to its end first, so that an attempt logged a
-// moment ago counts.
+// renumber returns the number of the attempt that a message of e (stored
+// at first) makes, given n, its number by JetStream's count of deliveries
+// less what returned kept. That is n, except while what a fetch that
+// ended late may have dropped comes back (endedLate): then it is the
+// number after the attempts the attempt log holds of e at this
+// destination, if lower, since the deliveries that nats.go dropped were
+// no attempts. It waits for the attempt log to be read to its end first,
+// so that an attempt logged a moment ago counts.
 func (d *destination) renumber(ctx context.Context, e *store.Envelope, n int, first time.Time) int {
 	if n <= 1 || time.Now().UnixNano() >= d.dropsBack.Load() {
 		return n
