@@ -54,3 +54,39 @@ func TestADeliveryDroppedAfterAStallIsNotCountedAsAnAttempt(t *testing.T) {
 		t.Errorf("attempt log %+v (%v), want six attempts numbered 1 to 6", as, err)
 	}
 }
+
+// A delivery handed back unattempted when jethook stops is no attempt
+// either. The run after, which cannot know what the run before handed
+// back, must make it attempt 1; before, it came as attempt 2. A proxy
+// holds the delivery until the stop has ended the fetch's loop.
+func TestAWebhookHandedBackAtAStopIsTheNextRunsFirstAttempt(t *testing.T) {
+	t.Parallel()
+	px := testkit.NewHoldingProxy(t, testkit.NATSServer(t))
+	px.Only("$JS.ACK." + store.StreamName + "." + store.ConsumerName("shop", "app") + ".")
+	b := newBackend(t, status(http.StatusOK))
+	r := newRig(t, parseConfig(t, fastRetry, b.URL), store.Options{URL: px.URL, PublishTimeout: 10 * time.Second})
+
+	px.HoldNext(800 * time.Millisecond) // within nats.go's 1.2 s: the fetch gets it
+	if code, resp := r.post("/hooks/shop", nil, []byte(`{"id":1}`)); code != http.StatusOK {
+		t.Fatalf("ingress answered %d %s", code, resp)
+	}
+	testkit.Eventually(t, 10*time.Second, "the delivery held", px.Held)
+	r.stop()
+	if b.count() > 0 {
+		t.Fatal("the webhook was attempted before the stop ended its fetch")
+	}
+	r.start()
+	testkit.Eventually(t, 30*time.Second, "the webhook delivered", func() bool { return b.count() > 0 })
+	h := b.all()[0]
+	if got := h.header.Get("X-Webhook-Attempt"); got != "1" {
+		t.Errorf("the backend saw attempt %q, want 1", got)
+	}
+	var as []store.Attempt // logged once its answer is in
+	testkit.Eventually(t, 10*time.Second, "the attempt logged", func() bool {
+		as = r.attemptLog(h.header.Get("X-Webhook-Id"))
+		return len(as) > 0
+	})
+	if len(as) != 1 || as[0].Attempt != 1 {
+		t.Errorf("attempt log %+v, want one attempt numbered 1", as)
+	}
+}

@@ -176,6 +176,10 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 		dst.leases = newLeases()
 		dst.leases.d = dst
 	}
+	// What the run before this one (or the loop a reload stopped) was
+	// sent and never attempted, handed back or dropped, comes back within
+	// its fetch's wait and ack wait, counted delivered once more.
+	dst.dropsBack.Store(time.Now().Add(dst.comeBack() + time.Second).UnixNano())
 	if ord != nil {
 		dst.owner = newOwner(dst, f.Store.Ownership(r.Name, d.Name))
 	}
@@ -223,9 +227,11 @@ type destination struct {
 	// refetch is when an ordered destination may fetch again after a
 	// fetch that ended late (awaitDropped); its loop's alone.
 	refetch time.Time
-	// dropsBack is when, after a fetch that ended late, what nats.go may
-	// have dropped of it has come back (endedLate), in Unix nanoseconds;
-	// until then hold numbers a message that comes again after the
+	// dropsBack is when what the destination's fetches may have been
+	// sent and not attempted has come back, in Unix nanoseconds: what an
+	// earlier run or loop handed back or dropped (from its start), what
+	// nats.go may have dropped of a fetch that ended late (endedLate).
+	// Until then hold numbers a message that comes again after the
 	// attempts the attempt log holds (renumber).
 	dropsBack atomic.Int64
 
@@ -410,7 +416,7 @@ const lateFetch = time.Second
 // was dropped, which jethook cannot tell, the wait costs an ordered
 // destination that much delay.
 func (d *destination) endedLate(took time.Duration) {
-	wait := d.f.FetchWait + d.dest.Timeout + ackMargin
+	wait := d.comeBack()
 	d.dropsBack.Store(time.Now().Add(wait + time.Second).UnixNano())
 	msg := "a fetch ended late, after a stall of this process or of the server; what the server sent it meanwhile comes back after its ack wait"
 	if d.order != nil {
@@ -419,6 +425,11 @@ func (d *destination) endedLate(took time.Duration) {
 	}
 	d.log.Warn(msg, "took", took.Round(time.Millisecond).String(), "wait", wait.String())
 }
+
+// comeBack is how long a message sent to a fetch of the destination and
+// not settled takes at most to come back to its consumer: the fetch's
+// wait, then its ack wait.
+func (d *destination) comeBack() time.Duration { return d.f.FetchWait + d.dest.Timeout + ackMargin }
 
 // handBack naks what a fetch still delivers after jethook stopped
 // fetching, unattempted, so that it comes again at once (to this process

@@ -97,12 +97,17 @@ func releaseAndCheck(t *testing.T, r *rig, b *backend, up *atomic.Bool, logs *te
 	if !slices.Equal(got, []string{"1"}) {
 		t.Errorf("a#2 reached the backend as attempts %q, want once, as attempt 1", got)
 	}
+	// The attempt is logged once its answer is in.
 	var as []store.Attempt
-	for _, a := range r.attemptLog(a2[0].header.Get("X-Webhook-Id")) {
-		if a.Destination == "app" {
-			as = append(as, a)
+	testkit.Eventually(t, 10*time.Second, "a#2's attempt logged", func() bool {
+		as = as[:0]
+		for _, a := range r.attemptLog(a2[0].header.Get("X-Webhook-Id")) {
+			if a.Destination == "app" {
+				as = append(as, a)
+			}
 		}
-	}
+		return len(as) > 0
+	})
 	if len(as) != 1 || as[0].Attempt != 1 {
 		t.Errorf("a#2's attempt log at app %+v, want one attempt numbered 1", as)
 	}
