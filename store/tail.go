@@ -137,7 +137,7 @@ func (t *tailer) run(log *slog.Logger) {
 				b.Close()
 				return
 			}
-			n, last = t.take(b, nil, n, last)
+			_, last = t.take(b, nil, n, last)
 		}
 		if last == 0 {
 			b.Close()
