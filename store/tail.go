@@ -33,6 +33,7 @@ type tailer struct {
 	stream  string
 	apply   func(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata)
 	msgs    chan jetstream.Msg
+	linger  time.Duration // tailLinger with an external server; 0: no linger
 	hurry   chan struct{} // a lookup waits: write what was taken in without lingering
 	cc      jetstream.ConsumeContext
 	done    chan struct{}
@@ -50,7 +51,9 @@ const tailBatch = 1024
 // and Pebble's commit pipeline alone; on a cluster every replica pays that
 // for every message of every stream. A lookup that waits for the tailer
 // (sync) cuts the wait short, so the linger delays only what nobody asks
-// for yet.
+// for yet. On the embedded store a tailer reads only what this process
+// wrote (the attempt log, dead letters), once, and does not linger: an
+// instance on it writes its index as it did before.
 const tailLinger = 5 * time.Millisecond
 
 // tailFew is the batch below which a tailer lingers: at rates that bring
@@ -98,6 +101,9 @@ func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, follow, he
 	}
 	t := &tailer{s: s, follow: follow, st: st, filters: filters, x: s.idx, stream: name, apply: apply, applied: newProgress(from),
 		msgs: make(chan jetstream.Msg, tailBatch), hurry: make(chan struct{}, 1), done: make(chan struct{}), ended: make(chan struct{})}
+	if s.srv == nil {
+		t.linger = tailLinger
+	}
 	log := s.opts.Logger
 	t.cc, err = c.Consume(func(m jetstream.Msg) {
 		select {
@@ -116,7 +122,7 @@ func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, follow, he
 
 func (t *tailer) run(log *slog.Logger) {
 	defer close(t.ended)
-	linger := time.NewTimer(tailLinger)
+	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	for {
 		var m jetstream.Msg
@@ -127,8 +133,8 @@ func (t *tailer) run(log *slog.Logger) {
 		}
 		b := t.x.db.NewBatch()
 		n, last := t.take(b, m, 0, 0)
-		if n < tailFew {
-			linger.Reset(tailLinger)
+		if n < tailFew && t.linger > 0 {
+			linger.Reset(t.linger)
 			select {
 			case <-linger.C:
 			case <-t.hurry:
