@@ -31,8 +31,9 @@ import (
 // traffic whatever their number (k replicas: k·N webhooks at k·rate).
 // JETHOOK_REPLICA_COST_REPLICAS=1,3 picks the counts to run.
 // JETHOOK_REPLICA_COST_PROFILE=DIR also keeps CPU profiles of each
-// replica: the first 10 s of posting (DIR/replicas-K-I-posting.pprof) and
-// the 15 s after it (DIR/replicas-K-I-after.pprof).
+// replica: the posting, as long as N at the rate takes and at least 10 s
+// (DIR/replicas-K-I-posting.pprof), and the 15 s after it
+// (DIR/replicas-K-I-after.pprof).
 func TestWhatEachReplicaAddsToTheCPUOfAWebhook(t *testing.T) {
 	perReplica := envInt(t, "JETHOOK_REPLICA_COST_N", 0)
 	if perReplica == 0 {
@@ -74,7 +75,7 @@ func TestWhatEachReplicaAddsToTheCPUOfAWebhook(t *testing.T) {
 			p.waitReadyWithin(p.launch(), clusterStartTimeout)
 		}
 		before := cpuSeconds(t, ps)
-		profiled := profileReplicas(t, ps, profiles, 10*time.Second, "posting")
+		profiled := profileReplicas(t, ps, profiles, max(10*time.Second, time.Duration(n/r)*time.Second), "posting")
 		po := newPosterTo(urls, t.Name()+strconv.Itoa(replicas))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		start := time.Now()

@@ -179,6 +179,7 @@ func AttemptSubject(route, destination string) string {
 // it is now a fraction of that.
 type attemptLog struct {
 	s       *Store
+	linger  time.Duration // attemptLinger, or attemptLingerExternal
 	dropped atomic.Uint64
 
 	flushing sync.Mutex // one flush at a time, so a destination's batches go out in order
@@ -196,6 +197,15 @@ type attemptLog struct {
 // as it loses those nats.go has buffered but not yet written.
 const attemptLinger = 2 * time.Millisecond
 
+// attemptLingerExternal is attemptLinger with an external NATS server.
+// There every replica reads every message of the log back into its index,
+// so a message costs each of them, and a destination that takes a few
+// hundred attempts a second a replica would send about one message per
+// record with 2 ms. The server keeps every settle a jethook sent it
+// (Inherited is always false), so the records a crash loses are lines of
+// history, not what a restart decides on.
+const attemptLingerExternal = 20 * time.Millisecond
+
 // attemptBatchBytes bounds one message of records.
 const attemptBatchBytes = 64 << 10
 
@@ -205,8 +215,11 @@ const attemptBatchBytes = 64 << 10
 const attemptPendingBytes = 4 << 20
 
 func newAttemptLog(s *Store) *attemptLog {
-	l := &attemptLog{s: s, pending: make(map[string][]byte), kick: make(chan struct{}, 1),
+	l := &attemptLog{s: s, linger: attemptLinger, pending: make(map[string][]byte), kick: make(chan struct{}, 1),
 		done: make(chan struct{}), ended: make(chan struct{})}
+	if s.srv == nil {
+		l.linger = attemptLingerExternal
+	}
 	go l.run()
 	return l
 }
@@ -233,11 +246,11 @@ func (l *attemptLog) add(subject string, a Attempt) {
 	}
 }
 
-// run publishes what is pending attemptLinger after the first record of a
+// run publishes what is pending l.linger after the first record of a
 // batch, until close.
 func (l *attemptLog) run() {
 	defer close(l.ended)
-	linger := time.NewTimer(attemptLinger)
+	linger := time.NewTimer(l.linger)
 	linger.Stop()
 	for {
 		select {
@@ -246,7 +259,7 @@ func (l *attemptLog) run() {
 			l.flush()
 			return
 		}
-		linger.Reset(attemptLinger)
+		linger.Reset(l.linger)
 		select {
 		case <-linger.C:
 		case <-l.done:
@@ -345,15 +358,16 @@ func (l *attemptLog) drop(subject string, records int, err error) {
 
 // LogAttempt records a in the attempt log without waiting for the store:
 // a delivery never waits on its own log. The record goes out within
-// attemptLinger, with the other records of its destination made
-// meanwhile, as a plain NATS publish, which the stream stores without
-// sending back an ack: the log is observability, and an acked publish per
-// attempt (the ack's round trip, its future and its decoding) cost about a
-// tenth of the CPU of a delivery. The trade-off: a batch the stream
-// refuses (the stream deleted, its limits reached) is lost without a
-// trace; one that cannot be sent at all (the connection is down) is
-// dropped and counted (logged at debug). A destination's records are
-// stored in the order they were made.
+// attemptLinger (attemptLingerExternal with an external server), with the
+// other records of its destination made meanwhile, as a plain NATS
+// publish, which the stream stores without sending back an ack: the log is
+// observability, and an acked publish per attempt (the ack's round trip,
+// its future and its decoding) cost about a tenth of the CPU of a
+// delivery. The trade-off: a batch the stream refuses (the stream
+// deleted, its limits reached) is lost without a trace; one that cannot
+// be sent at all (the connection is down) is dropped and counted (logged
+// at debug). A destination's records are stored in the order they were
+// made.
 func (s *Store) LogAttempt(a Attempt) {
 	if s == nil || s.attempts == nil {
 		return

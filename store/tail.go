@@ -33,6 +33,8 @@ type tailer struct {
 	stream  string
 	apply   func(b *pebble.Batch, m jetstream.Msg, md *jetstream.MsgMetadata)
 	msgs    chan jetstream.Msg
+	linger  time.Duration // tailLinger with an external server; 0: no linger
+	hurry   chan struct{} // a lookup waits: write what was taken in without lingering
 	cc      jetstream.ConsumeContext
 	done    chan struct{}
 	ended   chan struct{}
@@ -42,6 +44,21 @@ type tailer struct {
 
 // tailBatch bounds the messages one index write takes in.
 const tailBatch = 1024
+
+// tailLinger is how long a tailer that took in fewer than tailFew
+// messages waits for more before it writes them to the index. At low rates
+// each message would otherwise be a write of its own, and wake the tailer
+// and Pebble's commit pipeline alone; on a cluster every replica pays that
+// for every message of every stream. A lookup that waits for the tailer
+// (sync) cuts the wait short, so the linger delays only what nobody asks
+// for yet. On the embedded store a tailer reads only what this process
+// wrote (the attempt log, dead letters), once, and does not linger: an
+// instance on it writes its index as it did before.
+const tailLinger = 5 * time.Millisecond
+
+// tailFew is the batch below which a tailer lingers: at rates that bring
+// this many messages between two writes, a write is already shared.
+const tailFew = 64
 
 // catchUpMargin is how far before its watermark a tailer that does not
 // follow starts again: the writes indexed directly may land out of order
@@ -83,7 +100,10 @@ func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, follow, he
 		return nil, fmt.Errorf("index %s: %w", name, err)
 	}
 	t := &tailer{s: s, follow: follow, st: st, filters: filters, x: s.idx, stream: name, apply: apply, applied: newProgress(from),
-		msgs: make(chan jetstream.Msg, tailBatch), done: make(chan struct{}), ended: make(chan struct{})}
+		msgs: make(chan jetstream.Msg, tailBatch), hurry: make(chan struct{}, 1), done: make(chan struct{}), ended: make(chan struct{})}
+	if s.srv == nil {
+		t.linger = tailLinger
+	}
 	log := s.opts.Logger
 	t.cc, err = c.Consume(func(m jetstream.Msg) {
 		select {
@@ -102,6 +122,8 @@ func (s *Store) startTailer(ctx context.Context, st jetstream.Stream, follow, he
 
 func (t *tailer) run(log *slog.Logger) {
 	defer close(t.ended)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		var m jetstream.Msg
 		select {
@@ -110,21 +132,18 @@ func (t *tailer) run(log *slog.Logger) {
 			return
 		}
 		b := t.x.db.NewBatch()
-		var last uint64
-		for n := 0; ; n++ {
-			if md, err := m.Metadata(); err == nil {
-				t.apply(b, m, md)
-				last = md.Sequence.Stream
-			}
-			if n == tailBatch {
-				break
-			}
+		n, last := t.take(b, m, 0, 0)
+		if n < tailFew && t.linger > 0 {
+			linger.Reset(t.linger)
 			select {
-			case m = <-t.msgs:
-				continue
-			default:
+			case <-linger.C:
+			case <-t.hurry:
+				linger.Stop()
+			case <-t.done:
+				b.Close()
+				return
 			}
-			break
+			_, last = t.take(b, nil, n, last)
 		}
 		if last == 0 {
 			b.Close()
@@ -138,6 +157,27 @@ func (t *tailer) run(log *slog.Logger) {
 		}
 		t.applied.set(last)
 	}
+}
+
+// take applies m (if not nil) and the messages waiting behind it to b,
+// until b holds tailBatch; n and last are the count and the newest stream
+// sequence b holds so far, and it returns them updated.
+func (t *tailer) take(b *pebble.Batch, m jetstream.Msg, n int, last uint64) (int, uint64) {
+	for ; n < tailBatch; n++ {
+		if m == nil {
+			select {
+			case m = <-t.msgs:
+			default:
+				return n, last
+			}
+		}
+		if md, err := m.Metadata(); err == nil {
+			t.apply(b, m, md)
+			last = md.Sequence.Stream
+		}
+		m = nil
+	}
+	return n, last
 }
 
 // sync waits up to wait until the tailer has indexed the stream's newest
@@ -166,6 +206,13 @@ func (t *tailer) sync(ctx context.Context, wait time.Duration) (bool, error) {
 	}
 	if last == 0 {
 		return true, nil // nothing to read
+	}
+	if t.applied.get() >= last {
+		return true, nil
+	}
+	select {
+	case t.hurry <- struct{}{}:
+	default:
 	}
 	return t.applied.reach(ctx, last, wait), nil
 }
