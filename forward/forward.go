@@ -176,10 +176,7 @@ func (f *Forwarder) newDestination(ctx context.Context, r policy.Route, d policy
 		dst.leases = newLeases()
 		dst.leases.d = dst
 	}
-	// What the run before this one (or the loop a reload stopped) was
-	// sent and never attempted, handed back or dropped, comes back within
-	// its fetch's wait and ack wait, counted delivered once more.
-	dst.dropsBack.Store(time.Now().Add(dst.comeBack() + time.Second).UnixNano())
+	dst.expectReturns()
 	if ord != nil {
 		dst.owner = newOwner(dst, f.Store.Ownership(r.Name, d.Name))
 	}
@@ -227,12 +224,13 @@ type destination struct {
 	// refetch is when an ordered destination may fetch again after a
 	// fetch that ended late (awaitDropped); its loop's alone.
 	refetch time.Time
-	// dropsBack is when what the destination's fetches may have been
-	// sent and not attempted has come back, in Unix nanoseconds: what an
-	// earlier run or loop handed back or dropped (from its start), what
-	// nats.go may have dropped of a fetch that ended late (endedLate).
-	// Until then hold numbers a message that comes again after the
-	// attempts the attempt log holds (renumber).
+	// dropsBack is when what may have been sent to a fetch and not
+	// attempted has come back (expectReturns), in Unix nanoseconds: what
+	// the run, loop or owner before this one handed back or held when it
+	// died, once this one starts to fetch; what nats.go may have dropped
+	// of a fetch that ended late (endedLate). Until then hold numbers a
+	// message that comes again after the attempts the attempt log holds
+	// (renumber).
 	dropsBack atomic.Int64
 
 	filter    *destFilter    // nil: every event is attempted
@@ -255,6 +253,7 @@ func (d *destination) run(fetchCtx, attemptCtx context.Context) {
 	if d.order != nil {
 		defer d.sweepLost(fetchCtx)()
 		d.awaitInherited(fetchCtx)
+		d.expectReturns() // after the wait, which can outlast the window of the start
 	} else {
 		d.unorder(fetchCtx)
 	}
@@ -417,7 +416,7 @@ const lateFetch = time.Second
 // destination that much delay.
 func (d *destination) endedLate(took time.Duration) {
 	wait := d.comeBack()
-	d.dropsBack.Store(time.Now().Add(wait + time.Second).UnixNano())
+	d.expectReturns()
 	msg := "a fetch ended late, after a stall of this process or of the server; what the server sent it meanwhile comes back after its ack wait"
 	if d.order != nil {
 		d.refetch = time.Now().Add(wait)
@@ -430,6 +429,23 @@ func (d *destination) endedLate(took time.Duration) {
 // not settled takes at most to come back to its consumer: the fetch's
 // wait, then its ack wait.
 func (d *destination) comeBack() time.Duration { return d.f.FetchWait + d.dest.Timeout + ackMargin }
+
+// expectReturns opens (or extends) the window in which hold numbers a
+// message that comes again by the attempts the attempt log holds
+// (renumber) to comeBack and a second (for the server's timers) from now:
+// after a fetch that ended late, and when the destination starts to fetch,
+// since what the run, loop or owner before was sent and never attempted
+// (handed back, dropped, or taken when it died) comes back meanwhile,
+// counted delivered once more.
+func (d *destination) expectReturns() {
+	until := time.Now().Add(d.comeBack() + time.Second).UnixNano()
+	for {
+		was := d.dropsBack.Load()
+		if was >= until || d.dropsBack.CompareAndSwap(was, until) {
+			return
+		}
+	}
+}
 
 // handBack naks what a fetch still delivers after jethook stopped
 // fetching, unattempted, so that it comes again at once (to this process

@@ -167,3 +167,27 @@ func TestAnEventHandedBackByAReloadStillWaitsForItsHead(t *testing.T) {
 	}
 	releaseAndCheck(t, r, b, up, logs)
 }
+
+// A jethook that takes an ordered destination over fetches only once what
+// the owner before was sent has come back, which can outlast the window
+// its start opened: b#1, a head the stopping owner handed back while a#1
+// waited out its backoff in the consumer, must still be attempt 1 when
+// the next owner fetches it; before, it was attempt 2.
+func TestAHeadHandedBackAtAStopIsTheNextOwnersFirstAttempt(t *testing.T) {
+	t.Parallel()
+	r, b, _, px, logs := headFailsUntilUp(t, orderedEverySecond(t), store.Options{WaitingEvery: 500 * time.Millisecond})
+	px.HoldNext(800 * time.Millisecond) // within nats.go's 1.2 s: the fetch gets it
+	if code, resp := r.post("/hooks/shop", nil, []byte(`{"key":"b","seq":1}`)); code != http.StatusOK {
+		t.Fatalf("ingress answered %d %s", code, resp)
+	}
+	testkit.Eventually(t, 10*time.Second, "b#1's delivery held", px.Held)
+	r.stop()
+	if len(appGot(b, "b", 1)) > 0 {
+		t.Fatal("b#1 was attempted before the stop ended its fetch")
+	}
+	r.start()
+	testkit.Eventually(t, 60*time.Second, "b#1 delivered", func() bool { return len(appGot(b, "b", 1)) > 0 })
+	if got := appGot(b, "b", 1)[0].header.Get("X-Webhook-Attempt"); got != "1" {
+		t.Errorf("b#1 reached the backend as attempt %q, want 1; log:\n%s", got, logs)
+	}
+}

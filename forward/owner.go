@@ -94,6 +94,7 @@ func (o *owner) own(ctx context.Context) bool {
 		d.idle(ctx, o.every())
 		return false
 	}
+	d.expectReturns() // what the owner before was sent and never attempted is back by now
 	if n > 0 {
 		d.log.Warn("the events that waited behind their ordering keys go back behind them here, in the order they were stored",
 			"events", n, "after", d.headlessGrace().String())
