@@ -725,6 +725,11 @@ func (d *destination) renumber(ctx context.Context, e *store.Envelope, n int, fi
 	if n <= 1 || time.Now().UnixNano() >= d.dropsBack.Load() {
 		return n
 	}
+	if made, ok := d.waits.made(e.EventID); ok {
+		// Nak'd here for a short wait after an attempt, which the
+		// attempt log may not have read back yet: the attempt after it.
+		return min(n, made+1)
+	}
 	last, ok, err := d.f.Store.LoggedAttempt(ctx, d.route.Name, d.dest.Name, e.EventID, first)
 	switch {
 	case err != nil:
@@ -1081,7 +1086,7 @@ func (d *destination) retryLater(ctx context.Context, h held, e *store.Envelope,
 	if logged != nil {
 		logged(false)
 	}
-	if err := d.waits.nak(m, e.EventID, max(wait, 0), d.f.Now()); err != nil {
+	if err := d.waits.nak(m, e.EventID, h.n, max(wait, 0), d.f.Now()); err != nil {
 		log.Warn("nak failed; the message returns after its ack wait", "err", err)
 	}
 }

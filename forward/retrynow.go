@@ -30,14 +30,21 @@ type shortWaits struct {
 }
 
 type shortWait struct {
-	reply string // the message's ack subject
-	due   time.Time
+	reply   string // the message's ack subject
+	due     time.Time
+	attempt int // the number of the attempt made before the wait
 }
 
-// nak naks m with wait as its delay and remembers it under eventID until
-// it is due. The nak and the record are one step under the lock, so that a
+// shortWaitKept is how long past its due time a short wait is kept, for
+// hold to number the next attempt after the one made (made): the attempt
+// log may not have read that attempt back yet when the message comes.
+const shortWaitKept = 2 * time.Second
+
+// nak naks m with wait as its delay and remembers it under eventID, with
+// the number of the attempt made, until shortWaitKept after it is due.
+// The nak and the record are one step under the lock, so that a
 // RetryNow's nak reaches the server after this one.
-func (w *shortWaits) nak(m jetstream.Msg, eventID string, wait time.Duration, now time.Time) error {
+func (w *shortWaits) nak(m jetstream.Msg, eventID string, attempt int, wait time.Duration, now time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := m.NakWithDelay(wait); err != nil {
@@ -48,14 +55,23 @@ func (w *shortWaits) nak(m jetstream.Msg, eventID string, wait time.Duration, no
 	}
 	if now.Sub(w.sweep) > time.Second {
 		for id, s := range w.byID {
-			if !now.Before(s.due) {
+			if now.Sub(s.due) >= shortWaitKept {
 				delete(w.byID, id)
 			}
 		}
 		w.sweep = now
 	}
-	w.byID[eventID] = shortWait{reply: m.Reply(), due: now.Add(wait)}
+	w.byID[eventID] = shortWait{reply: m.Reply(), due: now.Add(wait), attempt: attempt}
 	return nil
+}
+
+// made returns the number of the attempt made before eventID's short
+// wait, if this destination nak'd it for one lately.
+func (w *shortWaits) made(eventID string) (int, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.byID[eventID]
+	return s.attempt, ok
 }
 
 // RetryNow has route's destination attempt eventID now if it waits in its
@@ -73,10 +89,11 @@ func (f *Forwarder) RetryNow(route, destination, eventID string) (bool, error) {
 	d.waits.mu.Lock()
 	defer d.waits.mu.Unlock()
 	s, ok := d.waits.byID[eventID]
-	delete(d.waits.byID, eventID)
 	if !ok || s.due.Sub(f.Now()) <= retryNowMargin {
 		return false, nil
 	}
+	s.due = f.Now() // due now: not again, but kept for made
+	d.waits.byID[eventID] = s
 	if err := f.Store.Redeliver(s.reply); err != nil {
 		return false, fmt.Errorf("retry now: %w", err)
 	}
