@@ -15,7 +15,8 @@ import (
 // can nak one again without a delay, which has JetStream deliver it at
 // once. JetStream does not deliver a nak-delayed message before its delay
 // ends, so before then the message is not in flight, and a nak cannot
-// make a second attempt run beside one.
+// make a second attempt run beside one. (It keeps them a little longer,
+// past their due time, for the number of the attempt made: made.)
 
 // retryNowMargin is how much of a short wait must be left for RetryNow to
 // act: the nak must reach the server before the server's own delay ends,
