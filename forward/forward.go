@@ -715,12 +715,13 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 
 // renumber returns the number of the attempt that a message of e (stored
 // at first) makes, given n, its number by JetStream's count of deliveries
-// less what returned kept. That is n, except while what a fetch that
-// ended late may have dropped comes back (endedLate): then it is the
-// number after the attempts the attempt log holds of e at this
-// destination, if lower, since the deliveries that nats.go dropped were
-// no attempts. It waits for the attempt log to be read to its end first,
-// so that an attempt logged a moment ago counts.
+// less what returned kept. That is n, except inside the window
+// expectReturns opens (what was sent to a fetch and never attempted comes
+// back, counted delivered once more): then it is the number after the
+// attempt this destination made before a short wait of the message
+// (shortWaits.made), or else after the attempts the attempt log holds of
+// e at this destination, if lower. It waits for the attempt log to be
+// read to its end first, so that an attempt logged a moment ago counts.
 func (d *destination) renumber(ctx context.Context, e *store.Envelope, n int, first time.Time) int {
 	if n <= 1 || time.Now().UnixNano() >= d.dropsBack.Load() {
 		return n
