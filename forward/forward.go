@@ -488,7 +488,7 @@ func (d *destination) handBack(msgs <-chan jetstream.Msg, order bool) {
 func (d *destination) giveBack(m jetstream.Msg, delay time.Duration) {
 	md, err := m.Metadata()
 	if err != nil {
-		_ = m.Nak()
+		_ = nakAfter(m, delay)
 		return
 	}
 	// Counted before the nak, which may bring it back at once.
