@@ -141,6 +141,10 @@ type SearchProgress struct {
 	Scanned int        `json:"scanned"`
 	Bytes   int64      `json:"bytes"`
 	Reached *time.Time `json:"reached,omitempty"`
+	// Skipped is how many stored messages (of every route) the search
+	// passed over unread: blocks whose index shows they hold none of the
+	// strings the expression needs a body field to equal.
+	Skipped int `json:"skipped,omitempty"`
 }
 
 // SearchEnd is how a page of a search ended: NextCursor, when set, goes on
@@ -230,6 +234,9 @@ func (svc *Service) compile(s Search) (compiled, error) {
 	}
 	c.scan = store.Scan{Route: s.Route, Since: since, Until: until, Oldest: s.Oldest, Cursor: cursor,
 		Limit: limit, MaxBytes: maxBytes}
+	if c.expr != nil {
+		c.scan.Values = c.expr.Values()
+	}
 	// What the match reads: a search that reads no bodies reads headers
 	// alone; the event type can be in either.
 	c.scan.NoBody = c.typ == "" && (c.expr == nil || !c.expr.Reads("body") && !c.expr.Reads("raw"))
@@ -339,7 +346,7 @@ func (svc *Service) Search(ctx context.Context, s Search, found func(EventSummar
 }
 
 func searchProgress(p store.ScanProgress) SearchProgress {
-	return SearchProgress{Scanned: p.Scanned, Bytes: p.Bytes, Reached: at(p.Reached)}
+	return SearchProgress{Scanned: p.Scanned, Bytes: p.Bytes, Reached: at(p.Reached), Skipped: p.Skipped}
 }
 
 // searchLine is one line of a streamed search: exactly one field is set.

@@ -115,6 +115,9 @@ func eventsSearch(ctx context.Context, c *adminClient, args []string, out io.Wri
 // scanned says how far a search has read.
 func scanned(p admin.SearchProgress) string {
 	s := fmt.Sprintf("scanned %d webhooks (%s)", p.Scanned, byteSize(p.Bytes))
+	if p.Skipped > 0 {
+		s += fmt.Sprintf(", passed over %d unread", p.Skipped)
+	}
 	if p.Reached != nil {
 		s += ", reached " + stamp(p.Reached)
 	}

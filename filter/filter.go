@@ -58,9 +58,10 @@ func IsJSON(body []byte) bool {
 
 // Filter is a compiled filter expression. It is safe for concurrent use.
 type Filter struct {
-	prg   cel.Program
-	reads map[string]bool // the variables the expression names
-	needs [][]byte        // strings a raw body must hold to match (Excludes)
+	prg    cel.Program
+	reads  map[string]bool // the variables the expression names
+	needs  [][]byte        // strings a raw body must hold to match (Excludes)
+	values []string        // strings a field of body must equal (Values)
 }
 
 // environment is the CEL environment every filter compiles in: the
@@ -98,7 +99,8 @@ func Compile(expr string) (*Filter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filter: %v", err)
 	}
-	f := &Filter{prg: prg, reads: map[string]bool{}, needs: needs(ast.NativeRep().Expr())}
+	f := &Filter{prg: prg, reads: map[string]bool{}, needs: needs(ast.NativeRep().Expr()),
+		values: equals(ast.NativeRep().Expr())}
 	for _, r := range ast.NativeRep().ReferenceMap() {
 		if len(r.OverloadIDs) == 0 {
 			f.reads[r.Name] = true

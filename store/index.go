@@ -42,7 +42,8 @@ import (
 // gen is the generation's start in Unix seconds, id the first 16 bytes of
 // the SHA-256 of the event id, kind one of the kind* bytes. A marker key
 // 'l' gen(8) lists the generations; 'm' stream holds the last sequence of
-// each stream indexed, and 'b' when the index was made. Work records ('w',
+// each stream indexed, and 'b' when the index was made. 'v' gen(8) keys
+// hold the value filters of blocks of the stream (values.go). Work records ('w',
 // work.go) and the ordering's heads and queues ('o', 'q', order.go) are
 // the things kept here that no stream holds.
 type index struct {
@@ -66,6 +67,7 @@ const (
 	kindDeadLetter = 'd' // value: dlq seq(8) time(8) original seq(8)
 	kindReplay     = 'r' // value: seq(8) time(8) dead letter seq(8)
 	kindAttempt    = 'a' // extra: time(8) attempt stream seq(8); value: the record's JSON
+	kindSeq        = 0   // no entry: a sequence for the value filters (indexSeq)
 )
 
 // indexCache bounds the index's block cache; with its two 4 MiB memtables
@@ -461,6 +463,7 @@ func (x *index) expire(now time.Time) error {
 		end := binary.BigEndian.AppendUint64([]byte{'g'}, uint64(g+1))
 		b := x.db.NewBatch()
 		_ = b.DeleteRange(start, end, nil)
+		_ = b.DeleteRange(binary.BigEndian.AppendUint64([]byte{'v'}, uint64(g)), binary.BigEndian.AppendUint64([]byte{'v'}, uint64(g+1)), nil)
 		_ = b.Delete(binary.BigEndian.AppendUint64([]byte{'l'}, uint64(g)), nil)
 		if err := b.Commit(pebble.NoSync); err != nil {
 			return fmt.Errorf("index: expire: %w", err)
@@ -497,6 +500,7 @@ type stored struct {
 	route, dest, eventID string
 	seq, ref             uint64
 	at                   time.Time
+	values               *hashes // a webhook's body values (values.go), or nil
 }
 
 // writer indexes what this process stores, in batches from one goroutine:
@@ -509,8 +513,9 @@ type writer struct {
 	ended  chan struct{}
 
 	queued  atomic.Uint64
-	written *progress // how many of queued are committed
-	high    uint64    // highest sequence written: the watermark
+	written *progress   // how many of queued are committed
+	high    uint64      // highest sequence written: the watermark
+	blocks  valueBlocks // the value filters being filled
 }
 
 func (x *index) startWriter(stream string, log *slog.Logger) *writer {
@@ -532,10 +537,18 @@ func (w *writer) run(log *slog.Logger) {
 		b := w.x.db.NewBatch()
 		n := uint64(0)
 		for more := true; more; {
-			if g, id := w.x.gen(b, st.at), eventHash(st.eventID); st.kind == kindEvent {
+			switch g, id := w.x.gen(b, st.at), eventHash(st.eventID); st.kind {
+			case kindSeq:
+			case kindEvent:
 				w.x.putEvent(b, g, id, st.route, st.seq, st.at)
-			} else {
+			default:
 				putEntry(b, key(g, id, st.kind, st.route, st.dest, nil), st.seq, st.at, st.ref)
+			}
+			if blk, ob := w.blocks.add(st.seq, st.at, st.values); ob != nil {
+				w.blocks.put(b, w.x.gen(b, ob.at), blk, ob)
+			}
+			if st.values != nil {
+				hashPool.Put(st.values)
 			}
 			w.high = max(w.high, st.seq)
 			n++

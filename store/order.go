@@ -1214,9 +1214,11 @@ func (s *Store) publishDue(ctx context.Context, route, dest string, p Parked, ev
 	m := &nats.Msg{Subject: DueSubject(route, dest), Header: p.header(eventID)}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
-	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(StreamName)); err != nil {
+	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(StreamName))
+	if err != nil {
 		return fmt.Errorf("%w: release: %w", ErrUnavailable, err)
 	}
+	s.indexSeq(ack.Sequence)
 	return nil
 }
 

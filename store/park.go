@@ -430,7 +430,8 @@ func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, 
 	defer timeout.Stop()
 	for _, fut := range futs {
 		select {
-		case <-fut.Ok():
+		case ack := <-fut.Ok():
+			mv.s.indexSeq(ack.Sequence)
 		case err := <-fut.Err():
 			return 0, fmt.Errorf("due record: %w", err)
 		case <-timeout.C:

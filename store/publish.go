@@ -65,15 +65,25 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 	if err != nil {
 		return Stored{}, fmt.Errorf("%w: publish: %w", ErrUnavailable, err)
 	}
+	// The body's values for the index's value filters (values.go), read
+	// while the server stores the message.
+	var values *hashes
+	if s.writer != nil && s.opts.StringValues != nil {
+		values = bodyValues(s.opts.StringValues, e.Body)
+	}
 	select {
 	case ack := <-fut.Ok():
 		if !ack.Duplicate {
-			s.indexStored(kindEvent, e.Route, "", e.EventID, ack.Sequence, 0)
+			s.indexStored(kindEvent, e.Route, "", e.EventID, ack.Sequence, 0, values)
 			if e.SignedKey != "" {
-				s.indexStored(kindEvent, e.Route, "", e.SignedKey, ack.Sequence, 0)
+				s.indexStored(kindEvent, e.Route, "", e.SignedKey, ack.Sequence, 0, nil)
 			}
+			return Stored{Seq: ack.Sequence}, nil
 		}
-		return Stored{Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+		if values != nil {
+			hashPool.Put(values)
+		}
+		return Stored{Seq: ack.Sequence, Duplicate: true}, nil
 	case err := <-fut.Err():
 		if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
 			err = errNoAck
@@ -86,15 +96,21 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 	}
 }
 
-// indexStored indexes a webhook or replay this process stored, when the
+// indexStored indexes a webhook or replay this process stored, with the
+// values of a webhook's body (bodyValues; nil for a replay), when the
 // index does not follow WEBHOOKS (the embedded server). A failed write is
 // logged: the message is stored, and the next start indexes it.
-func (s *Store) indexStored(kind byte, route, dest, eventID string, seq, ref uint64) {
+func (s *Store) indexStored(kind byte, route, dest, eventID string, seq, ref uint64, values *hashes) {
 	if s.writer == nil {
 		return
 	}
-	s.writer.add(stored{kind: kind, route: route, dest: dest, eventID: eventID, seq: seq, ref: ref, at: time.Now()})
+	s.writer.add(stored{kind: kind, route: route, dest: dest, eventID: eventID, seq: seq, ref: ref, at: time.Now(), values: values})
 }
+
+// indexSeq tells the index's writer of a message this process stored in
+// WEBHOOKS that is not a webhook or replay (a due record): it indexes
+// nothing, but its block's value filter (values.go) waits for it.
+func (s *Store) indexSeq(seq uint64) { s.indexStored(kindSeq, "", "", "", seq, 0, nil) }
 
 // msgID is the dedup key (Nats-Msg-Id) of event eventID on route: the id
 // within its route, since providers number their own events and two routes

@@ -96,7 +96,7 @@ func (s *Store) replay(ctx context.Context, dls []DeadLetter, destination string
 				m := fut.Msg()
 				of, _ := strconv.ParseUint(m.Header.Get(hdrReplayOf), 10, 64)
 				p := subjectParts(m.Subject)
-				s.indexStored(kindReplay, p[1], p[2], m.Header.Get(hdrEventID), ack.Sequence, of)
+				s.indexStored(kindReplay, p[1], p[2], m.Header.Get(hdrEventID), ack.Sequence, of, nil)
 			}
 		case err := <-fut.Err():
 			errs = append(errs, fmt.Errorf("dead letter %s: %v", fut.Msg().Header.Get(hdrReplayOf), err))

@@ -41,7 +41,7 @@ func (s *Store) Resend(ctx context.Context, e *Envelope, seq uint64, destination
 	if ack.Duplicate {
 		return false, nil
 	}
-	s.indexStored(kindReplay, e.Route, destination, e.EventID, ack.Sequence, 0)
+	s.indexStored(kindReplay, e.Route, destination, e.EventID, ack.Sequence, 0, nil)
 	return true, nil
 }
 
@@ -85,11 +85,13 @@ func (s *Store) RetryNow(ctx context.Context, route, destination, eventID string
 	h.Set(hdrDue, time.Now().UTC().Format(time.RFC3339Nano))
 	pctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
-	if _, err := s.js.PublishMsg(pctx, &nats.Msg{Subject: DueSubject(route, destination), Header: h},
+	ack, err := s.js.PublishMsg(pctx, &nats.Msg{Subject: DueSubject(route, destination), Header: h},
 		jetstream.WithMsgID(fmt.Sprintf("due/%s/p%d", destination, foundSeq)),
-		jetstream.WithExpectStream(StreamName)); err != nil {
+		jetstream.WithExpectStream(StreamName))
+	if err != nil {
 		return fmt.Errorf("%w: retry now: %w", ErrUnavailable, err)
 	}
+	s.indexSeq(ack.Sequence)
 	err = s.parked.DeleteMsg(ctx, foundSeq)
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
 		return fmt.Errorf("%w: retry now: the due record is queued, the parked one stays: %w", ErrUnavailable, err)

@@ -27,6 +27,10 @@ type Scan struct {
 	// matches every one. e holds the route, event id, method, headers and
 	// body; Match may keep nothing of e after it returns.
 	Match func(e *Envelope, seq uint64) bool
+	// Values are strings a hit's body must hold as string values
+	// (filter.Filter.Values): the scan passes over the blocks of the
+	// stream whose value filters hold not all of them (values.go).
+	Values []string
 	// NoBody says Match reads no body: the scan then reads headers alone,
 	// and each hit's whole webhook once it is found. NoHeaders says Match
 	// reads no headers: e.Header is then empty.
@@ -52,6 +56,9 @@ type Hit struct {
 type ScanProgress struct {
 	Scanned int   // webhooks read (of the route, within the window)
 	Bytes   int64 // bytes read
+	// Skipped is how many messages of the stream (of every route) the
+	// scan passed over unread: its Values are not in their blocks.
+	Skipped int
 	// Reached is the stored time of the last webhook read: the scan has
 	// covered the window from its start (newest first: its end) to here.
 	Reached time.Time
@@ -107,6 +114,9 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 	}
 	defer l.close()
 	sc := &scanner{s: s, link: l, q: q, hit: hit, progress: progress, subject: "webhooks.*.*"}
+	if sc.skip, err = s.idx.valueGaps(q.Values, q.Since, lo, hi); err != nil {
+		s.opts.Logger.Warn("search: value filters unreadable; reading every webhook", "err", err)
+	}
 	if info.State.Msgs > 0 {
 		sc.avg = int64(info.State.Bytes / info.State.Msgs)
 	}
@@ -184,7 +194,35 @@ type scanner struct {
 	route, subjectOf string
 	end              ScanEnd
 	hits             int
-	avg              int64 // the stream's average message size, for window sizes
+	avg              int64     // the stream's average message size, for window sizes
+	skip             *passOver // the blocks that hold not all of q.Values
+}
+
+// span is a run of stream sequences [lo, hi) that a scan reads, or that
+// it passes over (skip).
+type span struct {
+	lo, hi uint64
+	skip   bool
+}
+
+// spans cuts [lo, hi) into the runs of blocks the scan reads and those it
+// passes over, in order.
+func (sc *scanner) spans(lo, hi uint64) []span {
+	if sc.skip == nil {
+		return []span{{lo, hi, false}}
+	}
+	var out []span
+	for seq := lo; seq < hi; {
+		b := blockOf(seq)
+		end := min((b+1)*valueBlock+1, hi)
+		if n, skip := len(out), sc.skip.skips(b); n > 0 && out[n-1].skip == skip {
+			out[n-1].hi = end
+		} else {
+			out = append(out, span{seq, end, skip})
+		}
+		seq = end
+	}
+	return out
 }
 
 // read reads the webhooks in [start, stop) in order and calls fn on each
@@ -359,7 +397,7 @@ func (sc *scanner) forward(ctx context.Context, lo, hi uint64) error {
 	if lo >= hi {
 		return nil
 	}
-	at, full, _, err := sc.read(ctx, lo, hi, true, func(h Hit) bool {
+	found := func(h Hit) bool {
 		if sc.hits == sc.q.Limit {
 			sc.end.Stopped = "limit"
 			return false // h is the next page's first
@@ -371,18 +409,32 @@ func (sc *scanner) forward(ctx context.Context, lo, hi uint64) error {
 			return false
 		}
 		return true
-	})
-	if err != nil {
-		return err
+	}
+	for _, sp := range sc.spans(lo, hi) {
+		if sp.skip {
+			sc.end.Skipped += int(sp.hi - sp.lo)
+			continue
+		}
+		if why := sc.over(); why != "" {
+			sc.end.Stopped, sc.end.Next = why, sp.lo
+			break
+		}
+		at, full, _, err := sc.read(ctx, sp.lo, sp.hi, true, found)
+		if err != nil {
+			return err
+		}
+		if full {
+			sc.end.Stopped = sc.over()
+		}
+		if at < sp.hi {
+			if sc.end.Next == 0 {
+				sc.end.Next = at
+			}
+			break
+		}
 	}
 	if sc.progress != nil {
 		sc.progress(sc.end.ScanProgress)
-	}
-	if full {
-		sc.end.Stopped = sc.over()
-	}
-	if at < hi && sc.end.Next == 0 {
-		sc.end.Next = at
 	}
 	return nil
 }
@@ -415,19 +467,27 @@ func (sc *scanner) backward(ctx context.Context, lo, hi uint64) error {
 		}
 		start := end - span
 		var kept []Hit
-		_, _, first, err := sc.read(ctx, start, end, false, func(h Hit) bool {
+		keep := func(h Hit) bool {
 			if len(kept) == sc.q.Limit-sc.hits {
 				kept = append(kept[1:], h) // the page has room for the newest only
 			} else {
 				kept = append(kept, h)
 			}
 			return true
-		})
-		if err != nil {
-			return err
 		}
-		if !first.IsZero() {
-			sc.end.Reached = first
+		reached := false
+		for _, sp := range sc.spans(start, end) {
+			if sp.skip {
+				sc.end.Skipped += int(sp.hi - sp.lo)
+				continue
+			}
+			_, _, first, err := sc.read(ctx, sp.lo, sp.hi, false, keep)
+			if err != nil {
+				return err
+			}
+			if !reached && !first.IsZero() {
+				sc.end.Reached, reached = first, true
+			}
 		}
 		if sc.progress != nil {
 			sc.progress(sc.end.ScanProgress)

@@ -25,6 +25,7 @@ import (
 	"github.com/jethook/jethook/catchup"
 	"github.com/jethook/jethook/dashboard"
 	"github.com/jethook/jethook/egress"
+	"github.com/jethook/jethook/filter"
 	"github.com/jethook/jethook/forward"
 	"github.com/jethook/jethook/metrics"
 	"github.com/jethook/jethook/policy"
@@ -128,6 +129,9 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 		so := o.StoreOptions
 		if so.Logger == nil {
 			so.Logger = a.log
+		}
+		if so.StringValues == nil {
+			so.StringValues = filter.StringValues // what a search looks for
 		}
 		if a.Store, err = store.Open(ctx, so); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jethook/jethook/filter"
 	"github.com/jethook/jethook/store"
 )
 
@@ -22,6 +23,9 @@ func Open(t testing.TB, opts store.Options) *store.Store {
 	}
 	if opts.PublishTimeout == 0 {
 		opts.PublishTimeout = 2 * time.Second
+	}
+	if opts.StringValues == nil {
+		opts.StringValues = filter.StringValues // as jethook runs it
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -1,0 +1,87 @@
+package filter
+
+import (
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestValuesAreTheStringsABodyFieldMustEqual(t *testing.T) {
+	for _, c := range []struct {
+		expr string
+		want []string
+	}{
+		{`body.data.object.metadata.order_id == "1004"`, []string{"1004"}},
+		{`"1004" == body["order"].id`, []string{"1004"}},
+		{`body.type == "a" && headers["x"] == "b" && body.items[0].sku == "é\"\\"`, []string{"a", "é\"\\"}},
+		{`body == "whole"`, []string{"whole"}},
+		{`body.id == ""`, []string{""}},
+		// Nothing a body must hold:
+		{`body.type == "a" || body.type == "b"`, nil},
+		{`!(body.type == "a")`, nil},
+		{`body.type != "a"`, nil},
+		{`headers["x-github-event"] == "push"`, nil},
+		{`has(body.type) == true`, nil},
+		{`body.type.startsWith("invoice.")`, nil},
+		{`body.n == 1004`, nil},
+		{`route == "stripe"`, nil},
+	} {
+		f, err := Compile(c.expr)
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if got := f.Values(); !slices.Equal(got, c.want) {
+			t.Errorf("%s: Values() = %q, want %q", c.expr, got, c.want)
+		}
+	}
+}
+
+// stringsOf is every string value of the JSON r, as an expression reads
+// it, found by walking gjson's tree: the oracle for StringValues.
+func stringsOf(r gjson.Result, out []string) []string {
+	switch {
+	case r.Type == gjson.String:
+		return append(out, validUTF8(r.Str))
+	case r.IsObject() || r.IsArray():
+		r.ForEach(func(_, v gjson.Result) bool {
+			out = append(out, stringsOf(v, nil)...)
+			return true
+		})
+	}
+	return out
+}
+
+func FuzzStringValues(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"evt_1","data":{"object":{"metadata":{"order_id":"1004"}}}}`,
+		`{"a" : "b", "c"	:["d", 1, "e", {"f":"g"}], "h": null}`,
+		`{"q\"uote":"v\"al","back\\":"s\\","u":"\u00e9\ud83d\ude00","bad":"\udc00"}`,
+		"{\"raw\":\"\xff\xfe\",\"k\":\"caf\xc3\xa9\"}",
+		`"top"`, `["x","y"]`, `{}`, `[]`, `{"a":"\\"}`, `{"a":"\\\""}`,
+		` { "k" : "v" } `, "{\"k\"\n:\"v\",\"w\":\"x\"\r\n}",
+	} {
+		f.Add([]byte(seed))
+	}
+	for _, name := range []string{"testdata/github-push.json", "testdata/stripe-invoice-paid.json"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var got []string
+		StringValues(body, func(s []byte) { got = append(got, string(s)) })
+		if !IsJSON(body) {
+			return // any answer will do: such a body is null to an expression
+		}
+		want := stringsOf(gjson.ParseBytes(body), nil)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("body %q:\nStringValues %q\nits strings  %q", body, got, want)
+		}
+	})
+}
