@@ -64,8 +64,10 @@ type SearchResult struct {
 	// the last hour: the window that holds the last twenty-fourth of the
 	// retained webhooks (as a day brings them at a steady rate); the
 	// match is the hour's oldest, the last webhook the search reads. Full
-	// then reads the whole 24 h window for an expression nothing matches.
-	Selective, Full SearchRun
+	// then looks in the whole 24 h window for a value no webhook holds, and
+	// Unindexed for an expression nothing matches that names no value (a
+	// suffix), so it reads every webhook.
+	Selective, Full, Unindexed SearchRun
 }
 
 // SearchRun is one search and the ingest load beside it.
@@ -78,8 +80,16 @@ type SearchRun struct {
 	Elapsed time.Duration // the whole page
 	Found   int
 	End     admin.SearchEnd
-	Ingest  Measurement // ingest while the search ran
+	// Runs is how many times the search ran, one after the other, while
+	// Ingest was measured: a search is run again until searchMeasured has
+	// passed, so that ingest's p99 is read from thousands of posts, not
+	// the few beside a search of a few milliseconds.
+	Runs   int
+	Ingest Measurement // ingest while the searches ran
 }
+
+// searchMeasured is the least time ingest is measured beside a search.
+const searchMeasured = 5 * time.Second
 
 // Search fills a store with Retained webhooks through the ingress (the
 // destination paused: nothing is delivered), measures ingest's latency
@@ -128,6 +138,7 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 		{&r.Selective, "last hour", admin.Search{Route: "bench", Since: hour.Format(time.RFC3339Nano),
 			Expr: fmt.Sprintf(`body.id == "evt_%d"`, o.Retained-lastHour)}},
 		{&r.Full, "24 h", admin.Search{Route: "bench", Since: "24h", Expr: `body.id == "evt_none"`}},
+		{&r.Unindexed, "24 h", admin.Search{Route: "bench", Since: "24h", Expr: `body.id.endsWith("_none")`}},
 	} {
 		fmt.Fprintf(o.Progress, "search: %s: %s\n", run.window, run.s.Expr)
 		*run.out, err = searchBeside(ctx, st, run.s, url, o, next)
@@ -141,22 +152,34 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 }
 
 // searchBeside runs s while o.Load clients post webhooks numbered from
-// first on, and stops them when the search ends.
+// first on, again and again until searchMeasured has passed, and stops
+// the clients when the last search ends. The first run is the one
+// reported.
 func searchBeside(ctx context.Context, st *stack, s admin.Search, url string, o SearchOptions, first int64) (SearchRun, error) {
 	out := SearchRun{Search: s}
 	loadCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { out.Ingest = runFrom(loadCtx, url, o.Load, 0, 0, o.BodySize, first) })
-	start := time.Now()
-	end, err := st.app.Service.Search(ctx, s, func(admin.EventSummary) bool {
-		if out.Found == 0 {
-			out.First = time.Since(start)
+	begin := time.Now()
+	for out.Runs == 0 || time.Since(begin) < searchMeasured {
+		start, found := time.Now(), 0
+		end, err := st.app.Service.Search(ctx, s, func(admin.EventSummary) bool {
+			if found == 0 && out.Runs == 0 {
+				out.First = time.Since(start)
+			}
+			found++
+			return true
+		}, nil)
+		if err != nil {
+			return out, err
 		}
-		out.Found++
-		return true
-	}, nil)
-	out.Elapsed, out.End = time.Since(start), end
+		if out.Runs == 0 {
+			out.Elapsed, out.End, out.Found = time.Since(start), end, found
+		}
+		out.Runs++
+	}
 	stop()
 	wg.Wait()
-	return out, err
+	return out, nil
 }

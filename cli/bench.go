@@ -542,9 +542,9 @@ func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) 
 func benchSearchReport(out io.Writer, r bench.SearchResult) {
 	fmt.Fprintf(out, "\nSearch: %d webhooks retained (stored in %s, %.0f/s); ingest beside each search from %d clients\n",
 		r.Retained, r.Fill.Elapsed.Round(time.Second), r.Fill.PerSecond(), r.Idle.Concurrency)
-	fmt.Fprintf(out, "%-44s %9s %9s %10s %10s %9s %9s %7s\n", "SEARCH", "FIRST", "PAGE", "SCANNED", "SCANNED/S", "MIB/S", "P99", "÷ IDLE")
-	fmt.Fprintf(out, "%-44s %9s %9s %10s %10s %9s %9s %7s\n", "(idle)", "-", "-", "-", "-", "-", brief(r.Idle.P99), "1.00")
-	for _, s := range []bench.SearchRun{r.Selective, r.Full} {
+	fmt.Fprintf(out, "%-44s %9s %9s %10s %10s %10s %9s %5s %9s %7s\n", "SEARCH", "FIRST", "PAGE", "SCANNED", "SKIPPED", "SCANNED/S", "MIB/S", "RUNS", "P99", "÷ IDLE")
+	fmt.Fprintf(out, "%-44s %9s %9s %10s %10s %10s %9s %5s %9s %7s\n", "(idle)", "-", "-", "-", "-", "-", "-", "-", brief(r.Idle.P99), "1.00")
+	for _, s := range []bench.SearchRun{r.Selective, r.Full, r.Unindexed} {
 		first := "-"
 		if s.Found > 0 {
 			first = brief(s.First)
@@ -554,7 +554,7 @@ func benchSearchReport(out io.Writer, r bench.SearchResult) {
 		if r.Idle.P99 > 0 {
 			ratio = float64(s.Ingest.P99) / float64(r.Idle.P99)
 		}
-		fmt.Fprintf(out, "%-44s %9s %9s %10d %10.0f %9.1f %9s %7.2f\n", clip(s.Window+": "+s.Search.Expr, 44), first,
-			brief(s.Elapsed), s.End.Scanned, float64(s.End.Scanned)/secs, float64(s.End.Bytes)/secs/(1<<20), brief(s.Ingest.P99), ratio)
+		fmt.Fprintf(out, "%-44s %9s %9s %10d %10d %10.0f %9.1f %5d %9s %7.2f\n", clip(s.Window+": "+s.Search.Expr, 44), first,
+			brief(s.Elapsed), s.End.Scanned, s.End.Skipped, float64(s.End.Scanned)/secs, float64(s.End.Bytes)/secs/(1<<20), s.Runs, brief(s.Ingest.P99), ratio)
 	}
 }

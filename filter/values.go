@@ -59,13 +59,18 @@ func stringLiteral(e ast.Expr) (string, bool) {
 // For a body that is not JSON what it finds means nothing: an expression
 // reads such a body as null, whose fields equal nothing.
 func StringValues(body []byte, fn func(s []byte)) {
+	// A string needs decoding only if it holds a backslash, or bytes that
+	// are not UTF-8. Both are looked for once in the whole body: each
+	// string of a body that is UTF-8 is, since its quotes are ASCII.
+	valid := utf8.Valid(body)
+	slash := bytes.IndexByte(body, '\\') // the next backslash; -1: none
 	for i := 0; i < len(body); {
 		q := bytes.IndexByte(body[i:], '"')
 		if q < 0 {
 			return
 		}
 		start := i + q + 1
-		end, escaped := stringEnd(body, start)
+		end, escaped := stringEnd(body, start, &slash)
 		if end < 0 {
 			return
 		}
@@ -78,7 +83,7 @@ func StringValues(body []byte, fn func(s []byte)) {
 			continue // a key
 		}
 		s := body[start:end]
-		if escaped || !utf8.Valid(s) {
+		if escaped || !valid {
 			s = []byte(validUTF8(gjson.ParseBytes(body[start-1 : end+1]).Str))
 		}
 		fn(s)
@@ -87,20 +92,31 @@ func StringValues(body []byte, fn func(s []byte)) {
 
 // stringEnd is the index of the quote that ends the JSON string whose
 // text starts at body[i], or -1 if none does, and whether the string
-// holds an escape.
-func stringEnd(body []byte, i int) (int, bool) {
+// holds an escape. slash is the index of the body's next backslash at or
+// after i (-1: none); stringEnd moves it past the string.
+func stringEnd(body []byte, i int, slash *int) (int, bool) {
 	escaped := false
-	for i <= len(body) {
+	for {
 		q := bytes.IndexByte(body[i:], '"')
 		if q < 0 {
 			return -1, escaped
 		}
-		bs := bytes.IndexByte(body[i:i+q], '\\')
-		if bs < 0 {
-			return i + q, escaped
+		end, quoted := i+q, false
+		for *slash >= 0 && *slash < end {
+			escaped = true
+			past := *slash + 2 // a backslash escapes the byte after it
+			if n := bytes.IndexByte(body[min(past, len(body)):], '\\'); n < 0 {
+				*slash = -1
+			} else {
+				*slash = past + n
+			}
+			if past > end { // it escapes this quote: look on after it
+				quoted, i = true, past
+				break
+			}
 		}
-		escaped = true
-		i += bs + 2 // the backslash and the character it escapes
+		if !quoted {
+			return end, escaped
+		}
 	}
-	return -1, escaped
 }
