@@ -67,7 +67,7 @@ func TestTheDedupFiltersAreFilledFromTheIndexAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := x.startWriter(StreamName, log)
+	w := x.startWriter(StreamName, time.Time{}, log)
 	now := time.Now()
 	for i := range 1000 {
 		w.add(stored{kind: kindEvent, route: "r", eventID: fmt.Sprint("evt-", i), seq: uint64(i + 1), at: now})
@@ -129,7 +129,7 @@ func BenchmarkDedupCheckOfANewWebhook(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer x.close()
-	w := x.startWriter(StreamName, log)
+	w := x.startWriter(StreamName, time.Time{}, log)
 	now := time.Now()
 	for i := range 200_000 {
 		w.add(stored{kind: kindEvent, route: "r", eventID: fmt.Sprint("evt_", i), seq: uint64(i + 1), at: now})

@@ -518,8 +518,11 @@ type writer struct {
 	blocks  valueBlocks // the value filters being filled
 }
 
-func (x *index) startWriter(stream string, log *slog.Logger) *writer {
+// startWriter starts the writer of stream, created at created (the
+// stream's own time, which the value filters are marked with).
+func (x *index) startWriter(stream string, created time.Time, log *slog.Logger) *writer {
 	w := &writer{x: x, stream: stream, in: make(chan stored, 4096), ended: make(chan struct{}), written: newProgress(0)}
+	w.blocks.created = uint64(created.UnixNano())
 	go w.run(log)
 	return w
 }

@@ -114,7 +114,7 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 	}
 	defer l.close()
 	sc := &scanner{s: s, link: l, q: q, hit: hit, progress: progress, subject: "webhooks.*.*"}
-	if sc.skip, err = s.idx.valueGaps(q.Values, q.Since, lo, hi); err != nil {
+	if sc.skip, err = s.idx.valueGaps(q.Values, info.Created, q.Since, lo, hi); err != nil {
 		s.opts.Logger.Warn("search: value filters unreadable; reading every webhook", "err", err)
 	}
 	if info.State.Msgs > 0 {

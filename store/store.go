@@ -531,7 +531,7 @@ func (s *Store) startIndex(ctx context.Context, attempts jetstream.Stream) error
 		s.tails = append(s.tails, tl)
 	}
 	if !followWebhooks {
-		s.writer = s.idx.startWriter(StreamName, s.opts.Logger)
+		s.writer = s.idx.startWriter(StreamName, s.main.CachedInfo().Created, s.opts.Logger)
 	}
 	for _, tl := range s.tails {
 		if err := tl.catchUp(ctx, s.opts.Logger); err != nil {

@@ -19,10 +19,12 @@ import (
 // (Options.StringValues), written once every sequence of the block was
 // stored by this process and taken in by its writer:
 //
-//	'v' gen(8) block(8) → the filter's bits, little-endian words
+//	'v' gen(8) block(8) → created(8) and the filter's bits, little-endian words
 //
 // gen is the generation of the block's last message, so expire drops it
-// with the entries of that generation. A block with a sequence the writer
+// with the entries of that generation. created is when the stream was
+// created: a filter of a stream since deleted and created again (its
+// sequences start again) is not taken for the new stream's. A block with a sequence the writer
 // never saw (written by another jethook, a publish whose ack was lost,
 // whatever the catch-up at start indexes again) gets no filter, and a
 // search reads it. The same goes for the block being filled.
@@ -31,7 +33,7 @@ const (
 	// valueBits is the size of a block's filter while it is filled; it is
 	// folded in halves while that keeps at most half of its bits set, so
 	// that a block of short bodies keeps a small filter.
-	valueBits   = 1 << 18
+	valueBits   = 1 << 19
 	valueProbes = 6 // bits per value: 1.6 % false positives at half full
 	// valueOpen bounds the blocks the writer fills at once: publishes
 	// are acked a little out of order, and a block one of whose
@@ -74,8 +76,9 @@ type openBlock struct {
 
 // valueBlocks are the writer's open blocks.
 type valueBlocks struct {
-	open map[uint64]*openBlock
-	free [][]uint64
+	created uint64 // the stream's creation time, Unix ns
+	open    map[uint64]*openBlock
+	free    [][]uint64
 }
 
 // add takes in the message stored at seq at t, with its body's values (nil
@@ -142,7 +145,8 @@ func (vb *valueBlocks) release(b uint64) {
 // put writes whole block b's filter, folded, to batch.
 func (vb *valueBlocks) put(batch *pebble.Batch, g int64, b uint64, ob *openBlock) {
 	f := fold(ob.bits)
-	v := make([]byte, 0, 8*len(f))
+	v := make([]byte, 0, 8+8*len(f))
+	v = binary.BigEndian.AppendUint64(v, vb.created)
 	for _, w := range f {
 		v = binary.LittleEndian.AppendUint64(v, w)
 	}
@@ -211,10 +215,10 @@ func (p *passOver) skips(b uint64) bool {
 	return i/64 < uint64(len(p.bits)) && p.bits[i/64]&(1<<(i%64)) != 0
 }
 
-// valueGaps reads the filters of the blocks of sequences lo to hi-1 that
-// were whole at or after since (zero: ever), and returns the ones that
-// cannot hold all of values.
-func (x *index) valueGaps(values []string, since time.Time, lo, hi uint64) (*passOver, error) {
+// valueGaps reads the filters of the blocks of sequences lo to hi-1 of
+// the stream created at created that were whole at or after since (zero:
+// ever), and returns the ones that cannot hold all of values.
+func (x *index) valueGaps(values []string, created time.Time, since time.Time, lo, hi uint64) (*passOver, error) {
 	if len(values) == 0 || lo >= hi {
 		return nil, nil
 	}
@@ -247,7 +251,10 @@ func (x *index) valueGaps(values []string, since time.Time, lo, hi uint64) (*pas
 		if err != nil {
 			return nil, fmt.Errorf("index: %w", err)
 		}
-		if !mayHold(v, hs) {
+		if len(v) < 8 || binary.BigEndian.Uint64(v) != uint64(created.UnixNano()) {
+			continue // another stream's
+		}
+		if !mayHold(v[8:], hs) {
 			i := b - p.first
 			p.bits[i/64] |= 1 << (i % 64)
 		}
