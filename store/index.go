@@ -550,9 +550,7 @@ func (w *writer) run(log *slog.Logger) {
 			if blk, ob := w.blocks.add(st.seq, st.at, st.values); ob != nil {
 				w.blocks.put(b, w.x.gen(b, ob.at), blk, ob)
 			}
-			if st.values != nil {
-				hashPool.Put(st.values)
-			}
+			st.values.release()
 			w.high = max(w.high, st.seq)
 			n++
 			select {

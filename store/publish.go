@@ -80,9 +80,7 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 			}
 			return Stored{Seq: ack.Sequence}, nil
 		}
-		if values != nil {
-			hashPool.Put(values)
-		}
+		values.release()
 		return Stored{Seq: ack.Sequence, Duplicate: true}, nil
 	case err := <-fut.Err():
 		if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {

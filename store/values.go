@@ -50,14 +50,32 @@ type hashes struct{ h []uint64 }
 
 var hashPool = sync.Pool{New: func() any { return &hashes{h: make([]uint64, 0, 64)} }}
 
+// valueBodyMax is the largest body whose values are hashed: reading one
+// costs about a microsecond per kilobyte. A larger body leaves its block
+// without a filter (unhashed), so searches read that block.
+const valueBodyMax = 64 << 10
+
+// unhashed stands for the values of a body too large to hash.
+var unhashed = new(hashes)
+
 // bodyValues hashes the string values of body, as values lists them, for
 // the writer. The caller gives the result to the writer, which puts it
 // back in hashPool.
 func bodyValues(values func([]byte, func([]byte)), body []byte) *hashes {
+	if len(body) > valueBodyMax {
+		return unhashed
+	}
 	v := hashPool.Get().(*hashes)
 	v.h = v.h[:0]
 	values(body, func(s []byte) { v.h = append(v.h, xxhash.Sum64(s)) })
 	return v
+}
+
+// release puts v back in hashPool.
+func (v *hashes) release() {
+	if v != nil && v != unhashed {
+		hashPool.Put(v)
+	}
 }
 
 // probe is the i-th bit of hash h in a filter of m bits (a power of two):
@@ -85,8 +103,8 @@ type valueBlocks struct {
 // for one that is not a webhook), and returns its block once the block is
 // whole.
 func (vb *valueBlocks) add(seq uint64, t time.Time, v *hashes) (uint64, *openBlock) {
-	if seq == 0 {
-		return 0, nil
+	if seq == 0 || v == unhashed {
+		return 0, nil // its block stays without a filter
 	}
 	b := blockOf(seq)
 	ob := vb.open[b]

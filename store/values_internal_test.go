@@ -42,7 +42,7 @@ func BenchmarkValueFilters(b *testing.B) {
 		b.Run(c.name+"/hash the values", func(b *testing.B) {
 			defer testkit.CPUPerOp(b)()
 			for b.Loop() {
-				hashPool.Put(bodyValues(celfilter.StringValues, body))
+				bodyValues(celfilter.StringValues, body).release()
 			}
 		})
 		b.Run(c.name+"/the writer takes them in", func(b *testing.B) {
@@ -108,4 +108,19 @@ func TestABlockFilterFindsEveryValueItTookInAndFewOthers(t *testing.T) {
 		t.Fatalf("%d of 10000 values the block does not hold pass its filter", wrong)
 	}
 	t.Logf("%d of 10000 values it does not hold pass", wrong)
+}
+
+func TestABlockWithABodyTooLargeToHashGetsNoFilter(t *testing.T) {
+	var vb valueBlocks
+	now := time.Now()
+	large := append(append([]byte(`{"id":"`), make([]byte, valueBodyMax)...), `"}`...)
+	for seq := uint64(1); seq <= valueBlock; seq++ {
+		body := []byte(`{"id":"small"}`)
+		if seq == 7 {
+			body = large
+		}
+		if _, ob := vb.add(seq, now, bodyValues(celfilter.StringValues, body)); ob != nil {
+			t.Fatalf("a block with a body of %d bytes got a filter", len(large))
+		}
+	}
 }
