@@ -2,7 +2,12 @@ package filter
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
@@ -10,11 +15,12 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Values are the strings a field of `body` must equal in a condition the
+// Values are the values a field of `body` must equal in a condition the
 // whole expression needs (the expression itself, or a term of its
-// top-level &&). A body whose string values (StringValues) lack one of
-// them cannot match, so a store that knows which values a stretch of
-// webhooks holds can pass over a stretch without them unread.
+// top-level &&), as BodyValues gives them: a string's bytes, or a
+// number's key. A body whose values lack one of them cannot match, so a
+// store that knows which values a stretch of webhooks holds can pass
+// over a stretch without them unread.
 func (f *Filter) Values() []string { return f.values }
 
 // equals is what Values returns for the expression e.
@@ -36,39 +42,67 @@ func equals(e ast.Expr) []string {
 			return nil
 		}
 		for i, lit := range []ast.Expr{args[1], args[0]} {
-			if s, ok := stringLiteral(lit); ok && inBody(args[i]) {
-				return []string{s}
+			if v, ok := literalValue(lit); ok && inBody(args[i]) {
+				return []string{v}
 			}
 		}
 	}
 	return nil
 }
 
-// stringLiteral is e's value when e is a string literal.
-func stringLiteral(e ast.Expr) (string, bool) {
+// literalValue is e's value as BodyValues gives it, when e is a string or
+// number literal.
+func literalValue(e ast.Expr) (string, bool) {
 	if e.Kind() != ast.LiteralKind {
 		return "", false
 	}
-	s, ok := e.AsLiteral().(types.String)
-	return string(s), ok
+	switch v := e.AsLiteral().(type) {
+	case types.String:
+		return string(v), true
+	case types.Int:
+		return string(numberKey(nil, float64(v))), true
+	case types.Uint:
+		return string(numberKey(nil, float64(v))), true
+	case types.Double:
+		if math.IsNaN(float64(v)) {
+			return "", false
+		}
+		return string(numberKey(nil, float64(v))), true
+	}
+	return "", false
 }
 
-// StringValues calls fn with each string value of the JSON text body,
-// leaving out the keys of its objects, as an expression reads it:
-// unescaped, with bytes that are not UTF-8 replaced. fn must not keep s.
-// For a body that is not JSON what it finds means nothing: an expression
-// reads such a body as null, whose fields equal nothing.
-func StringValues(body []byte, fn func(s []byte)) {
+// numberKey is how BodyValues gives the number f: 0xff, which no UTF-8
+// string holds, then f's bits (a body's numbers are doubles to an
+// expression, and compare equal to an int or uint of the same value).
+func numberKey(dst []byte, f float64) []byte {
+	if f == 0 {
+		f = 0 // -0 == 0
+	}
+	return binary.BigEndian.AppendUint64(append(dst, 0xff), math.Float64bits(f))
+}
+
+// BodyValues calls fn with each value of the JSON text body that an
+// expression can compare for equality: each string value (not the keys
+// of objects) as an expression reads it, unescaped, with bytes that are
+// not UTF-8 replaced; and each number as a key of its value (numberKey).
+// fn must not keep v. For a body that is not JSON what it finds means
+// nothing: an expression reads such a body as null, whose fields equal
+// nothing.
+func BodyValues(body []byte, fn func(v []byte)) {
 	// A string needs decoding only if it holds a backslash, or bytes that
 	// are not UTF-8. Both are looked for once in the whole body: each
 	// string of a body that is UTF-8 is, since its quotes are ASCII.
 	valid := utf8.Valid(body)
 	slash := bytes.IndexByte(body, '\\') // the next backslash; -1: none
+	var key [9]byte
 	for i := 0; i < len(body); {
 		q := bytes.IndexByte(body[i:], '"')
 		if q < 0 {
+			numbers(body[i:], key[:0], fn)
 			return
 		}
+		numbers(body[i:i+q], key[:0], fn)
 		start := i + q + 1
 		end, escaped := stringEnd(body, start, &slash)
 		if end < 0 {
@@ -88,6 +122,51 @@ func StringValues(body []byte, fn func(s []byte)) {
 		}
 		fn(s)
 	}
+}
+
+// numbers calls fn with the key of each number in gap, the text between
+// two strings of a JSON body. A number ends where gjson ends it: at
+// whitespace, ',', ']' or '}'.
+func numbers(gap, key []byte, fn func([]byte)) {
+	for k := 0; k < len(gap); k++ {
+		if c := gap[k]; c != '-' && (c < '0' || c > '9') {
+			continue
+		}
+		end := k + 1
+		for end < len(gap) && gap[end] > ' ' && gap[end] != ',' && gap[end] != ']' && gap[end] != '}' {
+			end++
+		}
+		if f, ok := integer(gap[k:end]); ok {
+			fn(numberKey(key, f))
+		} else if f, err := strconv.ParseFloat(unsafe.String(&gap[k], end-k), 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			fn(numberKey(key, f))
+		}
+		k = end
+	}
+}
+
+// integer is the value of n when n is an integer of at most 15 digits
+// (which a double holds exactly): most numbers of a webhook, read
+// without strconv.
+func integer(n []byte) (float64, bool) {
+	neg := len(n) > 0 && n[0] == '-'
+	if neg {
+		n = n[1:]
+	}
+	if len(n) == 0 || len(n) > 15 {
+		return 0, false
+	}
+	v := int64(0)
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return float64(v), true
 }
 
 // stringEnd is the index of the quote that ends the JSON string whose

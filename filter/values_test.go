@@ -25,7 +25,9 @@ func TestValuesAreTheStringsABodyFieldMustEqual(t *testing.T) {
 		{`headers["x-github-event"] == "push"`, nil},
 		{`has(body.type) == true`, nil},
 		{`body.type.startsWith("invoice.")`, nil},
-		{`body.n == 1004`, nil},
+		{`body.n == 1004`, []string{key(1004)}},
+		{`body.n == 1004u && body.m == -0.0 && body.x == 2.5e-3`, []string{key(1004), key(0), key(0.0025)}},
+		{`body.n == double("NaN")`, nil},
 		{`route == "stripe"`, nil},
 	} {
 		f, err := Compile(c.expr)
@@ -38,12 +40,29 @@ func TestValuesAreTheStringsABodyFieldMustEqual(t *testing.T) {
 	}
 }
 
-// stringsOf is every string value of the JSON r, as an expression reads
-// it, found by walking gjson's tree: the oracle for StringValues.
+func key(f float64) string { return string(numberKey(nil, f)) }
+
+func TestANumberOfTheBodyEqualsAnIntOrUintOfTheSameValue(t *testing.T) {
+	for _, expr := range []string{`body.n == 1004`, `body.n == 1004u`, `body.n == 1004.0`, `body.z == 0`} {
+		f, err := Compile(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := f.Match(&Event{Body: []byte(`{"n": 1.004e3, "z": -0}`), JSON: true}); !ok || err != nil {
+			t.Errorf("%s is %v (%v) for n 1.004e3", expr, ok, err)
+		}
+	}
+}
+
+// stringsOf is every value of the JSON r that BodyValues gives, as an
+// expression reads it, found by walking gjson's tree: the oracle for
+// BodyValues.
 func stringsOf(r gjson.Result, out []string) []string {
 	switch {
 	case r.Type == gjson.String:
 		return append(out, validUTF8(r.Str))
+	case r.Type == gjson.Number:
+		return append(out, key(r.Num))
 	case r.IsObject() || r.IsArray():
 		r.ForEach(func(_, v gjson.Result) bool {
 			out = append(out, stringsOf(v, nil)...)
@@ -53,7 +72,7 @@ func stringsOf(r gjson.Result, out []string) []string {
 	return out
 }
 
-func FuzzStringValues(f *testing.F) {
+func FuzzBodyValues(f *testing.F) {
 	for _, seed := range []string{
 		`{"id":"evt_1","data":{"object":{"metadata":{"order_id":"1004"}}}}`,
 		`{"a" : "b", "c"	:["d", 1, "e", {"f":"g"}], "h": null}`,
@@ -61,6 +80,7 @@ func FuzzStringValues(f *testing.F) {
 		"{\"raw\":\"\xff\xfe\",\"k\":\"caf\xc3\xa9\"}",
 		`"top"`, `["x","y"]`, `{}`, `[]`, `{"a":"\\"}`, `{"a":"\\\""}`,
 		` { "k" : "v" } `, "{\"k\"\n:\"v\",\"w\":\"x\"\r\n}",
+		`[1,-2.5,3e2,-0,{"a":[10,"b",1e400]},0.1]`, `{"n": 1004 , "m":-7}`, `12`, `-0.0`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -73,7 +93,7 @@ func FuzzStringValues(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var got []string
-		StringValues(body, func(s []byte) { got = append(got, string(s)) })
+		BodyValues(body, func(s []byte) { got = append(got, string(s)) })
 		if !IsJSON(body) {
 			return // any answer will do: such a body is null to an expression
 		}
@@ -81,7 +101,7 @@ func FuzzStringValues(f *testing.F) {
 		slices.Sort(got)
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
-			t.Fatalf("body %q:\nStringValues %q\nits strings  %q", body, got, want)
+			t.Fatalf("body %q:\nBodyValues %q\nits strings  %q", body, got, want)
 		}
 	})
 }

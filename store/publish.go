@@ -68,8 +68,8 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 	// The body's values for the index's value filters (values.go), read
 	// while the server stores the message.
 	var values *hashes
-	if s.writer != nil && s.opts.StringValues != nil {
-		values = bodyValues(s.opts.StringValues, e.Body)
+	if s.writer != nil && s.opts.BodyValues != nil {
+		values = bodyValues(s.opts.BodyValues, e.Body)
 	}
 	select {
 	case ack := <-fut.Ok():

@@ -47,11 +47,11 @@ var ErrUnavailable = errors.New("store unavailable")
 // Options configure Open. The zero value (plus DataDir) runs an embedded
 // server with the defaults of docs/design.md, "Storage model".
 type Options struct {
-	// StringValues calls fn with each string value of a webhook body that
-	// a search may look for a field to equal (filter.StringValues). The
+	// BodyValues calls fn with each string value of a webhook body that
+	// a search may look for a field to equal (filter.BodyValues). The
 	// embedded store keeps them in its value filters (values.go); nil
 	// keeps none, and every search reads every webhook of its window.
-	StringValues func(body []byte, fn func(s []byte))
+	BodyValues func(body []byte, fn func(s []byte))
 	// DataDir holds the embedded server's JetStream files and the index
 	// (also with an external server). Empty, the index goes to a
 	// temporary directory and is rebuilt from the streams at each start.

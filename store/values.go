@@ -16,7 +16,7 @@ import (
 // passes over the stretches of the stream that hold no such string. For
 // each block of valueBlock stream sequences, the index keeps a Bloom
 // filter of the string values of the block's webhook bodies
-// (Options.StringValues), written once every sequence of the block was
+// (Options.BodyValues), written once every sequence of the block was
 // stored by this process and taken in by its writer:
 //
 //	'v' gen(8) block(8) → created(8) and the filter's bits, little-endian words

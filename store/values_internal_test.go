@@ -42,11 +42,11 @@ func BenchmarkValueFilters(b *testing.B) {
 		b.Run(c.name+"/hash the values", func(b *testing.B) {
 			defer testkit.CPUPerOp(b)()
 			for b.Loop() {
-				bodyValues(celfilter.StringValues, body).release()
+				bodyValues(celfilter.BodyValues, body).release()
 			}
 		})
 		b.Run(c.name+"/the writer takes them in", func(b *testing.B) {
-			v := bodyValues(celfilter.StringValues, body)
+			v := bodyValues(celfilter.BodyValues, body)
 			b.ReportMetric(float64(len(v.h)), "values")
 			var vb valueBlocks
 			now := time.Now()
@@ -68,7 +68,7 @@ func TestABlockFilterFindsEveryValueItTookInAndFewOthers(t *testing.T) {
 	now := time.Now()
 	var f []byte
 	for seq := uint64(1); seq <= valueBlock; seq++ {
-		v := bodyValues(celfilter.StringValues, []byte(fmt.Sprintf(`{"id":"evt_%d","type":"order.%d","k":["a%d","b%d"]}`, seq, seq%7, seq, seq)))
+		v := bodyValues(celfilter.BodyValues, []byte(fmt.Sprintf(`{"id":"evt_%d","type":"order.%d","k":["a%d","b%d"]}`, seq, seq%7, seq, seq)))
 		blk, ob := vb.add(seq, now, v)
 		if seq < valueBlock {
 			if ob != nil {
@@ -86,7 +86,7 @@ func TestABlockFilterFindsEveryValueItTookInAndFewOthers(t *testing.T) {
 		}
 	}
 	t.Logf("%d values in a filter of %d bytes", 4*valueBlock, len(f))
-	hash := func(s string) []uint64 { return bodyValues(celfilter.StringValues, []byte(fmt.Sprintf("%q", s))).h }
+	hash := func(s string) []uint64 { return bodyValues(celfilter.BodyValues, []byte(fmt.Sprintf("%q", s))).h }
 	for seq := 1; seq <= valueBlock; seq++ {
 		for _, s := range []string{fmt.Sprintf("evt_%d", seq), fmt.Sprintf("order.%d", seq%7), fmt.Sprintf("b%d", seq)} {
 			if !mayHold(f, hash(s)) {
@@ -119,7 +119,7 @@ func TestABlockWithABodyTooLargeToHashGetsNoFilter(t *testing.T) {
 		if seq == 7 {
 			body = large
 		}
-		if _, ob := vb.add(seq, now, bodyValues(celfilter.StringValues, body)); ob != nil {
+		if _, ob := vb.add(seq, now, bodyValues(celfilter.BodyValues, body)); ob != nil {
 			t.Fatalf("a block with a body of %d bytes got a filter", len(large))
 		}
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // publishIDs stores n webhooks on github, webhook i with the event id
-// <batch>-<i> and the body {"order":{"id":"o-<i>"}}, but for the bodies
+// <batch>-<i> and the body {"order":{"id":"o-<i>","n":<i>}}, but for the bodies
 // given in odd, 32 at a time.
 func publishIDs(t *testing.T, st *store.Store, batch string, n int, odd map[int]string) {
 	t.Helper()
@@ -26,7 +26,7 @@ func publishIDs(t *testing.T, st *store.Store, batch string, n int, odd map[int]
 			for i := w; i < n; i += 32 {
 				body, ok := odd[i]
 				if !ok {
-					body = fmt.Sprintf(`{"order":{"id":"o-%d"},"note":"n"}`, i)
+					body = fmt.Sprintf(`{"order":{"id":"o-%d","n":%d},"note":"n"}`, i, i)
 				}
 				if _, err := st.Publish(context.Background(), envelope(fmt.Sprintf("%s-%d", batch, i), body)); err != nil {
 					errs <- err
@@ -94,8 +94,10 @@ func TestSearchForABodyValuePassesOverBlocksWithoutIt(t *testing.T) {
 		expr string
 		want []string
 	}{
-		{`body.order.id == "o-1500"`, []string{`{"order":{"id":"o-1500"},"note":"n"}`}},
-		{`body.order.id == "o-3100"`, []string{`{"order":{"id":"o-3100"},"note":"n"}`}}, // in the block being filled
+		{`body.order.id == "o-1500"`, []string{`{"order":{"id":"o-1500","n":1500},"note":"n"}`}},
+		{`body.order.id == "o-3100"`, []string{`{"order":{"id":"o-3100","n":3100},"note":"n"}`}}, // in the block being filled
+		{`body.order.n == 1501`, []string{`{"order":{"id":"o-1501","n":1501},"note":"n"}`}},
+		{`body.order.n == 1.502e3`, []string{`{"order":{"id":"o-1502","n":1502},"note":"n"}`}},
 		{`body.order.id == "esc-é"`, []string{odd[1200]}},
 		{`"twice" == body.order.id && body.order.id.startsWith("t")`, []string{odd[2500], odd[700]}},
 		{`body.order.key == "o-1300-as-key"`, []string{odd[1300]}},

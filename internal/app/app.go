@@ -130,8 +130,8 @@ func New(ctx context.Context, cfg *policy.Config, o Options) (_ *App, err error)
 		if so.Logger == nil {
 			so.Logger = a.log
 		}
-		if so.StringValues == nil {
-			so.StringValues = filter.StringValues // what a search looks for
+		if so.BodyValues == nil {
+			so.BodyValues = filter.BodyValues // what a search looks for
 		}
 		if a.Store, err = store.Open(ctx, so); err != nil {
 			return nil, err

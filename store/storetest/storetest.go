@@ -24,8 +24,8 @@ func Open(t testing.TB, opts store.Options) *store.Store {
 	if opts.PublishTimeout == 0 {
 		opts.PublishTimeout = 2 * time.Second
 	}
-	if opts.StringValues == nil {
-		opts.StringValues = filter.StringValues // as jethook runs it
+	if opts.BodyValues == nil {
+		opts.BodyValues = filter.BodyValues // as jethook runs it
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
