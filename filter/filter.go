@@ -61,7 +61,7 @@ type Filter struct {
 	prg    cel.Program
 	reads  map[string]bool // the variables the expression names
 	needs  [][]byte        // strings a raw body must hold to match (Excludes)
-	values []string        // strings a field of body must equal (Values)
+	values [][]string      // values a body must hold (Values)
 }
 
 // environment is the CEL environment every filter compiles in: the

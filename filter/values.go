@@ -15,16 +15,18 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Values are the values a field of `body` must equal in a condition the
-// whole expression needs (the expression itself, or a term of its
-// top-level &&), as BodyValues gives them: a string's bytes, or a
-// number's key. A body whose values lack one of them cannot match, so a
-// store that knows which values a stretch of webhooks holds can pass
-// over a stretch without them unread.
-func (f *Filter) Values() []string { return f.values }
+// Values are what a body must hold for the expression to be true, as
+// BodyValues gives values (a string's bytes, or a number's key): one
+// value at least of each group. A group comes from a field of `body`
+// compared with a literal (==, or `in` a list of literals), in a
+// condition the whole expression needs: the expression itself, or a term
+// of its top-level &&; both sides of an || make one group. A store that
+// knows which values a stretch of webhooks holds can pass over a stretch
+// that lacks every value of a group unread.
+func (f *Filter) Values() [][]string { return f.values }
 
 // equals is what Values returns for the expression e.
-func equals(e ast.Expr) []string {
+func equals(e ast.Expr) [][]string {
 	if e.Kind() != ast.CallKind {
 		return nil
 	}
@@ -32,20 +34,44 @@ func equals(e ast.Expr) []string {
 	args := c.Args()
 	switch c.FunctionName() {
 	case operators.LogicalAnd:
-		var all []string
+		var all [][]string
 		for _, a := range args {
 			all = append(all, equals(a)...)
 		}
 		return all
+	case operators.LogicalOr:
+		// Either side's first group is needed if that side is true.
+		var one []string
+		for _, a := range args {
+			g := equals(a)
+			if len(g) == 0 {
+				return nil // a side that needs nothing
+			}
+			one = append(one, g[0]...)
+		}
+		return [][]string{one}
 	case operators.Equals:
 		if len(args) != 2 {
 			return nil
 		}
 		for i, lit := range []ast.Expr{args[1], args[0]} {
 			if v, ok := literalValue(lit); ok && inBody(args[i]) {
-				return []string{v}
+				return [][]string{{v}}
 			}
 		}
+	case operators.In:
+		if len(args) != 2 || !inBody(args[0]) || args[1].Kind() != ast.ListKind {
+			return nil
+		}
+		one := []string{}
+		for _, el := range args[1].AsList().Elements() {
+			v, ok := literalValue(el)
+			if !ok {
+				return nil
+			}
+			one = append(one, v)
+		}
+		return [][]string{one}
 	}
 	return nil
 }

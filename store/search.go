@@ -27,10 +27,11 @@ type Scan struct {
 	// matches every one. e holds the route, event id, method, headers and
 	// body; Match may keep nothing of e after it returns.
 	Match func(e *Envelope, seq uint64) bool
-	// Values are strings a hit's body must hold as string values
-	// (filter.Filter.Values): the scan passes over the blocks of the
-	// stream whose value filters hold not all of them (values.go).
-	Values []string
+	// Values are what a hit's body must hold (filter.Filter.Values): one
+	// value at least of each group, as Options.BodyValues gives them. The
+	// scan passes over the blocks of the stream whose value filters lack
+	// every value of a group (values.go).
+	Values [][]string
 	// NoBody says Match reads no body: the scan then reads headers alone,
 	// and each hit's whole webhook once it is found. NoHeaders says Match
 	// reads no headers: e.Header is then empty.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"time"
 
@@ -200,19 +201,28 @@ func valueKey(g int64, b uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, b)
 }
 
-// mayHold reports whether a filter (as put wrote it) may hold every one
-// of the values hashed as hs.
-func mayHold(f []byte, hs []uint64) bool {
+// mayHold reports whether a filter (as put wrote it) may hold, of each
+// group of values hashed, one at least.
+func mayHold(f []byte, groups [][]uint64) bool {
 	m := uint64(len(f)) * 8
 	if m == 0 || m&(m-1) != 0 {
 		return true // not a filter put wrote
 	}
-	for _, h := range hs {
-		for i := range uint32(valueProbes) {
-			p := probe(h, i, m)
-			if f[p/8]&(1<<(p%8)) == 0 {
-				return false
-			}
+	for _, g := range groups {
+		if !slices.ContainsFunc(g, func(h uint64) bool { return mayHoldOne(f, m, h) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// mayHoldOne reports whether the filter f of m bits may hold the value
+// hashed as h.
+func mayHoldOne(f []byte, m, h uint64) bool {
+	for i := range uint32(valueProbes) {
+		p := probe(h, i, m)
+		if f[p/8]&(1<<(p%8)) == 0 {
+			return false
 		}
 	}
 	return true
@@ -236,14 +246,17 @@ func (p *passOver) skips(b uint64) bool {
 
 // valueGaps reads the filters of the blocks of sequences lo to hi-1 of
 // the stream created at created that were whole at or after since (zero:
-// ever), and returns the ones that cannot hold all of values.
-func (x *index) valueGaps(values []string, created time.Time, since time.Time, lo, hi uint64) (*passOver, error) {
+// ever), and returns the ones that cannot hold one value of each group of
+// values.
+func (x *index) valueGaps(values [][]string, created time.Time, since time.Time, lo, hi uint64) (*passOver, error) {
 	if len(values) == 0 || lo >= hi {
 		return nil, nil
 	}
-	hs := make([]uint64, len(values))
-	for i, v := range values {
-		hs[i] = xxhash.Sum64String(v)
+	hs := make([][]uint64, len(values))
+	for i, g := range values {
+		for _, v := range g {
+			hs[i] = append(hs[i], xxhash.Sum64String(v))
+		}
 	}
 	p := &passOver{first: blockOf(lo)}
 	last := blockOf(hi - 1)

@@ -92,17 +92,20 @@ func TestABlockFilterFindsEveryValueItTookInAndFewOthers(t *testing.T) {
 	hash := func(s string) []uint64 { return bodyValues(celfilter.BodyValues, []byte(fmt.Sprintf("%q", s))).h }
 	for seq := 1; seq <= valueBlock; seq++ {
 		for _, s := range []string{fmt.Sprintf("evt_%d", seq), fmt.Sprintf("order.%d", seq%7), fmt.Sprintf("b%d", seq)} {
-			if !mayHold(f, hash(s)) {
+			if !mayHold(f, [][]uint64{hash(s)}) {
 				t.Fatalf("the filter lacks %q", s)
 			}
 		}
 	}
-	if !mayHold(f, append(hash("evt_1"), hash("a1")...)) {
+	if !mayHold(f, [][]uint64{hash("evt_1"), hash("a1")}) {
 		t.Fatal("the filter lacks one of two values it holds")
+	}
+	if !mayHold(f, [][]uint64{append(hash("other"), hash("a1")...)}) {
+		t.Fatal("the filter lacks one of two values of which it holds one")
 	}
 	wrong := 0
 	for i := range 10000 {
-		if mayHold(f, hash(fmt.Sprintf("other_%d", i))) {
+		if mayHold(f, [][]uint64{hash(fmt.Sprintf("other_%d", i))}) {
 			wrong++
 		}
 	}
@@ -187,7 +190,7 @@ func TestValueGapsReadsTheWindowsBlocksInEveryGeneration(t *testing.T) {
 		{"the stream created again, since its own first generation", created, time.Unix(gen(3), 0), 2, 19, 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := x.valueGaps([]string{"x"}, c.stream, c.since, seqs(c.lo), seqs(c.hi))
+			p, err := x.valueGaps([][]string{{"x"}}, c.stream, c.since, seqs(c.lo), seqs(c.hi))
 			if err != nil {
 				t.Fatal(err)
 			}

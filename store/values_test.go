@@ -98,6 +98,8 @@ func TestSearchForABodyValuePassesOverBlocksWithoutIt(t *testing.T) {
 		{`body.order.id == "o-3100"`, []string{`{"order":{"id":"o-3100","n":3100},"note":"n"}`}}, // in the block being filled
 		{`body.order.n == 1501`, []string{`{"order":{"id":"o-1501","n":1501},"note":"n"}`}},
 		{`body.order.n == 1.502e3`, []string{`{"order":{"id":"o-1502","n":1502},"note":"n"}`}},
+		{`body.order.id in ["o-1600", "o-2600"]`, []string{`{"order":{"id":"o-2600","n":2600},"note":"n"}`, `{"order":{"id":"o-1600","n":1600},"note":"n"}`}},
+		{`body.order.id == "o-1700" || body.order.n == 2700`, []string{`{"order":{"id":"o-2700","n":2700},"note":"n"}`, `{"order":{"id":"o-1700","n":1700},"note":"n"}`}},
 		{`body.order.id == "esc-é"`, []string{odd[1200]}},
 		{`"twice" == body.order.id && body.order.id.startsWith("t")`, []string{odd[2500], odd[700]}},
 		{`body.order.key == "o-1300-as-key"`, []string{odd[1300]}},
