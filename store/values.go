@@ -14,22 +14,24 @@ import (
 )
 
 // Value filters: a search for webhooks whose body has a field equal to a
-// string (body.data.object.metadata.order_id == "1004", Scan.Values)
-// passes over the stretches of the stream that hold no such string. For
+// value (body.data.object.metadata.order_id == "1004", Scan.Values)
+// passes over the stretches of the stream that hold no such value. For
 // each block of valueBlock stream sequences, the index keeps a Bloom
-// filter of the string values of the block's webhook bodies
-// (Options.BodyValues), written once every sequence of the block was
-// stored by this process and taken in by its writer:
+// filter of the values of the block's webhook bodies (Options.BodyValues),
+// written once every sequence of the block was stored by this process
+// and taken in by its writer (the embedded store's: with an external
+// server there is none, and no filters):
 //
 //	'v' gen(8) block(8) → created(8) and the filter's bits, little-endian words
 //
 // gen is the generation of the block's last message, so expire drops it
 // with the entries of that generation. created is when the stream was
 // created: a filter of a stream since deleted and created again (its
-// sequences start again) is not taken for the new stream's. A block with a sequence the writer
-// never saw (written by another jethook, a publish whose ack was lost,
-// whatever the catch-up at start indexes again) gets no filter, and a
-// search reads it. The same goes for the block being filled.
+// sequences start again) is not taken for the new stream's. A block with
+// a sequence the writer never saw (a publish whose ack was lost, what the
+// catch-up at start indexes again, a body too large to hash) gets no
+// filter, and a search reads it. The same goes for the block being
+// filled.
 const (
 	valueBlock = 512 // stream sequences per block: a multiple of 64
 	// valueBits is the size of a block's filter while it is filled; it is
