@@ -62,8 +62,8 @@ const valueBodyMax = 64 << 10
 // unhashed stands for the values of a body too large to hash.
 var unhashed = new(hashes)
 
-// bodyValues hashes the string values of body, as values lists them, for
-// the writer. The caller gives the result to the writer, which puts it
+// bodyValues hashes the values of body, as values lists them, for the
+// writer. The caller gives the result to the writer, which puts it
 // back in hashPool.
 func bodyValues(values func([]byte, func([]byte)), body []byte) *hashes {
 	if len(body) > valueBodyMax {
