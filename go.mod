@@ -9,6 +9,7 @@ require (
 	github.com/PaddleHQ/paddle-go-sdk/v4 v4.1.0
 	github.com/PagerDuty/go-pagerduty v1.8.0
 	github.com/caarlos0/env/v11 v11.4.2
+	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/chromedp/chromedp v0.24.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/dlclark/regexp2 v1.11.4
@@ -55,7 +56,6 @@ require (
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/cockroachdb/crlib v0.0.0-20241112164430-1264a2edc35b // indirect
 	github.com/cockroachdb/errors v1.11.3 // indirect
