@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jethook/jethook/admin"
@@ -277,5 +278,38 @@ func TestAnEventDeliveredWhileAnOrderedHeadHoldsTheAckFloorReadsDelivered(t *tes
 		if d.State != "delivered" {
 			t.Errorf("the other key's event reads %s at %s", d.State, d.Destination)
 		}
+	}
+}
+
+// A search for a value of the body passes over the blocks of the stream
+// that cannot hold it, and says how many messages it did not read.
+func TestASearchForABodyValueSaysWhatItPassedOver(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	const n = 4 * 512
+	next := make(chan int)
+	go func() {
+		defer close(next)
+		for i := range n {
+			next <- i
+		}
+	}()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				if code, _ := r.jethook.Post(t, "/hooks/shop", fmt.Sprintf(`{"type":"order.created","order":{"id":"o-%d"}}`, i), nil); code != http.StatusOK {
+					t.Errorf("webhook %d: ingress answered %d", i, code)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var p admin.SearchPage
+	if code := r.call(http.MethodGet, "/v1/events?route=shop&q="+url.QueryEscape(`body.order.id == "o-700"`), nil, &p); code != http.StatusOK {
+		t.Fatalf("search: %d", code)
+	}
+	if len(p.Events) != 1 || p.Skipped < 512 || p.Scanned+p.Skipped > n+512 {
+		t.Fatalf("found %d events, read %d, passed over %d of %d; want 1 found and whole blocks passed over", len(p.Events), p.Scanned, p.Skipped, n)
 	}
 }
