@@ -1,8 +1,10 @@
 package dashboard_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +54,22 @@ func TestTheEventsPageSearchesAsTheAPIDoesAndResends(t *testing.T) {
 	ev := r.do(c, http.MethodGet, res.header.Get("Location"), nil, nil)
 	if !strings.Contains(ev.body, `class="notice"`) || !strings.Contains(ev.body, "queued to be delivered again now") {
 		t.Fatalf("the event page does not say what the resend did: %s", ev.body)
+	}
+}
+
+func TestTheEventsPageSaysWhatASearchPassedOver(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, token)
+	for i := range 3 * 512 {
+		r.publish(&store.Envelope{EventID: fmt.Sprintf("evt-%d", i), Body: []byte(fmt.Sprintf(`{"order":{"id":"o-%d"}}`, i))})
+	}
+	c := r.client()
+	r.login(c)
+	got := r.do(c, http.MethodGet, "/events?"+url.Values{"q": {`body.order.id == "o-900"`}, "route": {"shop"}}.Encode(), nil, nil)
+	if got.code != http.StatusOK || strings.Count(got.body, `href="/events/evt-`) != 1 {
+		t.Fatalf("search for order o-900: %d, want its one event: %s", got.code, got.body)
+	}
+	if !regexp.MustCompile(`Scanned \d+ webhooks \([^)]*\), passed over \d+ unread`).MatchString(got.body) {
+		t.Errorf("the page does not say what the search passed over: %s", got.body)
 	}
 }
