@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"time"
@@ -238,26 +239,37 @@ func (x *index) valueGaps(values []string, created time.Time, since time.Time, l
 		return nil, fmt.Errorf("index: %w", err)
 	}
 	defer it.Close()
-	for it.First(); it.Valid(); it.Next() {
+	// Each generation holds a run of blocks: the scan seeks to the first
+	// block of the window in each, and on to the next generation past
+	// its last, so it reads the filters of the window's blocks alone,
+	// not every filter since.
+	for ok := it.First(); ok; {
 		k := it.Key()
 		if len(k) != 17 {
+			ok = it.Next()
 			continue
 		}
-		b := binary.BigEndian.Uint64(k[9:])
-		if b < p.first || b > last {
+		g, b := binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[9:])
+		switch {
+		case b < p.first:
+			ok = it.SeekGE(valueKey(int64(g), p.first))
+			continue
+		case b > last && g == math.MaxUint64:
+			ok = false
+			continue
+		case b > last:
+			ok = it.SeekGE(valueKey(int64(g+1), p.first))
 			continue
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return nil, fmt.Errorf("index: %w", err)
 		}
-		if len(v) < 8 || binary.BigEndian.Uint64(v) != uint64(created.UnixNano()) {
-			continue // another stream's
-		}
-		if !mayHold(v[8:], hs) {
+		if len(v) >= 8 && binary.BigEndian.Uint64(v) == uint64(created.UnixNano()) && !mayHold(v[8:], hs) {
 			i := b - p.first
 			p.bits[i/64] |= 1 << (i % 64)
 		}
+		ok = it.Next()
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("index: %w", err)

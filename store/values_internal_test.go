@@ -2,10 +2,13 @@ package store
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+	"github.com/cockroachdb/pebble/v2"
 	celfilter "github.com/jethook/jethook/filter"
 	"github.com/jethook/jethook/internal/testkit"
 )
@@ -108,4 +111,80 @@ func TestABlockFilterFindsEveryValueItTookInAndFewOthers(t *testing.T) {
 		t.Fatalf("%d of 10000 values the block does not hold pass its filter", wrong)
 	}
 	t.Logf("%d of 10000 values it does not hold pass", wrong)
+}
+
+// The index holds the filters of a run of blocks in each generation, and
+// a stream created again numbers its blocks from 0 again in a later one:
+// valueGaps must find the window's blocks in each of them, whatever it
+// passes over to reach them.
+func TestValueGapsReadsTheWindowsBlocksInEveryGeneration(t *testing.T) {
+	x, err := openIndex(t.TempDir(), time.Hour, 1<<20, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.close()
+	old, created := time.Unix(1_700_000_000, 0), time.Unix(1_700_050_000, 0)
+	gen := func(i int64) int64 { return old.Unix() - old.Unix()%x.width + i*x.width }
+	hold := func(b uint64) bool { return b%3 == 0 } // the blocks that hold "x"
+	batch := x.db.NewBatch()
+	put := func(stream time.Time, g int64, b uint64) {
+		vb := valueBlocks{created: uint64(stream.UnixNano())}
+		ob := &openBlock{bits: make([]uint64, valueBits/64)}
+		values := []string{fmt.Sprintf("in-%d", b)}
+		if hold(b) {
+			values = append(values, "x")
+		}
+		for _, v := range values {
+			h := xxhash.Sum64String(v)
+			for i := range uint32(valueProbes) {
+				p := probe(h, i, valueBits)
+				ob.bits[p/64] |= 1 << (p % 64)
+			}
+		}
+		vb.put(batch, g, b, ob)
+	}
+	// The old stream: blocks 0 to 29, ten in each of three generations;
+	// the stream created again: blocks 0 to 19 in the fourth and fifth.
+	for b := range uint64(30) {
+		put(old, gen(int64(b/10)), b)
+	}
+	for b := range uint64(20) {
+		put(created, gen(3+int64(b/10)), b)
+	}
+	if err := batch.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	seqs := func(b uint64) uint64 { return b*valueBlock + 1 } // the first sequence of block b
+	for _, c := range []struct {
+		name    string
+		stream  time.Time
+		since   time.Time
+		lo, hi  uint64 // blocks
+		written uint64 // the stream's blocks with a filter
+	}{
+		{"the old stream, its whole", old, time.Time{}, 0, 30, 30},
+		{"the old stream, a window within one generation", old, time.Time{}, 12, 17, 30},
+		{"the old stream, a window across generations", old, time.Time{}, 7, 24, 30},
+		{"the old stream, since its second generation", old, time.Unix(gen(1), 0), 3, 28, 30},
+		{"the old stream, past its last filter", old, time.Time{}, 25, 40, 30},
+		{"the stream created again, its whole", created, time.Time{}, 0, 20, 20},
+		{"the stream created again, a window across generations", created, time.Time{}, 8, 13, 20},
+		{"the stream created again, since its own first generation", created, time.Unix(gen(3), 0), 2, 19, 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := x.valueGaps([]string{"x"}, c.stream, c.since, seqs(c.lo), seqs(c.hi))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for b := c.lo; b < c.hi; b++ {
+				want := b < c.written && !hold(b)
+				if c.stream.Equal(old) && !c.since.IsZero() && int64(b/10) < 1 {
+					want = false // its generation is before since
+				}
+				if got := p.skips(b); got != want {
+					t.Errorf("block %d: passed over %v, want %v", b, got, want)
+				}
+			}
+		})
+	}
 }
