@@ -92,6 +92,7 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 	if q.Limit < 1 {
 		q.Limit = 1
 	}
+	began := time.Now()
 	info, err := s.main.Info(ctx)
 	if err != nil {
 		return end, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
@@ -113,7 +114,7 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 		return end, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
 	defer l.close()
-	sc := &scanner{s: s, link: l, q: q, hit: hit, progress: progress, subject: "webhooks.*.*"}
+	sc := &scanner{s: s, link: l, q: q, hit: hit, progress: progress, subject: "webhooks.*.*", pace: pace{&s.ingest, began}}
 	if sc.skip, err = s.idx.valueGaps(q.Values, info.Created, q.Since, lo, hi); err != nil {
 		s.opts.Logger.Warn("search: value filters unreadable; reading every webhook", "err", err)
 	}
@@ -196,6 +197,7 @@ type scanner struct {
 	hits             int
 	avg              int64     // the stream's average message size, for window sizes
 	skip             *passOver // the blocks that hold not all of q.Values
+	pace             pace
 }
 
 // span is a run of stream sequences [lo, hi) that a scan reads, or that
@@ -241,6 +243,9 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 	if sc.q.Route == "" || stop-start <= shortSpan {
 		filter = "" // the scan takes the subjects it wants itself (wants)
 	}
+	if err := sc.pace.rest(ctx); err != nil {
+		return 0, false, first, err
+	}
 	c, err := sc.s.main.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		Description:       "jethook: search",
 		AckPolicy:         jetstream.AckNonePolicy,
@@ -259,7 +264,7 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 	if info.NumPending == 0 {
 		return at, false, first, nil
 	}
-	p, err := pullFrom(sc.link, &sc.s.ingest, info.Name)
+	p, err := pullFrom(sc.link, &sc.pace, info.Name)
 	if err != nil {
 		return 0, false, first, err
 	}
