@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -132,9 +131,6 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 	r.Fill.CPU += day.CPU
 	if r.Fill.Failed > 0 || r.Fill.Requests != o.Retained {
 		return r, fmt.Errorf("filling the store: %d stored, %d failed", r.Fill.Requests, r.Fill.Failed)
-	}
-	if os.Getenv("JETHOOK_STALL_AB") != "" {
-		return r, stallAB(ctx, st, url, o, next+int64(o.Retained), hour)
 	}
 	for _, run := range []struct {
 		out    *SearchRun
