@@ -119,9 +119,7 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 	}
 	next := int64(o.Retained)
 	fmt.Fprintf(o.Progress, "search: stored %d in %s; ingest idle for %s\n", day.Requests, day.Elapsed.Round(time.Second), o.Idle)
-	pp := profStart("idle")
 	r.Idle = runFrom(ctx, url, o.Load, 0, o.Idle, o.BodySize, next)
-	pp.stop()
 	next += int64(r.Idle.Requests + r.Idle.Failed + o.Load)
 	hour := time.Now().UTC()
 	r.Fill = runFrom(ctx, url, o.Clients, lastHour, 0, o.BodySize, int64(o.Retained-lastHour))
@@ -143,9 +141,7 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 		{&r.Unindexed, "24 h", admin.Search{Route: "bench", Since: "24h", Expr: `body.id.endsWith("_none")`}},
 	} {
 		fmt.Fprintf(o.Progress, "search: %s: %s\n", run.window, run.s.Expr)
-		pp := profStart(map[*SearchRun]string{&r.Selective: "selective", &r.Full: "full", &r.Unindexed: "unindexed"}[run.out])
 		*run.out, err = searchBeside(ctx, st, run.s, url, o, next)
-		pp.stop()
 		if err != nil {
 			return r, err
 		}
@@ -168,10 +164,6 @@ func searchBeside(ctx context.Context, st *stack, s admin.Search, url string, o 
 	begin := time.Now()
 	for out.Runs == 0 || time.Since(begin) < searchMeasured {
 		start, found := time.Now(), 0
-		if stallExp(out.Runs) {
-			out.Runs++
-			continue
-		}
 		end, err := st.app.Service.Search(ctx, s, func(admin.EventSummary) bool {
 			if found == 0 && out.Runs == 0 {
 				out.First = time.Since(start)
