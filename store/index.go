@@ -55,10 +55,11 @@ type index struct {
 	mu   sync.Mutex
 	gens []int64 // live generations, oldest first
 
-	seen   *seen         // the event ids of each generation, in memory
-	work   work          // the work records' counts (work.go)
-	stop   chan struct{} // closed by close: ends fillSeen
-	filled chan struct{} // closed when fillSeen has ended
+	seen    *seen         // the event ids of each generation, in memory
+	filters filterCache   // value filters kept in memory (values.go)
+	work    work          // the work records' counts (work.go)
+	stop    chan struct{} // closed by close: ends fillSeen
+	filled  chan struct{} // closed when fillSeen has ended
 }
 
 // Kinds of index entries.
@@ -548,7 +549,8 @@ func (w *writer) run(log *slog.Logger) {
 				putEntry(b, key(g, id, st.kind, st.route, st.dest, nil), st.seq, st.at, st.ref)
 			}
 			if blk, ob := w.blocks.add(st.seq, st.at, st.values); ob != nil {
-				w.blocks.put(b, w.x.gen(b, ob.at), blk, ob)
+				g := w.x.gen(b, ob.at)
+				w.x.filters.keep(g, blk, w.blocks.put(b, g, blk, ob))
 			}
 			st.values.release()
 			w.high = max(w.high, st.seq)

@@ -51,6 +51,15 @@ func (src recordSource) while(ctx context.Context, batch int, fn func(jetstream.
 	if err != nil {
 		return err
 	}
+	// nats.go deletes an ordered consumer when it makes it anew, but not
+	// the last: it would stay on the server until its inactive threshold
+	// (5 minutes), and the server goes through every consumer of the
+	// stream for each message stored. A search makes one each time.
+	defer func() {
+		if info := c.CachedInfo(); info != nil {
+			_ = src.st.DeleteConsumer(context.WithoutCancel(ctx), info.Name)
+		}
+	}()
 	empty := 0
 	for {
 		b, err := c.FetchNoWait(batch)

@@ -93,6 +93,7 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 	if q.Limit < 1 {
 		q.Limit = 1
 	}
+	began := time.Now()
 	info, err := s.main.Info(ctx)
 	if err != nil {
 		return end, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
@@ -114,7 +115,7 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 		return end, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
 	defer l.close()
-	sc := &scanner{s: s, link: l, q: q, hit: hit, progress: progress, subject: "webhooks.*.*"}
+	sc := &scanner{s: s, link: l, q: q, hit: hit, progress: progress, subject: "webhooks.*.*", pace: pace{&s.ingest, began}}
 	if sc.skip, err = s.idx.valueGaps(q.Values, info.Created, q.Since, lo, hi); err != nil {
 		s.opts.Logger.Warn("search: value filters unreadable; reading every webhook", "err", err)
 	}
@@ -197,6 +198,7 @@ type scanner struct {
 	hits             int
 	avg              int64     // the stream's average message size, for window sizes
 	skip             *passOver // the blocks that hold not all of q.Values
+	pace             pace
 }
 
 // span is a run of stream sequences [lo, hi) that a scan reads, or that
@@ -238,10 +240,17 @@ func (sc *scanner) spans(lo, hi uint64) []span {
 // was asked for, so a slow scan makes it wait, not drop messages.
 func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn func(Hit) bool) (at uint64, full bool, first time.Time, err error) {
 	at = stop
+	filter := sc.subject
+	if sc.q.Route == "" || stop-start <= shortSpan {
+		filter = "" // the scan takes the subjects it wants itself (wants)
+	}
+	if err := sc.pace.rest(ctx); err != nil {
+		return 0, false, first, err
+	}
 	c, err := sc.s.main.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		Description:       "jethook: search",
 		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubject:     sc.subject,
+		FilterSubject:     filter,
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       start,
 		InactiveThreshold: 30 * time.Second, // the server drops it if a search cannot
@@ -256,7 +265,7 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 	if info.NumPending == 0 {
 		return at, false, first, nil
 	}
-	p, err := pullFrom(sc.link, &sc.s.ingest, info.Name)
+	p, err := pullFrom(sc.link, &sc.pace, info.Name)
 	if err != nil {
 		return 0, false, first, err
 	}
@@ -271,6 +280,11 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 			continue
 		case seq >= stop:
 			return at, full, first, nil
+		case filter == "" && !sc.wants(m.subject):
+			if pending == 0 {
+				return at, full, first, nil
+			}
+			continue
 		case bound && sc.over() != "":
 			return seq, true, first, nil
 		}
@@ -298,6 +312,33 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 			return at, full, first, nil
 		}
 	}
+}
+
+// A consumer made with a subject filter that has a wildcard, and that
+// starts past the stream's first message, counts the messages it has to
+// deliver at its creation by going through the stream's blocks on one
+// side of its start: up to half of them, holding the stream's store
+// locked, so that every message stored meanwhile waits (nats-server's
+// fileStore.NumPending). With no filter it counts them from each block's
+// totals. A read of a short span, as a search that passes over blocks
+// makes, and every read of a search of every route, makes its consumer
+// with no filter and passes over the messages of other subjects itself:
+// they are few (the other routes' in a short span; replays and due
+// messages) against the time the store stays locked for each consumer.
+const shortSpan = 4 * valueBlock
+
+// wants reports whether subject is one sc.subject, the scan's filter,
+// takes: webhooks.<route>.<token>, of the searched route if any.
+func (sc *scanner) wants(subject string) bool {
+	rest, ok := strings.CutPrefix(subject, "webhooks.")
+	if !ok {
+		return false
+	}
+	route, token, ok := strings.Cut(rest, ".")
+	if !ok || route == "" || token == "" || strings.Contains(token, ".") {
+		return false
+	}
+	return sc.q.Route == "" || route == sc.q.Route
 }
 
 // ackFacts reads a message's stream sequence, stored time and the

@@ -304,3 +304,41 @@ func TestSearchEndsWhenItsContextDoes(t *testing.T) {
 		t.Fatalf("Search after its context ended: %v, having matched %d webhooks; want context.Canceled after 1", err, matched)
 	}
 }
+
+// The stream holds replays (and due retries) beside webhooks: a search
+// reads webhooks alone, of every route or of one, whether it reads a
+// span of the stream through a subject filter or takes the subjects it
+// wants itself.
+func TestSearchReadsWebhooksNotTheReplaysBesideThem(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	ctx := context.Background()
+	const n = 3000 // longer than the span read without a filter
+	for i := range n {
+		e := envelope(fmt.Sprintf("gh-%04d", i), fmt.Sprintf(`{"order":%d}`, i))
+		if i%3 == 2 {
+			e.Route = "stripe"
+		}
+		stored, err := st.Publish(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 0 {
+			if _, err := st.Resend(ctx, e, stored.Seq, "app", 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		route string
+		want  int
+	}{{"", n}, {"github", n - n/3}, {"stripe", n / 3}} {
+		for _, oldest := range []bool{false, true} {
+			got := pages(t, st, store.Scan{Route: c.route, Limit: n, Oldest: oldest})
+			slices.Sort(got)
+			if len(got) != c.want || len(slices.Compact(got)) != c.want {
+				t.Errorf("route %q, oldest first %v: found %d webhooks, want %d", c.route, oldest, len(got), c.want)
+			}
+		}
+	}
+}

@@ -7,11 +7,14 @@ import (
 )
 
 // A search yields to ingest: while webhooks arrive, it rests between the
-// batches it reads as long as it took to read the last, so that it takes
-// at most half of the time it runs, and ingest gets the cores in between.
-// The evidence is a webhook stored within the last ingestQuiet; the rest
-// is bounded by the batch's own reading time, so a search always goes on
-// at half its speed or more.
+// batches it reads, and before each consumer it makes, as long as it
+// worked since its last rest, so that it takes at most half of the time
+// it runs, and ingest gets the cores in between. A search that passes
+// over most of the stream reads few batches and makes a few consumers:
+// its work between batches (the consumers, the index's value filters)
+// is what it rests for. The evidence is a webhook stored within the last
+// ingestQuiet; the rest is bounded by the search's own working time, so
+// a search always goes on at half its speed or more.
 const ingestQuiet = 250 * time.Millisecond
 
 // ingestSeen is when the store last stored a webhook, for searches to
@@ -42,4 +45,18 @@ func (i *ingestSeen) yield(ctx context.Context, read time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// pace is one search's rests.
+type pace struct {
+	ingest *ingestSeen
+	since  time.Time // when the search last started working again
+}
+
+// rest rests for as long as the search worked since its last rest, if
+// ingest is busy.
+func (p *pace) rest(ctx context.Context) error {
+	err := p.ingest.yield(ctx, time.Since(p.since))
+	p.since = time.Now()
+	return err
 }

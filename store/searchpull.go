@@ -146,8 +146,7 @@ func (l *clientLink) close() { l.nc.Close() }
 // while the scan reads this one, and never more than was asked for, so a
 // slow scan makes it wait, not drop messages.
 type pull struct {
-	ingest  *ingestSeen // yielded to between batches
-	last    time.Time   // when the last batch was asked for
+	pace    *pace // rested between batches
 	link    link
 	inbox   string
 	subject string // where asks go
@@ -165,8 +164,8 @@ var pullAsk = []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, scanBatch, pullExp
 
 const pullExpires = 2 * time.Second
 
-func pullFrom(l link, ingest *ingestSeen, consumer string) (*pull, error) {
-	p := &pull{link: l, ingest: ingest, last: time.Now(), subject: "$JS.API.CONSUMER.MSG.NEXT." + StreamName + "." + consumer}
+func pullFrom(l link, pace *pace, consumer string) (*pull, error) {
+	p := &pull{link: l, pace: pace, subject: "$JS.API.CONSUMER.MSG.NEXT." + StreamName + "." + consumer}
 	var err error
 	if p.inbox, err = l.listen(); err != nil {
 		return nil, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
@@ -204,10 +203,9 @@ func (p *pull) next(ctx context.Context) (*scanMsg, error) {
 				return m, nil
 			}
 			// A batch read: rest before asking for the next.
-			if err := p.ingest.yield(ctx, time.Since(p.last)); err != nil {
+			if err := p.pace.rest(ctx); err != nil {
 				return nil, err
 			}
-			p.last = time.Now()
 			return m, p.ask()
 		}
 		// A status: only an expired ask (408) is expected.

@@ -47,3 +47,34 @@ func TestASearchFindsTheStartOfItsWindowWhenAFetchEndsBeforeTheServerAnswers(t *
 		t.Error("the proxy held back no delivery: the fetch was not cut short")
 	}
 }
+
+// A search with a window makes consumers to find its start and read it:
+// none stays on the server after it, where each would be gone through
+// for every message stored until its inactive threshold.
+func TestASearchLeavesNoConsumerBehind(t *testing.T) {
+	t.Parallel()
+	ctx, s, _ := storeBehindProxy(t)
+	for i := range 3 {
+		if _, err := s.js.Publish(ctx, fmt.Sprintf("webhooks.shop.%d", i), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consumers := func() int {
+		t.Helper()
+		info, err := s.main.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	before := consumers()
+	for range 3 {
+		q := Scan{Route: "shop", Since: time.Now().Add(-time.Hour), Until: time.Now(), Limit: 10}
+		if _, err := s.Search(ctx, q, func(Hit) bool { return true }, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := consumers(); after != before {
+		t.Fatalf("%d consumers on the stream before the searches, %d after", before, after)
+	}
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -164,8 +165,9 @@ func (vb *valueBlocks) release(b uint64) {
 	}
 }
 
-// put writes whole block b's filter, folded, to batch.
-func (vb *valueBlocks) put(batch *pebble.Batch, g int64, b uint64, ob *openBlock) {
+// put writes whole block b's filter, folded, to batch, and returns the
+// value it wrote.
+func (vb *valueBlocks) put(batch *pebble.Batch, g int64, b uint64, ob *openBlock) []byte {
 	f := fold(ob.bits)
 	v := make([]byte, 0, 8+8*len(f))
 	v = binary.BigEndian.AppendUint64(v, vb.created)
@@ -174,6 +176,7 @@ func (vb *valueBlocks) put(batch *pebble.Batch, g int64, b uint64, ob *openBlock
 	}
 	_ = batch.Set(valueKey(g, b), v, nil)
 	vb.free = append(vb.free[:min(len(vb.free), 1)], ob.bits)
+	return v
 }
 
 // fold halves words in place while at most half of the halved filter's
@@ -246,10 +249,75 @@ func (p *passOver) skips(b uint64) bool {
 	return i/64 < uint64(len(p.bits)) && p.bits[i/64]&(1<<(i%64)) != 0
 }
 
+// filterCacheBytes bounds the value filters kept in memory, as written
+// and as searches read them: a search run again (a page after page, a
+// dashboard's refresh) then reads no filter from the index. Read from
+// the index, a filter takes the index's block cache (indexCache) from
+// the lookups every stored webhook makes, and, without cgo, garbage for
+// each block read: beside ingest, both slow it down.
+const filterCacheBytes = 8 << 20
+
+// filterCache is the value filters last written or read, by block: each
+// as put wrote it (the stream's creation time, then the bits), with its
+// generation.
+type filterCache struct {
+	mu    sync.Mutex
+	byBlk map[uint64]cachedFilter
+	order []uint64 // blocks, oldest kept first, from head
+	head  int
+	bytes int
+}
+
+type cachedFilter struct {
+	gen int64
+	v   []byte
+}
+
+// keep keeps block b's filter v, of generation g, letting go of the
+// oldest kept while they hold more than filterCacheBytes. v is not
+// changed after.
+func (c *filterCache) keep(g int64, b uint64, v []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byBlk == nil {
+		c.byBlk = make(map[uint64]cachedFilter)
+	}
+	if old, ok := c.byBlk[b]; ok {
+		c.bytes -= len(old.v)
+	} else {
+		c.order = append(c.order, b)
+	}
+	c.byBlk[b] = cachedFilter{g, v}
+	c.bytes += len(v)
+	for c.bytes > filterCacheBytes && c.head < len(c.order) {
+		old := c.order[c.head]
+		c.head++
+		c.bytes -= len(c.byBlk[old].v)
+		delete(c.byBlk, old)
+	}
+	if c.head > len(c.order)/2 {
+		c.order = append(c.order[:0], c.order[c.head:]...)
+		c.head = 0
+	}
+}
+
+// get is block b's kept filter of the stream created at created, if it
+// is kept and of generation since or later.
+func (c *filterCache) get(b uint64, created uint64, since int64) ([]byte, bool) {
+	c.mu.Lock()
+	f, ok := c.byBlk[b]
+	c.mu.Unlock()
+	if !ok || f.gen < since || binary.BigEndian.Uint64(f.v) != created {
+		return nil, false
+	}
+	return f.v, true
+}
+
 // valueGaps reads the filters of the blocks of sequences lo to hi-1 of
 // the stream created at created that were whole at or after since (zero:
 // ever), and returns the ones that cannot hold one value of each group of
-// values.
+// values. It reads from the index only the blocks whose filters are not
+// kept in memory.
 func (x *index) valueGaps(values [][]string, created time.Time, since time.Time, lo, hi uint64) (*passOver, error) {
 	if len(values) == 0 || lo >= hi {
 		return nil, nil
@@ -263,9 +331,31 @@ func (x *index) valueGaps(values [][]string, created time.Time, since time.Time,
 	p := &passOver{first: blockOf(lo)}
 	last := blockOf(hi - 1)
 	p.bits = make([]uint64, (last-p.first)/64+1)
+	sinceGen := int64(math.MinInt64)
 	from := []byte{'v'}
 	if !since.IsZero() {
-		from = binary.BigEndian.AppendUint64(from, uint64(since.Unix()-since.Unix()%x.width))
+		sinceGen = since.Unix() - since.Unix()%x.width
+		from = binary.BigEndian.AppendUint64(from, uint64(sinceGen))
+	}
+	stream := uint64(created.UnixNano())
+	check := func(b uint64, v []byte) {
+		if len(v) >= 8 && binary.BigEndian.Uint64(v) == stream && !mayHold(v[8:], hs) {
+			i := b - p.first
+			p.bits[i/64] |= 1 << (i % 64)
+		}
+	}
+	// The blocks from first to last that are not kept are read from the
+	// index; those kept on either side of them are not.
+	first, end := last+1, p.first
+	for b := p.first; b <= last; b++ {
+		if v, ok := x.filters.get(b, stream, sinceGen); ok {
+			check(b, v)
+			continue
+		}
+		first, end = min(first, b), b+1
+	}
+	if first >= end {
+		return p, nil
 	}
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: []byte{'v' + 1}})
 	if err != nil {
@@ -273,9 +363,9 @@ func (x *index) valueGaps(values [][]string, created time.Time, since time.Time,
 	}
 	defer it.Close()
 	// Each generation holds a run of blocks: the scan seeks to the first
-	// block of the window in each, and on to the next generation past
-	// its last, so it reads the filters of the window's blocks alone,
-	// not every filter since.
+	// block to read in each, and on to the next generation past the last,
+	// so it reads the filters of those blocks alone, not every filter
+	// since.
 	for ok := it.First(); ok; {
 		k := it.Key()
 		if len(k) != 17 {
@@ -284,23 +374,23 @@ func (x *index) valueGaps(values [][]string, created time.Time, since time.Time,
 		}
 		g, b := binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[9:])
 		switch {
-		case b < p.first:
-			ok = it.SeekGE(valueKey(int64(g), p.first))
+		case b < first:
+			ok = it.SeekGE(valueKey(int64(g), first))
 			continue
-		case b > last && g == math.MaxUint64:
+		case b >= end && g == math.MaxUint64:
 			ok = false
 			continue
-		case b > last:
-			ok = it.SeekGE(valueKey(int64(g+1), p.first))
+		case b >= end:
+			ok = it.SeekGE(valueKey(int64(g+1), first))
 			continue
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return nil, fmt.Errorf("index: %w", err)
 		}
-		if len(v) >= 8 && binary.BigEndian.Uint64(v) == uint64(created.UnixNano()) && !mayHold(v[8:], hs) {
-			i := b - p.first
-			p.bits[i/64] |= 1 << (i % 64)
+		check(b, v)
+		if len(v) >= 8 && binary.BigEndian.Uint64(v) == stream {
+			x.filters.keep(int64(g), b, bytes.Clone(v))
 		}
 		ok = it.Next()
 	}

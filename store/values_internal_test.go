@@ -189,20 +189,57 @@ func TestValueGapsReadsTheWindowsBlocksInEveryGeneration(t *testing.T) {
 		{"the stream created again, a window across generations", created, time.Time{}, 8, 13, 20},
 		{"the stream created again, since its own first generation", created, time.Unix(gen(3), 0), 2, 19, 20},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			p, err := x.valueGaps([][]string{{"x"}}, c.stream, c.since, seqs(c.lo), seqs(c.hi))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for b := c.lo; b < c.hi; b++ {
-				want := b < c.written && !hold(b)
-				if c.stream.Equal(old) && !c.since.IsZero() && int64(b/10) < 1 {
-					want = false // its generation is before since
+		// The first reading keeps what it reads in memory; the second
+		// finds it there, the third after the other stream's were read.
+		for _, reading := range []string{"read", "read again", "read a third time"} {
+			t.Run(c.name+", "+reading, func(t *testing.T) {
+				p, err := x.valueGaps([][]string{{"x"}}, c.stream, c.since, seqs(c.lo), seqs(c.hi))
+				if err != nil {
+					t.Fatal(err)
 				}
-				if got := p.skips(b); got != want {
-					t.Errorf("block %d: passed over %v, want %v", b, got, want)
+				for b := c.lo; b < c.hi; b++ {
+					want := b < c.written && !hold(b)
+					if c.stream.Equal(old) && !c.since.IsZero() && int64(b/10) < 1 {
+						want = false // its generation is before since
+					}
+					if got := p.skips(b); got != want {
+						t.Errorf("block %d: passed over %v, want %v", b, got, want)
+					}
+				}
+			})
+			if reading == "read again" {
+				other := old
+				if c.stream.Equal(old) {
+					other = created
+				}
+				if _, err := x.valueGaps([][]string{{"x"}}, other, time.Time{}, 1, seqs(30)); err != nil {
+					t.Fatal(err)
 				}
 			}
-		})
+		}
+	}
+}
+
+func TestTheFiltersKeptInMemoryStayWithinTheirBound(t *testing.T) {
+	var c filterCache
+	f := make([]byte, 8+1024)
+	n := uint64(2 * filterCacheBytes / len(f))
+	for b := range n {
+		c.keep(1, b, f)
+		if b == 3 {
+			c.keep(1, 1, f) // kept again
+		}
+	}
+	if c.bytes > filterCacheBytes || c.bytes != len(c.byBlk)*len(f) {
+		t.Fatalf("%d bytes kept for %d filters of %d bytes (bound %d)", c.bytes, len(c.byBlk), len(f), filterCacheBytes)
+	}
+	if _, ok := c.get(0, 0, 0); ok {
+		t.Error("the oldest filter is kept")
+	}
+	if _, ok := c.get(n-1, 0, 0); !ok {
+		t.Error("the newest filter is not kept")
+	}
+	if _, ok := c.get(n-1, 0, 2); ok {
+		t.Error("a filter of a generation before since is found")
 	}
 }
