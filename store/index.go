@@ -43,9 +43,9 @@ import (
 // the SHA-256 of the event id, kind one of the kind* bytes. A marker key
 // 'l' gen(8) lists the generations; 'm' stream holds the last sequence of
 // each stream indexed, and 'b' when the index was made. 'v' gen(8) keys
-// hold the value filters of blocks of the stream (values.go). Work records ('w',
-// work.go) and the ordering's heads and queues ('o', 'q', order.go) are
-// the things kept here that no stream holds.
+// hold the value filters of blocks of WEBHOOKS (values.go). Work records
+// ('w', work.go) and the ordering's heads and queues ('o', 'q', order.go)
+// are the things kept here that no stream holds.
 type index struct {
 	db    *pebble.DB
 	born  time.Time // when this index was made: it knows nothing written before
