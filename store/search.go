@@ -114,7 +114,7 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 	if err != nil {
 		return end, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
-	defer func() { s.doneWith(l, err == nil) }()
+	defer l.close()
 	sc := &scanner{s: s, link: l, q: q, hit: hit, progress: progress, subject: "webhooks.*.*", pace: pace{&s.ingest, began}}
 	if sc.skip, err = s.idx.valueGaps(q.Values, info.Created, q.Since, lo, hi); err != nil {
 		s.opts.Logger.Warn("search: value filters unreadable; reading every webhook", "err", err)
@@ -139,16 +139,12 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 	return sc.end, err
 }
 
-// searchLink is a connection for one search: its messages then queue on
-// their own, not ahead of the acks ingest waits for. To the embedded
-// server it is a wire, the one the last search left (wireSlot) or a new
-// one; to another, a nats.go connection as the store's own is made but
-// without its handlers.
+// searchLink opens a connection for one search: its messages then queue
+// on their own, not ahead of the acks ingest waits for. To the embedded
+// server it is a wire; to another, a nats.go connection as the store's
+// own is made but without its handlers.
 func (s *Store) searchLink(ctx context.Context) (link, error) {
 	if s.srv != nil {
-		if w := s.wires.take(ctx); w != nil {
-			return w, nil
-		}
 		return dialWire(ctx, s.srv, s.opts.ClientToken)
 	}
 	o := s.nc.Opts
@@ -162,16 +158,6 @@ func (s *Store) searchLink(ctx context.Context) (link, error) {
 		return nil, err
 	}
 	return &clientLink{nc: nc}, nil
-}
-
-// doneWith ends a search's use of l: a wire to the embedded server is
-// kept for the next search when the search ended well (clean).
-func (s *Store) doneWith(l link, clean bool) {
-	if w, ok := l.(*wire); ok {
-		s.wires.keep(w, clean)
-		return
-	}
-	l.close()
 }
 
 // seqAt is the sequence of the first message of the stream stored at or

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -223,75 +222,6 @@ func (w *wire) close() {
 	close(w.in.done)
 }
 
-// A search's wire is kept for the next search, for up to wireIdle:
-// making an in-process connection, and closing it, is the costliest part
-// of a short search for the server (it registers the client, sends it
-// its INFO and allocates its buffers), and searches come in runs (page
-// after page, a dashboard's refresh). wireIdle is well within the time
-// the server gives a connection that does not answer its pings (two
-// minutes between pings, two unanswered).
-const wireIdle = 30 * time.Second
-
-// wireSlot holds the wire kept between searches.
-type wireSlot struct {
-	mu    sync.Mutex
-	w     *wire
-	since time.Time // when it was kept
-}
-
-// take is the wire kept, watching ctx as dialWire's does, if one was kept
-// less than wireIdle ago and its connection has not ended; nil otherwise.
-func (s *wireSlot) take(ctx context.Context) *wire {
-	s.mu.Lock()
-	w, since := s.w, s.since
-	s.w = nil
-	s.mu.Unlock()
-	if w == nil {
-		return nil
-	}
-	select {
-	case <-w.in.ended:
-		w.close()
-		return nil
-	default:
-	}
-	if time.Since(since) > wireIdle {
-		w.close()
-		return nil
-	}
-	w.stop = context.AfterFunc(ctx, func() { _ = w.conn.SetReadDeadline(time.Now()) })
-	return w
-}
-
-// keep keeps w for the next search, if the search that used it ended well
-// (clean) and its context did not cut a read short; it closes the wire
-// kept before, or w.
-func (s *wireSlot) keep(w *wire, clean bool) {
-	if !w.stop() || !clean {
-		w.close()
-		return
-	}
-	w.stop = func() bool { return false }
-	s.mu.Lock()
-	old := s.w
-	s.w, s.since = w, time.Now()
-	s.mu.Unlock()
-	if old != nil {
-		old.close()
-	}
-}
-
-// close closes the wire kept, if any.
-func (s *wireSlot) close() {
-	s.mu.Lock()
-	w := s.w
-	s.w = nil
-	s.mu.Unlock()
-	if w != nil {
-		w.close()
-	}
-}
-
 // arrivals is what the server sends, read as it comes by a goroutine of
 // its own: an in-process connection has no buffer, and the server closes
 // a connection it cannot write to within its write deadline, while a
@@ -302,12 +232,11 @@ func (s *wireSlot) close() {
 // and a buffer whose chunks are all read goes back to a free list, so
 // that reading a stream allocates next to nothing.
 type arrivals struct {
-	c     chan chunk
-	free  chan []byte   // buffers read, for the goroutine to read into
-	done  chan struct{} // closed when the wire is
-	ended chan struct{} // closed when the connection has ended
-	err   error         // why the connection ended, once c is closed
-	cur   chunk         // what is left to read of the last chunk
+	c    chan chunk
+	free chan []byte   // buffers read, for the goroutine to read into
+	done chan struct{} // closed when the wire is
+	err  error         // why the connection ended, once c is closed
+	cur  chunk         // what is left to read of the last chunk
 }
 
 // chunk is what one read of the connection took: data, in buf.
@@ -325,9 +254,8 @@ const (
 )
 
 func arrive(conn net.Conn) *arrivals {
-	a := &arrivals{c: make(chan chunk, 4*scanBatch), free: make(chan []byte, freeChunks), done: make(chan struct{}), ended: make(chan struct{})}
+	a := &arrivals{c: make(chan chunk, 4*scanBatch), free: make(chan []byte, freeChunks), done: make(chan struct{})}
 	go func() {
-		defer close(a.ended)
 		defer close(a.c)
 		var buf []byte
 		off := chunkSize

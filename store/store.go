@@ -190,11 +190,10 @@ func loopback(host string) bool {
 
 // Store is an open connection to JetStream with jethook's streams in place.
 type Store struct {
-	opts  Options
-	srv   *server.Server // nil when external
-	wires wireSlot       // a search's connection, kept for the next
-	nc    *nats.Conn
-	js    jetstream.JetStream
+	opts Options
+	srv  *server.Server // nil when external
+	nc   *nats.Conn
+	js   jetstream.JetStream
 	// ingress publishes webhooks (Publish), on a connection of its own
 	// with the embedded server, so that the ingress does not queue behind
 	// deliveries' fetches, acks and attempt records for the connection's
@@ -597,7 +596,6 @@ func (s *Store) close() error {
 	if s.nc != nil {
 		s.nc.Close()
 	}
-	s.wires.close()
 	if s.srv != nil {
 		s.srv.Shutdown()
 		s.srv.WaitForShutdown()
