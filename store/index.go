@@ -541,12 +541,12 @@ func (w *writer) run(log *slog.Logger) {
 		b := w.x.db.NewBatch()
 		n := uint64(0)
 		for more := true; more; {
-			switch g, id := w.x.gen(b, st.at), eventHash(st.eventID); st.kind {
-			case kindSeq:
-			case kindEvent:
-				w.x.putEvent(b, g, id, st.route, st.seq, st.at)
-			default:
-				putEntry(b, key(g, id, st.kind, st.route, st.dest, nil), st.seq, st.at, st.ref)
+			if st.kind != kindSeq { // a due record has no entry, only its sequence below
+				if g, id := w.x.gen(b, st.at), eventHash(st.eventID); st.kind == kindEvent {
+					w.x.putEvent(b, g, id, st.route, st.seq, st.at)
+				} else {
+					putEntry(b, key(g, id, st.kind, st.route, st.dest, nil), st.seq, st.at, st.ref)
+				}
 			}
 			if blk, ob := w.blocks.add(st.seq, st.at, st.values); ob != nil {
 				g := w.x.gen(b, ob.at)

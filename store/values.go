@@ -160,9 +160,15 @@ func (vb *valueBlocks) add(seq uint64, t time.Time, v *hashes) (uint64, *openBlo
 // release lets go of block b's filter.
 func (vb *valueBlocks) release(b uint64) {
 	if ob := vb.open[b]; ob != nil {
-		vb.free = append(vb.free[:min(len(vb.free), 1)], ob.bits)
+		vb.recycle(ob.bits)
 		delete(vb.open, b)
 	}
+}
+
+// recycle keeps bits, a filter written or let go of, for the next block
+// to fill, with at most one other.
+func (vb *valueBlocks) recycle(bits []uint64) {
+	vb.free = append(vb.free[:min(len(vb.free), 1)], bits)
 }
 
 // put writes whole block b's filter, folded, to batch, and returns the
@@ -175,7 +181,7 @@ func (vb *valueBlocks) put(batch *pebble.Batch, g int64, b uint64, ob *openBlock
 		v = binary.LittleEndian.AppendUint64(v, w)
 	}
 	_ = batch.Set(valueKey(g, b), v, nil)
-	vb.free = append(vb.free[:min(len(vb.free), 1)], ob.bits)
+	vb.recycle(ob.bits)
 	return v
 }
 
