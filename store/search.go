@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -116,7 +117,11 @@ func (s *Store) Search(ctx context.Context, q Scan, hit func(Hit) bool, progress
 	}
 	defer l.close()
 	sc := &scanner{s: s, link: l, q: q, hit: hit, progress: progress, subject: "webhooks.*.*", pace: pace{&s.ingest, began}}
-	if sc.skip, err = s.idx.valueGaps(q.Values, info.Created, q.Since, lo, hi); err != nil {
+	var open *valueBlocks
+	if s.writer != nil {
+		open = &s.writer.blocks
+	}
+	if sc.skip, err = s.idx.valueGaps(q.Values, info.Created, q.Since, lo, hi, open); err != nil {
 		s.opts.Logger.Warn("search: value filters unreadable; reading every webhook", "err", err)
 	}
 	if info.State.Msgs > 0 {
@@ -161,26 +166,55 @@ func (s *Store) searchLink(ctx context.Context) (link, error) {
 }
 
 // seqAt is the sequence of the first message of the stream stored at or
-// after t; last (the next sequence) if there is none. It reads through a
-// record source, for which an empty fetch says there is none only if the
-// consumer had nothing pending: nats.go ends a FetchNoWait a second after
-// asking, before a stalled server's answer (recordSource.while).
+// after t; last (the next sequence) if there is none. It asks the stream
+// for that message (the server finds it by time, as a consumer that
+// starts there would), and for its data alone: no consumer to make, read
+// and delete for each bound of each search.
 func (s *Store) seqAt(ctx context.Context, t time.Time, last uint64) (uint64, error) {
-	seq := last
-	src := recordSource{s.main, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t, HeadersOnly: true}}
-	err := src.while(ctx, 1, func(m jetstream.Msg) bool {
-		md, err := m.Metadata()
-		if err != nil {
-			return true
-		}
-		seq = md.Sequence.Stream
-		return false
-	})
+	req, err := json.Marshal(struct {
+		NextFor   string    `json:"next_by_subj"`
+		StartTime time.Time `json:"start_time"`
+		NoHeaders bool      `json:"no_hdr"`
+	}{">", t, true})
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, seqAtTimeout)
+	defer cancel()
+	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+StreamName, req)
 	if err != nil {
 		return 0, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 	}
-	return seq, nil
+	var resp struct {
+		Error *struct {
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+	}
+	switch err := json.Unmarshal(m.Data, &resp); {
+	case err != nil:
+		return 0, fmt.Errorf("%w: search: the stream's answer: %w", ErrUnavailable, err)
+	case resp.Error != nil && resp.Error.ErrCode == msgNotFound:
+		return last, nil
+	case resp.Error != nil:
+		return 0, fmt.Errorf("%w: search: %s", ErrUnavailable, resp.Error.Description)
+	case resp.Message == nil:
+		return 0, fmt.Errorf("%w: search: the stream answered with no message", ErrUnavailable)
+	}
+	return resp.Message.Seq, nil
 }
+
+const (
+	// seqAtTimeout bounds seqAt's ask, as nats.go bounds a JetStream
+	// API call made without a deadline.
+	seqAtTimeout = 5 * time.Second
+	// msgNotFound is JetStream's error code for "no message found"
+	// (JSNoMessageFoundErr).
+	msgNotFound = 10037
+)
 
 // scanner is one page of a Search.
 type scanner struct {
@@ -215,14 +249,21 @@ func (sc *scanner) spans(lo, hi uint64) []span {
 		return []span{{lo, hi, false}}
 	}
 	var out []span
+	add := func(lo, hi uint64, skip bool) {
+		if n := len(out); n > 0 && out[n-1].skip == skip {
+			out[n-1].hi = hi
+		} else if lo < hi {
+			out = append(out, span{lo, hi, skip})
+		}
+	}
 	for seq := lo; seq < hi; {
 		b := blockOf(seq)
 		end := min((b+1)*valueBlock+1, hi)
-		if n, skip := len(out), sc.skip.skips(b); n > 0 && out[n-1].skip == skip {
-			out[n-1].hi = end
-		} else {
-			out = append(out, span{seq, end, skip})
+		if to, ok := sc.skip.open[b]; ok && seq < to {
+			add(seq, min(to, end), true)
+			seq = min(to, end)
 		}
+		add(seq, end, sc.skip.skips(b))
 		seq = end
 	}
 	return out

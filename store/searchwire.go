@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -45,8 +46,8 @@ func dialWire(ctx context.Context, srv *server.Server, token string) (*wire, err
 	if err != nil {
 		return nil, err
 	}
-	w := &wire{conn: conn, in: arrive(conn)}
-	w.r = bufio.NewReaderSize(w.in, 64<<10)
+	w := &wire{conn: conn, in: arrive(conn), r: readers.Get().(*bufio.Reader)}
+	w.r.Reset(w.in)
 	w.stop = context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	err = w.handshake(token)
 	if err == nil {
@@ -220,6 +221,9 @@ func (w *wire) close() {
 	w.stop()
 	_ = w.conn.Close()
 	close(w.in.done)
+	w.r.Reset(nil)
+	readers.Put(w.r)
+	w.r = nil
 }
 
 // arrivals is what the server sends, read as it comes by a goroutine of
@@ -229,11 +233,11 @@ func (w *wire) close() {
 // tenth of a second per webhook). It holds no more than the server sends:
 // what the scan asked for, two batches at most, and its pings. The
 // goroutine reads into the rest of a large buffer until little is left,
-// and a buffer whose chunks are all read goes back to a free list, so
-// that reading a stream allocates next to nothing.
+// and a buffer whose chunks are all read goes back to chunkPool, which
+// every search shares, so that reading a stream, or searching again and
+// again, allocates next to nothing.
 type arrivals struct {
 	c    chan chunk
-	free chan []byte   // buffers read, for the goroutine to read into
 	done chan struct{} // closed when the wire is
 	err  error         // why the connection ended, once c is closed
 	cur  chunk         // what is left to read of the last chunk
@@ -243,29 +247,32 @@ type arrivals struct {
 type chunk struct{ data, buf []byte }
 
 // A buffer takes reads until less than chunkMin of its chunkSize is left.
-// The free list holds up to freeChunks buffers (4 MiB): while a scan rests
-// beside ingest, the server's next batch arrives whole, and two batches of
-// 1 KiB webhooks fill about 20 buffers; a shorter list let most of them go
-// to the collector, about as many bytes of garbage as the scan read.
+// While a scan rests beside ingest, the server's next batch arrives
+// whole: two batches of 1 KiB webhooks fill about 20 buffers.
 const (
-	chunkSize  = 64 << 10
-	chunkMin   = 8 << 10
-	freeChunks = 64
+	chunkSize = 64 << 10
+	chunkMin  = 8 << 10
+)
+
+// chunkPool holds the buffers of chunks read, and readers the readers of
+// wires closed, for the searches to come: a search that passes over most
+// of the stream takes a few milliseconds, and one made a new buffer for
+// every 64 KiB it read (and a reader), as many bytes of garbage as it
+// read.
+var (
+	chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+	readers   = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 )
 
 func arrive(conn net.Conn) *arrivals {
-	a := &arrivals{c: make(chan chunk, 4*scanBatch), free: make(chan []byte, freeChunks), done: make(chan struct{})}
+	a := &arrivals{c: make(chan chunk, 4*scanBatch), done: make(chan struct{})}
 	go func() {
 		defer close(a.c)
 		var buf []byte
 		off := chunkSize
 		for {
 			if chunkSize-off < chunkMin {
-				select {
-				case buf = <-a.free:
-				default:
-					buf = make([]byte, chunkSize)
-				}
+				buf = chunkPool.Get().(*[chunkSize]byte)[:]
 				off = 0
 			}
 			n, err := conn.Read(buf[off:])
@@ -294,10 +301,7 @@ func (a *arrivals) Read(p []byte) (int, error) {
 		}
 		if a.cur.buf != nil && unsafe.SliceData(c.buf) != unsafe.SliceData(a.cur.buf) {
 			// The goroutine reads into another buffer now: this one is read.
-			select {
-			case a.free <- a.cur.buf:
-			default:
-			}
+			chunkPool.Put((*[chunkSize]byte)(a.cur.buf))
 		}
 		a.cur = c
 	}

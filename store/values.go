@@ -31,8 +31,10 @@ import (
 // sequences start again) is not taken for the new stream's. A block with
 // a sequence the writer never saw (a publish whose ack was lost, what the
 // catch-up at start indexes again, a body too large to hash) gets no
-// filter, and a search reads it. The same goes for the block being
-// filled.
+// filter, and a search reads it. A block being filled has its filter in
+// the writer's memory alone: a search passes over the sequences of it
+// the writer took in, when their values cannot be the ones it looks
+// for, and reads the rest (openGaps).
 const (
 	valueBlock = 512 // stream sequences per block: a multiple of 64
 	// valueBits is the size of a block's filter while it is filled; it is
@@ -97,11 +99,13 @@ type openBlock struct {
 	at   time.Time // the stored time of its last message
 }
 
-// valueBlocks are the writer's open blocks.
+// valueBlocks are the writer's open blocks. The writer changes them;
+// searches read them (openGaps) under mu.
 type valueBlocks struct {
 	created uint64 // the stream's creation time, Unix ns
+	mu      sync.Mutex
 	open    map[uint64]*openBlock
-	free    [][]uint64
+	free    [][]uint64 // the writer's alone
 }
 
 // add takes in the message stored at seq at t, with its body's values (nil
@@ -111,6 +115,8 @@ func (vb *valueBlocks) add(seq uint64, t time.Time, v *hashes) (uint64, *openBlo
 	if seq == 0 || v == unhashed {
 		return 0, nil // its block stays without a filter
 	}
+	vb.mu.Lock()
+	defer vb.mu.Unlock()
 	b := blockOf(seq)
 	ob := vb.open[b]
 	if ob == nil {
@@ -125,7 +131,8 @@ func (vb *valueBlocks) add(seq uint64, t time.Time, v *hashes) (uint64, *openBlo
 			if oldest == b {
 				return 0, nil // older than every open block: its block was dropped
 			}
-			vb.release(oldest)
+			vb.recycle(vb.open[oldest].bits)
+			delete(vb.open, oldest)
 		}
 		ob = &openBlock{}
 		if n := len(vb.free); n > 0 {
@@ -155,14 +162,6 @@ func (vb *valueBlocks) add(seq uint64, t time.Time, v *hashes) (uint64, *openBlo
 	}
 	delete(vb.open, b)
 	return b, ob
-}
-
-// release lets go of block b's filter.
-func (vb *valueBlocks) release(b uint64) {
-	if ob := vb.open[b]; ob != nil {
-		vb.recycle(ob.bits)
-		delete(vb.open, b)
-	}
 }
 
 // recycle keeps bits, a filter written or let go of, for the next block
@@ -227,6 +226,55 @@ func mayHold(f []byte, groups [][]uint64) bool {
 	return true
 }
 
+// mayHoldWords is mayHold for a filter of valueBits being filled.
+func mayHoldWords(words []uint64, groups [][]uint64) bool {
+	for _, g := range groups {
+		if !slices.ContainsFunc(g, func(h uint64) bool {
+			for i := range uint32(valueProbes) {
+				if p := probe(h, i, valueBits); words[p/64]&(1<<(p%64)) == 0 {
+					return false
+				}
+			}
+			return true
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// openGaps adds to p what a search for the values hashed as groups can
+// pass over of the blocks being filled, up to block last, in the stream
+// created at created: of each block whose filter cannot hold them, the
+// sequences from the block's first that the writer took in, up to the
+// first it has not (published later, or whose ack it has not seen yet).
+// The search reads the rest of the block.
+func (vb *valueBlocks) openGaps(p *passOver, created uint64, groups [][]uint64, last uint64) {
+	vb.mu.Lock()
+	defer vb.mu.Unlock()
+	if vb.created != created {
+		return
+	}
+	for b, ob := range vb.open {
+		if b < p.first || b > last || mayHoldWords(ob.bits, groups) {
+			continue
+		}
+		n := uint64(0)
+		for _, w := range ob.have {
+			n += uint64(bits.TrailingZeros64(^w))
+			if w != math.MaxUint64 {
+				break
+			}
+		}
+		if n > 0 {
+			if p.open == nil {
+				p.open = make(map[uint64]uint64)
+			}
+			p.open[b] = b*valueBlock + 1 + n
+		}
+	}
+}
+
 // mayHoldOne reports whether the filter f of m bits may hold the value
 // hashed as h.
 func mayHoldOne(f []byte, m, h uint64) bool {
@@ -245,6 +293,9 @@ func mayHoldOne(f []byte, m, h uint64) bool {
 type passOver struct {
 	first uint64   // the block of bit 0
 	bits  []uint64 // one bit per block from first: set to pass over
+	// open is, for a block being filled, the sequence up to which (from
+	// the block's first) the search passes over it (openGaps).
+	open map[uint64]uint64
 }
 
 func (p *passOver) skips(b uint64) bool {
@@ -322,9 +373,10 @@ func (c *filterCache) get(b uint64, created uint64, since int64) ([]byte, bool) 
 // valueGaps reads the filters of the blocks of sequences lo to hi-1 of
 // the stream created at created that were whole at or after since (zero:
 // ever), and returns the ones that cannot hold one value of each group of
-// values. It reads from the index only the blocks whose filters are not
-// kept in memory.
-func (x *index) valueGaps(values [][]string, created time.Time, since time.Time, lo, hi uint64) (*passOver, error) {
+// values, and, with open (the writer's blocks being filled), what it can
+// pass over of those. It reads from the index only the blocks whose
+// filters are not kept in memory.
+func (x *index) valueGaps(values [][]string, created time.Time, since time.Time, lo, hi uint64, open *valueBlocks) (*passOver, error) {
 	if len(values) == 0 || lo >= hi {
 		return nil, nil
 	}
@@ -359,6 +411,9 @@ func (x *index) valueGaps(values [][]string, created time.Time, since time.Time,
 			continue
 		}
 		first, end = min(first, b), b+1
+	}
+	if open != nil {
+		open.openGaps(p, stream, hs, last)
 	}
 	if first >= end {
 		return p, nil

@@ -131,6 +131,49 @@ func TestABlockWithABodyTooLargeToHashGetsNoFilter(t *testing.T) {
 	}
 }
 
+// A block being filled is passed over from its first sequence up to the
+// first the writer has not taken in, when the values taken in cannot be
+// the ones searched for; never in a stream created since.
+func TestABlockBeingFilledIsPassedOverUpToItsFirstSequenceNotTakenIn(t *testing.T) {
+	vb := valueBlocks{created: 7}
+	now := time.Now()
+	hash := func(s string) []uint64 { return bodyValues(celfilter.BodyValues, []byte(fmt.Sprintf("%q", s))).h }
+	for seq := uint64(valueBlock + 1); seq <= valueBlock+150; seq++ {
+		if seq == valueBlock+101 {
+			continue // its ack is late
+		}
+		vb.add(seq, now, bodyValues(celfilter.BodyValues, []byte(fmt.Sprintf(`{"id":"evt_%d"}`, seq))))
+	}
+	vb.add(3*valueBlock+1, now, bodyValues(celfilter.BodyValues, []byte(`{"id":"later"}`)))
+	gaps := func(created uint64, first, last uint64, values ...string) map[uint64]uint64 {
+		p := &passOver{first: first}
+		var groups [][]uint64
+		for _, v := range values {
+			groups = append(groups, hash(v))
+		}
+		vb.openGaps(p, created, groups, last)
+		return p.open
+	}
+	if got := gaps(7, 0, 3, "evt_none"); len(got) != 2 || got[1] != valueBlock+101 || got[3] != 3*valueBlock+2 {
+		t.Errorf("a value no webhook holds: passes over %v, want block 1 up to %d and block 3 up to %d", got, valueBlock+101, 3*valueBlock+2)
+	}
+	if got := gaps(7, 0, 3, fmt.Sprintf("evt_%d", valueBlock+40)); len(got) != 1 || got[3] == 0 {
+		t.Errorf("a value of block 1: passes over %v, want block 3 alone", got)
+	}
+	if got := gaps(7, 0, 3, fmt.Sprintf("evt_%d", valueBlock+140)); len(got) != 1 || got[3] == 0 {
+		t.Errorf("a value taken in after the late sequence: passes over %v, want block 3 alone", got)
+	}
+	if got := gaps(7, 0, 2, "evt_none"); len(got) != 1 || got[1] == 0 {
+		t.Errorf("blocks up to 2: passes over %v, want block 1 alone", got)
+	}
+	if got := gaps(7, 2, 3, "evt_none"); len(got) != 1 || got[3] == 0 {
+		t.Errorf("blocks from 2: passes over %v, want block 3 alone", got)
+	}
+	if got := gaps(8, 0, 3, "evt_none"); len(got) != 0 {
+		t.Errorf("a stream created since: passes over %v", got)
+	}
+}
+
 // The index holds the filters of a run of blocks in each generation, and
 // a stream created again numbers its blocks from 0 again in a later one:
 // valueGaps must find the window's blocks in each of them, whatever it
@@ -193,7 +236,7 @@ func TestValueGapsReadsTheWindowsBlocksInEveryGeneration(t *testing.T) {
 		// finds it there, the third after the other stream's were read.
 		for _, reading := range []string{"read", "read again", "read a third time"} {
 			t.Run(c.name+", "+reading, func(t *testing.T) {
-				p, err := x.valueGaps([][]string{{"x"}}, c.stream, c.since, seqs(c.lo), seqs(c.hi))
+				p, err := x.valueGaps([][]string{{"x"}}, c.stream, c.since, seqs(c.lo), seqs(c.hi), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -212,7 +255,7 @@ func TestValueGapsReadsTheWindowsBlocksInEveryGeneration(t *testing.T) {
 				if c.stream.Equal(old) {
 					other = created
 				}
-				if _, err := x.valueGaps([][]string{{"x"}}, other, time.Time{}, 1, seqs(30)); err != nil {
+				if _, err := x.valueGaps([][]string{{"x"}}, other, time.Time{}, 1, seqs(30), nil); err != nil {
 					t.Fatal(err)
 				}
 			}

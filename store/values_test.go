@@ -8,8 +8,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jethook/jethook/filter"
+	"github.com/jethook/jethook/internal/testkit"
 	"github.com/jethook/jethook/store"
 	"github.com/jethook/jethook/store/storetest"
 )
@@ -142,6 +144,37 @@ func TestSearchForABodyValuePassesOverBlocksWithoutIt(t *testing.T) {
 	// The filters are kept in the index across a restart.
 	st.Close()
 	check(t, storetest.Open(t, store.Options{DataDir: dir}))
+}
+
+// While traffic flows, the newest webhooks are in a block not yet whole:
+// a search for a value passes over what of it the index's writer took in
+// without the value, and reads the webhooks it has not taken in yet.
+func TestSearchForABodyValuePassesOverTheBlockBeingFilled(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t, store.Options{})
+	const n = 400 // of the first block's 512 sequences
+	publishIDs(t, st, "f", n, nil)
+	var end store.ScanEnd
+	testkit.Eventually(t, 10*time.Second, "the writer takes in every stored webhook", func() bool {
+		var found []string
+		found, end = searchExpr(t, st, `body.order.id == "none"`, false, 50)
+		if len(found) != 0 {
+			t.Fatalf("found %q", found)
+		}
+		return end.Skipped == n
+	})
+	if end.Scanned != 0 {
+		t.Errorf("read %d webhooks besides passing over all %d", end.Scanned, n)
+	}
+	if found, _ := searchExpr(t, st, `body.order.id == "o-350"`, true, 50); len(found) != 1 {
+		t.Errorf("a value of the block being filled: found %q", found)
+	}
+	// A webhook just stored is found, whether the writer has taken it in
+	// yet or not (then the search reads it).
+	publishIDs(t, st, "g", 1, map[int]string{0: `{"order":{"id":"new"}}`})
+	if found, _ := searchExpr(t, st, `body.order.id == "new"`, false, 50); len(found) != 1 {
+		t.Errorf("the newest webhook: found %q", found)
+	}
 }
 
 // A stream created again under a kept index (its files lost, the index
