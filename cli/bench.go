@@ -538,23 +538,27 @@ func micros(d time.Duration) string {
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 
 // benchSearchReport prints the search scenario: each search's time and
-// rate, and ingest's p99 beside it against its idle p99.
+// rate, and ingest's p99 and rate beside it against its idle ones.
 func benchSearchReport(out io.Writer, r bench.SearchResult) {
 	fmt.Fprintf(out, "\nSearch: %d webhooks retained (stored in %s, %.0f/s); ingest beside each search from %d clients\n",
 		r.Retained, r.Fill.Elapsed.Round(time.Second), r.Fill.PerSecond(), r.Idle.Concurrency)
-	fmt.Fprintf(out, "%-44s %9s %9s %10s %10s %10s %9s %5s %9s %7s\n", "SEARCH", "FIRST", "PAGE", "SCANNED", "SKIPPED", "SCANNED/S", "MIB/S", "RUNS", "P99", "÷ IDLE")
-	fmt.Fprintf(out, "%-44s %9s %9s %10s %10s %10s %9s %5s %9s %7s\n", "(idle)", "-", "-", "-", "-", "-", "-", "-", brief(r.Idle.P99), "1.00")
+	const row = "%-44s %9s %9s %10s %10s %10s %9s %5s %9s %7s %9s %7s\n"
+	fmt.Fprintf(out, row, "SEARCH", "FIRST", "PAGE", "SCANNED", "SKIPPED", "SCANNED/S", "MIB/S", "RUNS", "P99", "÷ IDLE", "INGEST/S", "÷ IDLE")
+	fmt.Fprintf(out, row, "(idle)", "-", "-", "-", "-", "-", "-", "-", brief(r.Idle.P99), "1.00", fmt.Sprintf("%.0f", r.Idle.PerSecond()), "1.00")
+	ratio := func(a, b float64) float64 {
+		if b <= 0 {
+			return 0
+		}
+		return a / b
+	}
 	for _, s := range []bench.SearchRun{r.Selective, r.Full, r.Unindexed} {
 		first := "-"
 		if s.Found > 0 {
 			first = brief(s.First)
 		}
 		secs := s.Elapsed.Seconds()
-		ratio := 0.0
-		if r.Idle.P99 > 0 {
-			ratio = float64(s.Ingest.P99) / float64(r.Idle.P99)
-		}
-		fmt.Fprintf(out, "%-44s %9s %9s %10d %10d %10.0f %9.1f %5d %9s %7.2f\n", clip(s.Window+": "+s.Search.Expr, 44), first,
-			brief(s.Elapsed), s.End.Scanned, s.End.Skipped, float64(s.End.Scanned)/secs, float64(s.End.Bytes)/secs/(1<<20), s.Runs, brief(s.Ingest.P99), ratio)
+		fmt.Fprintf(out, "%-44s %9s %9s %10d %10d %10.0f %9.1f %5d %9s %7.2f %9.0f %7.2f\n", clip(s.Window+": "+s.Search.Expr, 44), first,
+			brief(s.Elapsed), s.End.Scanned, s.End.Skipped, float64(s.End.Scanned)/secs, float64(s.End.Bytes)/secs/(1<<20), s.Runs,
+			brief(s.Ingest.P99), ratio(float64(s.Ingest.P99), float64(r.Idle.P99)), s.Ingest.PerSecond(), ratio(s.Ingest.PerSecond(), r.Idle.PerSecond()))
 	}
 }
