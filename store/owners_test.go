@@ -30,11 +30,14 @@ func TestOneStoreAtATimeHoldsAnOrderedDestination(t *testing.T) {
 		}
 		return held
 	}
-	// The bucket is made in the background: until then no one holds it.
+	// Each store opens the bucket in the background and holds nothing
+	// until it has: b is asked only once its own is open, which may be
+	// after a has taken, renewed and given up the lease.
 	testkit.Eventually(t, 10*time.Second, "a takes shop/app", func() bool { return keep(a) })
 	if a.Ownership("shop", "app").Taken().IsZero() {
 		t.Error("a took the lease without having to read the records of the owner before")
 	}
+	testkit.Eventually(t, 10*time.Second, "b opens the bucket of owners", b.Ownership("shop", "app").Ready)
 	if keep(b) {
 		t.Fatal("b holds shop/app while a does")
 	}
