@@ -82,20 +82,23 @@ func literalValue(e ast.Expr) (string, bool) {
 	if e.Kind() != ast.LiteralKind {
 		return "", false
 	}
+	var f float64
 	switch v := e.AsLiteral().(type) {
 	case types.String:
 		return string(v), true
 	case types.Int:
-		return string(numberKey(nil, float64(v))), true
+		f = float64(v)
 	case types.Uint:
-		return string(numberKey(nil, float64(v))), true
+		f = float64(v)
 	case types.Double:
 		if math.IsNaN(float64(v)) {
 			return "", false
 		}
-		return string(numberKey(nil, float64(v))), true
+		f = float64(v)
+	default:
+		return "", false
 	}
-	return "", false
+	return string(numberKey(nil, f)), true
 }
 
 // numberKey is how BodyValues gives the number f: 0xff, which no UTF-8

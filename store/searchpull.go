@@ -142,7 +142,7 @@ func (l *clientLink) next(ctx context.Context) (*scanMsg, error) {
 func (l *clientLink) close() { l.nc.Close() }
 
 // pull reads a search's consumer through a link, asking for a batch at a
-// time with up to two asks outstanding: the server sends the next batch
+// time (scanBatch or shortBatch) with up to two asks outstanding: the server sends the next batch
 // while the scan reads this one, and never more than was asked for, so a
 // slow scan makes it wait, not drop messages.
 type pull struct {
@@ -153,6 +153,8 @@ type pull struct {
 	asked   int    // messages asked for
 	got     int    // messages received
 	idle    int    // asks expired since the last message
+	batch   int    // messages an ask asks for
+	ask1    []byte // the ask
 }
 
 // pullAsk asks for the next batch. Asks that wait (not no_wait) queue
@@ -160,12 +162,14 @@ type pull struct {
 // says nothing is left, so an ask expires only when the machine is too
 // busy to send a batch in time (then the scan asks again) or the server
 // stopped sending.
-var pullAsk = []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, scanBatch, pullExpires))
+func pullAsk(batch int) []byte {
+	return []byte(fmt.Sprintf(`{"batch":%d,"expires":%d}`, batch, pullExpires))
+}
 
 const pullExpires = 2 * time.Second
 
-func pullFrom(l link, pace *pace, consumer string) (*pull, error) {
-	p := &pull{link: l, pace: pace, subject: "$JS.API.CONSUMER.MSG.NEXT." + StreamName + "." + consumer}
+func pullFrom(l link, pace *pace, consumer string, batch int) (*pull, error) {
+	p := &pull{link: l, pace: pace, subject: "$JS.API.CONSUMER.MSG.NEXT." + StreamName + "." + consumer, batch: batch, ask1: pullAsk(batch)}
 	var err error
 	if p.inbox, err = l.listen(); err != nil {
 		return nil, fmt.Errorf("%w: search: %w", ErrUnavailable, err)
@@ -175,9 +179,9 @@ func pullFrom(l link, pace *pace, consumer string) (*pull, error) {
 
 // ask keeps two batches asked for.
 func (p *pull) ask() error {
-	for p.asked-p.got < 2*scanBatch {
-		p.asked += scanBatch
-		if err := p.link.publish(p.subject, p.inbox, pullAsk); err != nil {
+	for p.asked-p.got < 2*p.batch {
+		p.asked += p.batch
+		if err := p.link.publish(p.subject, p.inbox, p.ask1); err != nil {
 			return fmt.Errorf("%w: search: %w", ErrUnavailable, err)
 		}
 	}
@@ -199,7 +203,7 @@ func (p *pull) next(ctx context.Context) (*scanMsg, error) {
 		}
 		if m.reply != "" {
 			p.got, p.idle = p.got+1, 0
-			if p.asked-p.got >= scanBatch {
+			if p.asked-p.got >= p.batch {
 				return m, nil
 			}
 			// A batch read: rest before asking for the next.

@@ -396,8 +396,9 @@ func (x *index) valueGaps(values [][]string, created time.Time, since time.Time,
 		from = binary.BigEndian.AppendUint64(from, uint64(sinceGen))
 	}
 	stream := uint64(created.UnixNano())
+	// check judges block b's filter v, of this stream.
 	check := func(b uint64, v []byte) {
-		if len(v) >= 8 && binary.BigEndian.Uint64(v) == stream && !mayHold(v[8:], hs) {
+		if !mayHold(v[8:], hs) {
 			i := b - p.first
 			p.bits[i/64] |= 1 << (i % 64)
 		}
@@ -449,8 +450,8 @@ func (x *index) valueGaps(values [][]string, created time.Time, since time.Time,
 		if err != nil {
 			return nil, fmt.Errorf("index: %w", err)
 		}
-		check(b, v)
 		if len(v) >= 8 && binary.BigEndian.Uint64(v) == stream {
+			check(b, v)
 			x.filters.keep(int64(g), b, bytes.Clone(v))
 		}
 		ok = it.Next()
