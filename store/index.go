@@ -501,7 +501,7 @@ type stored struct {
 	route, dest, eventID string
 	seq, ref             uint64
 	at                   time.Time
-	values               *hashes // a webhook's body values (values.go), or nil
+	values               *hashes // a webhook's body values (values.go), unhashed, told, or nil
 }
 
 // writer indexes what this process stores, in batches from one goroutine:

@@ -431,7 +431,9 @@ func (mv *mover) move(ctx context.Context, st jetstream.Stream, subject, route, 
 	for _, fut := range futs {
 		select {
 		case ack := <-fut.Ok():
-			mv.s.indexSeq(ack.Sequence)
+			if !ack.Duplicate { // a duplicate's sequence is the record told before
+				mv.s.indexSeq(ack.Sequence)
+			}
 		case err := <-fut.Err():
 			return 0, fmt.Errorf("due record: %w", err)
 		case <-timeout.C:

@@ -74,10 +74,7 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 	select {
 	case ack := <-fut.Ok():
 		if !ack.Duplicate {
-			s.indexStored(kindEvent, e.Route, "", e.EventID, ack.Sequence, 0, values)
-			if e.SignedKey != "" {
-				s.indexStored(kindEvent, e.Route, "", e.SignedKey, ack.Sequence, 0, nil)
-			}
+			s.indexPublished(e, ack.Sequence, values)
 			return Stored{Seq: ack.Sequence}, nil
 		}
 		values.release()
@@ -94,8 +91,18 @@ func (s *Store) publish(ctx context.Context, e *Envelope) (Stored, error) {
 	}
 }
 
+// indexPublished indexes webhook e, stored at seq, with its body's
+// values: under its event id, and under its signed key when it has one.
+func (s *Store) indexPublished(e *Envelope, seq uint64, values *hashes) {
+	s.indexStored(kindEvent, e.Route, "", e.EventID, seq, 0, values)
+	if e.SignedKey != "" {
+		s.indexStored(kindEvent, e.Route, "", e.SignedKey, seq, 0, told)
+	}
+}
+
 // indexStored indexes a webhook or replay this process stored, with the
-// values of a webhook's body (bodyValues; nil for a replay), when the
+// values of a webhook's body (bodyValues; told for its second entry, nil
+// for a replay), when the
 // index does not follow WEBHOOKS (the embedded server). A failed write is
 // logged: the message is stored, and the next start indexes it.
 func (s *Store) indexStored(kind byte, route, dest, eventID string, seq, ref uint64, values *hashes) {

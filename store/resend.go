@@ -91,7 +91,9 @@ func (s *Store) RetryNow(ctx context.Context, route, destination, eventID string
 	if err != nil {
 		return fmt.Errorf("%w: retry now: %w", ErrUnavailable, err)
 	}
-	s.indexSeq(ack.Sequence)
+	if !ack.Duplicate { // a duplicate's sequence is the record told before
+		s.indexSeq(ack.Sequence)
+	}
 	err = s.parked.DeleteMsg(ctx, foundSeq)
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
 		return fmt.Errorf("%w: retry now: the due record is queued, the parked one stays: %w", ErrUnavailable, err)

@@ -206,7 +206,8 @@ func (s *Store) seqAt(ctx context.Context, t time.Time, last uint64) (uint64, er
 			Description string `json:"description"`
 		} `json:"error"`
 		Message *struct {
-			Seq uint64 `json:"seq"`
+			Seq  uint64    `json:"seq"`
+			Time time.Time `json:"time"`
 		} `json:"message"`
 	}
 	switch err := json.Unmarshal(m.Data, &resp); {
@@ -218,6 +219,10 @@ func (s *Store) seqAt(ctx context.Context, t time.Time, last uint64) (uint64, er
 		return 0, fmt.Errorf("%w: search: %s", ErrUnavailable, resp.Error.Description)
 	case resp.Message == nil:
 		return 0, fmt.Errorf("%w: search: the stream answered with no message", ErrUnavailable)
+	case resp.Message.Time.Before(t):
+		// A server older than 2.11 ignores start_time and answers with
+		// the stream's first message.
+		return 0, errors.New("search: the NATS server does not find messages by time; searching a time window needs nats-server 2.11 or later")
 	}
 	return resp.Message.Seq, nil
 }

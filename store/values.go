@@ -65,8 +65,15 @@ var hashPool = sync.Pool{New: func() any { return &hashes{h: make([]uint64, 0, 6
 // without a filter (unhashed), so searches read that block.
 const valueBodyMax = 64 << 10
 
-// unhashed stands for the values of a body too large to hash.
-var unhashed = new(hashes)
+// unhashed stands for the values of a body too large to hash, and told
+// for those of a message the writer was told of already (a signed
+// webhook's second entry, under its signed key): neither is taken into
+// a block. Taking in the second entry of a body too large to hash would
+// mark its sequence taken in, and one that comes after its block is
+// whole would open the block again, holding that sequence and none of
+// its values: either way a search for a value of the body would pass
+// over it.
+var unhashed, told = new(hashes), new(hashes)
 
 // bodyValues hashes the values of body, as values lists them, for the
 // writer. The caller gives the result to the writer, which puts it
@@ -83,7 +90,7 @@ func bodyValues(values func([]byte, func([]byte)), body []byte) *hashes {
 
 // release puts v back in hashPool.
 func (v *hashes) release() {
-	if v != nil && v != unhashed {
+	if v != nil && v != unhashed && v != told {
 		hashPool.Put(v)
 	}
 }
@@ -115,8 +122,8 @@ type valueBlocks struct {
 // for one that is not a webhook), and returns its block once the block is
 // whole.
 func (vb *valueBlocks) add(seq uint64, t time.Time, v *hashes) (uint64, *openBlock) {
-	if seq == 0 || v == unhashed {
-		return 0, nil // its block stays without a filter
+	if seq == 0 || v == unhashed || v == told {
+		return 0, nil // its block stays without a filter, or knows it already
 	}
 	vb.mu.Lock()
 	defer vb.mu.Unlock()
