@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -12,9 +13,14 @@ import (
 // it runs, and ingest gets the cores in between. A search that passes
 // over most of the stream reads few batches and makes a few consumers:
 // its work between batches (the consumers, the index's value filters)
-// is what it rests for. The evidence is a webhook stored within the last
-// ingestQuiet; the rest is bounded by the search's own working time, so
-// a search always goes on at half its speed or more.
+// is what it rests for. What a search worked after its last rest, the
+// next search rests for before it starts (searchDebt): a search that
+// passes over everything makes no consumer and never rests within
+// itself, and searches run one after another (a script, a dashboard's
+// refreshes) would take a core from ingest for as long as they go on.
+// The evidence is a webhook stored within the last ingestQuiet; the rest
+// is bounded by the searches' own working time, so a search always goes
+// on at half its speed or more.
 const ingestQuiet = 250 * time.Millisecond
 
 // ingestSeen is when the store last stored a webhook, for searches to
@@ -34,7 +40,7 @@ func (i *ingestSeen) busy(now time.Time) bool {
 // yield rests after a batch that took read, when ingest is busy: for as
 // long as read, or until ctx ends.
 func (i *ingestSeen) yield(ctx context.Context, read time.Duration) error {
-	if !i.busy(time.Now()) {
+	if read <= 0 || !i.busy(time.Now()) {
 		return nil
 	}
 	t := time.NewTimer(read)
@@ -59,4 +65,36 @@ func (p *pace) rest(ctx context.Context) error {
 	err := p.ingest.yield(ctx, time.Since(p.since))
 	p.since = time.Now()
 	return err
+}
+
+// searchDebt is how long searches still owe ingest a rest for: the work
+// each did after its last rest, counted from its end, so that the time
+// between two searches counts as rest.
+type searchDebt struct {
+	mu    sync.Mutex
+	until time.Time // searches rest until then, while ingest is busy
+}
+
+// maxSearchDebt bounds what one search can make the next wait.
+const maxSearchDebt = time.Second
+
+// owe adds worked, a search's work since its last rest, ended at now.
+func (d *searchDebt) owe(now time.Time, worked time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.until.Before(now) {
+		d.until = now
+	}
+	d.until = d.until.Add(worked)
+	if limit := now.Add(maxSearchDebt); d.until.After(limit) {
+		d.until = limit
+	}
+}
+
+// due is how long a search starting at now rests first, if ingest is
+// busy.
+func (d *searchDebt) due(now time.Time) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return max(d.until.Sub(now), 0)
 }

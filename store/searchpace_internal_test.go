@@ -29,3 +29,32 @@ func TestASearchRestsForItsWorkOnlyWhileIngestIsBusy(t *testing.T) {
 		t.Fatalf("with a webhook just stored, rest = %v; want it to rest until its context ended", err)
 	}
 }
+
+// What a search worked after its last rest, the next one rests for
+// first, less the time between them, and never more than maxSearchDebt.
+func TestTheNextSearchRestsForWhatTheLastWorkedAfterItsLastRest(t *testing.T) {
+	var d searchDebt
+	now := time.Now()
+	if got := d.due(now); got != 0 {
+		t.Fatalf("before any search, a search rests %s", got)
+	}
+	d.owe(now, 8*time.Millisecond)
+	if got := d.due(now); got != 8*time.Millisecond {
+		t.Errorf("right after a search that worked 8ms, the next rests %s", got)
+	}
+	if got := d.due(now.Add(5 * time.Millisecond)); got != 3*time.Millisecond {
+		t.Errorf("5ms after it, the next rests %s, want 3ms", got)
+	}
+	if got := d.due(now.Add(time.Second)); got != 0 {
+		t.Errorf("a second after it, the next rests %s", got)
+	}
+	// Two searches that end at once (two run at a time) add up.
+	d.owe(now, 8*time.Millisecond)
+	if got := d.due(now); got != 16*time.Millisecond {
+		t.Errorf("after two searches that worked 8ms each, the next rests %s, want 16ms", got)
+	}
+	d.owe(now, time.Hour)
+	if got := d.due(now); got != maxSearchDebt {
+		t.Errorf("after a search that worked an hour without a rest, the next rests %s, want %s", got, maxSearchDebt)
+	}
+}

@@ -210,6 +210,7 @@ type Store struct {
 	inherited atomic.Uint64
 	// ingest is when a webhook was last stored: searches yield to it.
 	ingest ingestSeen
+	debt   searchDebt // what searches owe ingest a rest for (searchpace.go)
 
 	attempts *attemptLog // nil until the streams exist
 
