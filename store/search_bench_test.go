@@ -26,16 +26,8 @@ import (
 //	go test -run '^$' -bench Search -benchtime 5x ./store/
 func BenchmarkSearch(b *testing.B) {
 	const n = 20_000
-	st := storetest.Open(b, store.Options{})
+	st := searched(b, n)
 	ctx := context.Background()
-	pad := strings.Repeat("x", 1024-40)
-	for i := range n {
-		e := envelope(fmt.Sprintf("evt_%06d", i), fmt.Sprintf(`{"id":"evt_%06d","pad":"%s"}`, i, pad))
-		e.ReceivedAt = time.Now()
-		if _, err := st.Publish(ctx, e); err != nil {
-			b.Fatal(err)
-		}
-	}
 	for _, bc := range []struct {
 		name                      string
 		oldest, noBody, noHeaders bool
@@ -68,16 +60,8 @@ func BenchmarkSearch(b *testing.B) {
 //	go test -run '^$' -bench SearchForAValue -benchtime 2000x ./store/
 func BenchmarkSearchForAValue(b *testing.B) {
 	const n = 20_000
-	st := storetest.Open(b, store.Options{})
+	st := searched(b, n)
 	ctx := context.Background()
-	pad := strings.Repeat("x", 1024-40)
-	for i := range n {
-		e := envelope(fmt.Sprintf("evt_%06d", i), fmt.Sprintf(`{"id":"evt_%06d","pad":"%s"}`, i, pad))
-		e.ReceivedAt = time.Now()
-		if _, err := st.Publish(ctx, e); err != nil {
-			b.Fatal(err)
-		}
-	}
 	q := store.Scan{Route: "github", Since: time.Now().Add(-time.Hour), Values: [][]string{{"evt_none"}}, Limit: 50,
 		Match: func(*store.Envelope, uint64) bool { return false }}
 	cpu0, read := procs.CPUTime(), 0
@@ -90,4 +74,20 @@ func BenchmarkSearchForAValue(b *testing.B) {
 	}
 	b.ReportMetric(float64(read)/float64(b.N), "read/search")
 	b.ReportMetric(float64((procs.CPUTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/search")
+}
+
+// searched is a store holding n webhooks of 1 KiB on route github, the
+// i-th with the body {"id":"evt_<i>","pad":"xx…"}.
+func searched(b *testing.B, n int) *store.Store {
+	b.Helper()
+	st := storetest.Open(b, store.Options{})
+	pad := strings.Repeat("x", 1024-40)
+	for i := range n {
+		e := envelope(fmt.Sprintf("evt_%06d", i), fmt.Sprintf(`{"id":"evt_%06d","pad":"%s"}`, i, pad))
+		e.ReceivedAt = time.Now()
+		if _, err := st.Publish(context.Background(), e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return st
 }

@@ -66,6 +66,32 @@ func searchWanted(t *testing.T, ctx context.Context, s *Store) []uint64 {
 	return found
 }
 
+// wantedFirst is n webhooks of route shop, the first with the body
+// first, the others with bodies that hold no "wanted".
+func wantedFirst(n int, first string, signed bool) []*Envelope {
+	es := make([]*Envelope, n)
+	for i := range es {
+		body := fmt.Sprintf(`{"id":"other-%d"}`, i)
+		if i == 0 {
+			body = first
+		}
+		es[i] = shopEnvelope(i, body, signed)
+	}
+	return es
+}
+
+// findsTheFirst waits for s's writer to take in what it was told, then
+// checks that a search for "wanted" finds the webhook at 1 alone.
+func findsTheFirst(t *testing.T, ctx context.Context, s *Store) {
+	t.Helper()
+	if !s.writer.sync(ctx, 10*time.Second) {
+		t.Fatal("the writer did not take in the webhooks")
+	}
+	if found := searchWanted(t, ctx, s); len(found) != 1 || found[0] != 1 {
+		t.Errorf("found %v, want the webhook at 1", found)
+	}
+}
+
 // A signed webhook is told to the writer twice: with its values, then
 // under its signed key. When the first completes its block (the block's
 // first sequence acked last), the second must not open the block again,
@@ -76,25 +102,13 @@ func TestASignedWebhookThatCompletesItsBlockIsFound(t *testing.T) {
 	for _, signed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("signed %v", signed), func(t *testing.T) {
 			t.Parallel()
-			es := make([]*Envelope, valueBlock)
-			for i := range es {
-				body := fmt.Sprintf(`{"id":"other-%d"}`, i)
-				if i == 0 {
-					body = `{"id":"wanted"}`
-				}
-				es[i] = shopEnvelope(i, body, signed)
-			}
+			es := wantedFirst(valueBlock, `{"id":"wanted"}`, signed)
 			ctx, s := openBlockStore(t, es)
 			for seq := 2; seq <= valueBlock; seq++ {
 				indexAsPublished(s, es[seq-1], uint64(seq))
 			}
 			indexAsPublished(s, es[0], 1) // its ack came back last
-			if !s.writer.sync(ctx, 10*time.Second) {
-				t.Fatal("the writer did not take in the webhooks")
-			}
-			if found := searchWanted(t, ctx, s); len(found) != 1 || found[0] != 1 {
-				t.Errorf("found %v, want the webhook at 1", found)
-			}
+			findsTheFirst(t, ctx, s)
 		})
 	}
 }
@@ -113,24 +127,12 @@ func TestASignedWebhookTooLargeToHashIsFound(t *testing.T) {
 		n := c.n
 		t.Run(fmt.Sprintf("%d of the block stored, signed %v", n, c.signed), func(t *testing.T) {
 			t.Parallel()
-			es := make([]*Envelope, n)
-			for i := range es {
-				body := fmt.Sprintf(`{"id":"other-%d"}`, i)
-				if i == 0 {
-					body = large
-				}
-				es[i] = shopEnvelope(i, body, c.signed)
-			}
+			es := wantedFirst(n, large, c.signed)
 			ctx, s := openBlockStore(t, es)
 			for seq := 1; seq <= n; seq++ {
 				indexAsPublished(s, es[seq-1], uint64(seq))
 			}
-			if !s.writer.sync(ctx, 10*time.Second) {
-				t.Fatal("the writer did not take in the webhooks")
-			}
-			if found := searchWanted(t, ctx, s); len(found) != 1 || found[0] != 1 {
-				t.Errorf("found %v, want the webhook at 1", found)
-			}
+			findsTheFirst(t, ctx, s)
 		})
 	}
 }
