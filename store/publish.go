@@ -102,9 +102,9 @@ func (s *Store) indexPublished(e *Envelope, seq uint64, values *hashes) {
 
 // indexStored indexes a webhook or replay this process stored, with the
 // values of a webhook's body (bodyValues; told for its second entry, nil
-// for a replay), when the
-// index does not follow WEBHOOKS (the embedded server). A failed write is
-// logged: the message is stored, and the next start indexes it.
+// for a replay), when the index does not follow WEBHOOKS (the embedded
+// server). A failed write is logged: the message is stored, and the next
+// start indexes it.
 func (s *Store) indexStored(kind byte, route, dest, eventID string, seq, ref uint64, values *hashes) {
 	if s.writer == nil {
 		return

@@ -142,9 +142,10 @@ func (l *clientLink) next(ctx context.Context) (*scanMsg, error) {
 func (l *clientLink) close() { l.nc.Close() }
 
 // pull reads a search's consumer through a link, asking for a batch at a
-// time (scanBatch or shortBatch) with up to two asks outstanding: the server sends the next batch
-// while the scan reads this one, and never more than was asked for, so a
-// slow scan makes it wait, not drop messages.
+// time (scanBatch or shortBatch) with up to two asks outstanding: the
+// server sends the next batch while the scan reads this one, and never
+// more than was asked for, so a slow scan makes it wait, not drop
+// messages.
 type pull struct {
 	pace    *pace // rested between batches
 	link    link

@@ -248,7 +248,7 @@ type chunk struct{ data, buf []byte }
 
 // A buffer takes reads until less than chunkMin of its chunkSize is left.
 // While a scan rests beside ingest, the server's next batch arrives
-// whole: two batches of 1 KiB webhooks fill about 20 buffers.
+// whole: two batches of 256 webhooks of 1 KiB fill about 10 buffers.
 const (
 	chunkSize = 64 << 10
 	chunkMin  = 8 << 10
