@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,7 +84,7 @@ func newOrderBackend(t *testing.T) (*orderBackend, *httptest.Server) {
 
 // missing says which of events 1..perKey of keys keys were not delivered,
 // and what the backend saw of the first one's key.
-func (b *orderBackend) missing(keys, perKey int) string {
+func (b *orderBackend) missing(keys, perKey int) (string, string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var gone []string
@@ -97,9 +99,9 @@ func (b *orderBackend) missing(keys, perKey int) string {
 		}
 	}
 	if first == "" {
-		return "none missing"
+		return "none missing", ""
 	}
-	return fmt.Sprintf("missing %s; the attempts of %s:\n%s", strings.Join(gone, " "), first, strings.Join(b.history[first], "\n"))
+	return fmt.Sprintf("missing %s; the attempts of %s:\n%s", strings.Join(gone, " "), first, strings.Join(b.history[first], "\n")), first
 }
 
 func (b *orderBackend) count() int {
@@ -377,7 +379,12 @@ func (b *orderBackend) awaitInOrder(t *testing.T, p *process, keys, perKey int, 
 	for b.count() < n {
 		p.checkAlive()
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events delivered two minutes after posting ended; %s", b.count(), n, b.missing(keys, perKey))
+			missing, key := b.missing(keys, perKey)
+			b.mu.Lock()
+			history := slices.Clone(b.history[key])
+			b.mu.Unlock()
+			explain(t, p, history)
+			t.Fatalf("%d of %d events delivered two minutes after posting ended; %s", b.count(), n, missing)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -389,17 +396,36 @@ func (b *orderBackend) awaitInOrder(t *testing.T, p *process, keys, perKey int, 
 		k := b.inverted[0]
 		t.Errorf("%d inversions, the first: %s; the attempts of %s:\n%s",
 			len(b.inversions), b.inversions[0], k, strings.Join(b.history[k], "\n"))
-		logged := map[string]bool{}
-		for _, a := range b.history[k] {
-			id := a[strings.Index(a, "id=")+3 : strings.LastIndexByte(a, ' ')]
-			if logged[id] {
-				continue
-			}
-			logged[id] = true
-			var ev json.RawMessage
-			p.adminJSON(t, http.MethodGet, "/v1/events/"+url.PathEscape(id), &ev)
-			t.Logf("event %s: %s", id, ev)
-		}
+		explain(t, p, b.history[k])
 	}
 	return allIn, b.duplicates
+}
+
+// explain logs, for each event the attempts of a key's history (as the
+// backend records them) name, what the admin API says of it and the
+// lines of p's log that name it: what a failed test leaves to read.
+func explain(t *testing.T, p *process, history []string) {
+	t.Helper()
+	log, _ := os.ReadFile(p.LogPath)
+	logged := map[string]bool{}
+	for _, a := range history {
+		id := a[strings.Index(a, "id=")+3 : strings.LastIndexByte(a, ' ')]
+		if logged[id] {
+			continue
+		}
+		logged[id] = true
+		var ev json.RawMessage
+		p.adminJSON(t, http.MethodGet, "/v1/events/"+url.PathEscape(id), &ev)
+		t.Logf("event %s: %s", id, ev)
+		var lines []string
+		n := 0
+		for line := range strings.Lines(string(log)) {
+			if strings.Contains(line, id) {
+				if n++; len(lines) < 40 {
+					lines = append(lines, strings.TrimRight(line, "\n"))
+				}
+			}
+		}
+		t.Logf("jethook's log on %s, %d lines (the first 40 at most):\n%s", id, n, strings.Join(lines, "\n"))
+	}
 }
