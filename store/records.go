@@ -54,7 +54,7 @@ func (src recordSource) while(ctx context.Context, batch int, fn func(jetstream.
 	// nats.go deletes an ordered consumer when it makes it anew, but not
 	// the last: it would stay on the server until its inactive threshold
 	// (5 minutes), and the server goes through every consumer of the
-	// stream for each message stored. A search makes one each time.
+	// stream for each message stored. Every call makes one.
 	defer func() {
 		if info := c.CachedInfo(); info != nil {
 			_ = src.st.DeleteConsumer(context.WithoutCancel(ctx), info.Name)

@@ -305,8 +305,9 @@ func (sc *scanner) spans(lo, hi uint64) []span {
 // was asked for, so a slow scan makes it wait, not drop messages.
 func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn func(Hit) bool) (at uint64, full bool, first time.Time, err error) {
 	at = stop
+	short := stop-start <= shortSpan
 	filter := sc.subject
-	if sc.q.Route == "" || stop-start <= shortSpan {
+	if sc.q.Route == "" || short {
 		filter = "" // the scan takes the subjects it wants itself (wants)
 	}
 	if err := sc.pace.rest(ctx); err != nil {
@@ -331,7 +332,7 @@ func (sc *scanner) read(ctx context.Context, start, stop uint64, bound bool, fn 
 		return at, false, first, nil
 	}
 	batch := scanBatch
-	if stop-start <= shortSpan {
+	if short {
 		batch = shortBatch
 	}
 	p, err := pullFrom(sc.link, &sc.pace, info.Name, batch)

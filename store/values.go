@@ -228,20 +228,22 @@ func mayHold(f []byte, groups [][]uint64) bool {
 	if m == 0 || m&(m-1) != 0 {
 		return true // not a filter put wrote
 	}
-	for _, g := range groups {
-		if !slices.ContainsFunc(g, func(h uint64) bool { return mayHoldOne(f, m, h) }) {
-			return false
-		}
-	}
-	return true
+	return holdsGroups(groups, m, func(p uint64) bool { return f[p/8]&(1<<(p%8)) != 0 })
 }
 
 // mayHoldWords is mayHold for a filter of valueBits being filled.
 func mayHoldWords(words []uint64, groups [][]uint64) bool {
+	return holdsGroups(groups, valueBits, func(p uint64) bool { return words[p/64]&(1<<(p%64)) != 0 })
+}
+
+// holdsGroups reports whether a filter of m bits, whose bit p is set
+// when set(p), may hold one value at least of each group of values
+// hashed.
+func holdsGroups(groups [][]uint64, m uint64, set func(p uint64) bool) bool {
 	for _, g := range groups {
 		if !slices.ContainsFunc(g, func(h uint64) bool {
 			for i := range uint32(valueProbes) {
-				if p := probe(h, i, valueBits); words[p/64]&(1<<(p%64)) == 0 {
+				if !set(probe(h, i, m)) {
 					return false
 				}
 			}
@@ -283,18 +285,6 @@ func (vb *valueBlocks) openGaps(p *passOver, created uint64, groups [][]uint64, 
 			p.open[b] = b*valueBlock + 1 + n
 		}
 	}
-}
-
-// mayHoldOne reports whether the filter f of m bits may hold the value
-// hashed as h.
-func mayHoldOne(f []byte, m, h uint64) bool {
-	for i := range uint32(valueProbes) {
-		p := probe(h, i, m)
-		if f[p/8]&(1<<(p%8)) == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // passOver is the blocks of sequences lo to hi-1 whose filters hold not
