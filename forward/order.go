@@ -250,14 +250,17 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 		switch verdicts[i] {
 		case store.Go:
 			if !d.order.take(c.Key, c.Seq) {
-				// The head's attempt is in progress here: that attempt
-				// carries the event; a due record is dropped, a redelivery
-				// comes back after it.
-				if c.Due {
-					_ = m.Ack()
-				} else {
-					d.giveBack(m, settleRetry)
-				}
+				// The head's attempt is in progress here. This copy, a
+				// redelivery or a due record, comes back after it and
+				// is never dropped: that attempt may end trusting this
+				// very copy to carry the event (the record it parked,
+				// moved back before it ended, or a parked record another
+				// copy wrote with the same attempt number, which makes
+				// its own park a duplicate). If the key has moved on when
+				// it comes back, Admit settles it then.
+				d.log.Info("a copy of a key's head came while its attempt is in progress; it comes back after it",
+					"event_id", c.EventID, "seq", c.Seq, "due", c.Due)
+				d.giveBack(m, settleRetry)
 				continue
 			}
 			out = append(out, &orderedMsg{Msg: m, d: d, key: c.Key, seq: c.Seq, env: envs[i]})

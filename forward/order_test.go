@@ -365,6 +365,74 @@ func TestAKeyWhoseHeadLostItsParkedRecordGoesOn(t *testing.T) {
 	r.awaitNoKeyBlocked(t)
 }
 
+// A copy of a key's head that arrives while the head's attempt is in
+// progress is given back, never dropped: the attempt may end trusting it.
+// Here the copy is a due record made from a parked record with the id the
+// attempt parks under (as a second copy of the head, numbered alike after
+// a restart, would have parked): the attempt's own park is then a
+// duplicate, and the copy is all that carries the event.
+func TestACopyOfAHeadThatArrivesDuringItsAttemptIsNotDropped(t *testing.T) {
+	t.Parallel()
+	held, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	c, b := newOrderChecker(t, func(key string, seq int) int {
+		if seq == 1 && first.CompareAndSwap(false, true) {
+			close(held)
+			<-release
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	// A failed attempt waits 300 ms, longer than ParkAfter: it parks.
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 1h}`), "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 300ms, multiplier: 2, max_delay: 300ms")
+	addr := testkit.FreeAddr(t)
+	logs := &testkit.LogBuffer{}
+	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr}, parkAfter(100*time.Millisecond),
+		func(o *app.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	r.post("/hooks/shop", nil, []byte(`{"key":"k","seq":1}`))
+	r.post("/hooks/shop", nil, []byte(`{"key":"k","seq":2}`))
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("k#1 not attempted")
+	}
+
+	js := newCrafted(t, addr).js // a NATS client of the rig's store
+	ctx := context.Background()
+	webhooks, err := js.Stream(ctx, store.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := webhooks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(store.Subject("shop")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := store.Parked{Seq: head.Sequence, Attempts: 1, FirstSeen: head.Time, Due: time.Now(), Key: store.KeyOf("k"), Ordered: true}
+	if err := r.store.Park(ctx, "shop", "app", head.Header.Get("Jethook-Event-Id"), p); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, store.StreamName, store.ConsumerName("shop", "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the copy sent to jethook while k#1's attempt is in progress, and settled or given back", func() bool {
+		due, err := webhooks.GetLastMsgForSubject(ctx, store.DueSubject("shop", "app"))
+		if err != nil {
+			return false
+		}
+		info, err := cons.Info(ctx)
+		return err == nil && info.Delivered.Stream >= due.Sequence &&
+			(info.NumAckPending == 1 || strings.Contains(logs.String(), "comes back after it"))
+	})
+	close(release)
+	testkit.Eventually(t, 30*time.Second, "k#1, then k#2 delivered", func() bool { return c.deliveries() == 2 })
+	c.check(t)
+	if dls := r.deadLetters(); len(dls) > 0 {
+		t.Errorf("%d dead letters, want none: %s", len(dls), dls[0].Reason)
+	}
+	r.awaitNoKeyBlocked(t)
+}
+
 // An event that is away when a later event of its key takes the key (a
 // fetch that ended held it, or dropped it and the server sent it again
 // after its ack wait) and comes back while that one is head was never
