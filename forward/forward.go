@@ -612,7 +612,7 @@ func (d *destination) attempted(j job) {
 	defer d.f.inflight.Done()
 	d.attempt(j.ctx, j.stopping, j.m, j.probe)
 	if om, ok := j.m.(*orderedMsg); ok {
-		d.order.done(om.key, om.seq)
+		om.end() // if its settle did not
 	}
 	d.inflight.Add(-1)
 	select {

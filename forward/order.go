@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -103,9 +104,19 @@ type orderedMsg struct {
 	seq    uint64
 	env    *store.Envelope // read by admit, for hold; nil for a due record
 	parked bool
+	ended  atomic.Bool // the attempt's hold on the key here ended (end)
 }
 
-// Each settle ends the attempt's hold on the key here first (done): the
+// end ends the attempt's hold on the key here, once: a later attempt of
+// the same head, which may hold the key by the time this one's worker
+// returns, keeps its hold.
+func (m *orderedMsg) end() {
+	if m.ended.CompareAndSwap(false, true) {
+		m.d.order.done(m.key, m.seq)
+	}
+}
+
+// Each settle ends the attempt's hold on the key here first (end): the
 // message may come back at once.
 
 // Ack, after a delivery (or a filter), passes the key on and acks the
@@ -117,7 +128,7 @@ type orderedMsg struct {
 // waits for one to end.
 func (m *orderedMsg) Ack() error {
 	d := m.d
-	d.order.done(m.key, m.seq)
+	m.end()
 	if m.parked {
 		// The parked record carries the event on; the key's head entry
 		// must outlive a crash first.
@@ -149,7 +160,7 @@ func (m *orderedMsg) Ack() error {
 // the key can see it: a crash never brings this event back to an attempt
 // after a later one was delivered.
 func (m *orderedMsg) Term() error {
-	m.d.order.done(m.key, m.seq)
+	m.end()
 	if !m.settle(m.d.f.Store.SettleHead) {
 		return m.Msg.NakWithDelay(settleRetry)
 	}
@@ -157,13 +168,13 @@ func (m *orderedMsg) Term() error {
 }
 
 func (m *orderedMsg) Nak() error {
-	m.d.order.done(m.key, m.seq)
+	m.end()
 	m.keepUnsynced()
 	return m.Msg.Nak()
 }
 
 func (m *orderedMsg) NakWithDelay(delay time.Duration) error {
-	m.d.order.done(m.key, m.seq)
+	m.end()
 	m.keepUnsynced()
 	return m.Msg.NakWithDelay(delay)
 }
