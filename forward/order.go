@@ -160,8 +160,9 @@ func (m *orderedMsg) Ack() error {
 // the key can see it: a crash never brings this event back to an attempt
 // after a later one was delivered.
 func (m *orderedMsg) Term() error {
-	m.end()
-	if !m.settle(m.d.f.Store.SettleHead) {
+	passed := m.settle(m.d.f.Store.SettleHead)
+	m.end() // after: a copy of the head that comes meanwhile waits, then finds the key passed on
+	if !passed {
 		return m.Msg.NakWithDelay(settleRetry)
 	}
 	return m.Msg.Term()
@@ -271,6 +272,7 @@ func (d *destination) admit(ctx context.Context, msgs []jetstream.Msg) (_ []jets
 				// it comes back, Admit settles it then.
 				d.log.Info("a copy of a key's head came while its attempt is in progress; it comes back after it",
 					"event_id", c.EventID, "seq", c.Seq, "due", c.Due)
+				d.unfetched()
 				d.giveBack(m, settleRetry)
 				continue
 			}

@@ -374,6 +374,8 @@ func TestAKeyWhoseHeadLostItsParkedRecordGoesOn(t *testing.T) {
 func TestACopyOfAHeadThatArrivesDuringItsAttemptIsNotDropped(t *testing.T) {
 	t.Parallel()
 	held, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the backend closes: it waits for its handlers
 	var first atomic.Bool
 	c, b := newOrderChecker(t, func(key string, seq int) int {
 		if seq == 1 && first.CompareAndSwap(false, true) {
@@ -383,8 +385,10 @@ func TestACopyOfAHeadThatArrivesDuringItsAttemptIsNotDropped(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	// A failed attempt waits 300 ms, longer than ParkAfter: it parks.
+	// A failed attempt waits 300 ms, longer than ParkAfter: it parks. The
+	// attempt held in the backend must not time out first.
 	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 1h}`), "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 300ms, multiplier: 2, max_delay: 300ms")
+	cfg = edit(t, cfg, "timeout: 2s", "timeout: 1m")
 	addr := testkit.FreeAddr(t)
 	logs := &testkit.LogBuffer{}
 	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr}, parkAfter(100*time.Millisecond),
@@ -422,9 +426,9 @@ func TestACopyOfAHeadThatArrivesDuringItsAttemptIsNotDropped(t *testing.T) {
 		}
 		info, err := cons.Info(ctx)
 		return err == nil && info.Delivered.Stream >= due.Sequence &&
-			(info.NumAckPending == 1 || strings.Contains(logs.String(), "comes back after it"))
+			(info.NumAckPending == 1 || strings.Contains(logs.String(), "came while its attempt is in progress"))
 	})
-	close(release)
+	releaseOnce.Do(func() { close(release) })
 	testkit.Eventually(t, 30*time.Second, "k#1, then k#2 delivered", func() bool { return c.deliveries() == 2 })
 	c.check(t)
 	if dls := r.deadLetters(); len(dls) > 0 {

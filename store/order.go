@@ -1117,8 +1117,8 @@ func (s *Store) Uncarried(ctx context.Context, route, dest string, heads []OldHe
 // Recarry brings route's destination's head h back to an attempt now, as
 // its lost parked record would have: a due record with the attempts
 // logged for it and the time its message was stored. A head that has
-// moved on, or is in an attempt, when the record comes back lets it go
-// (Admit, and the forwarder's hold on a key in an attempt).
+// moved on when the record comes back lets it go (Admit); one in an
+// attempt has it wait for that attempt (the forwarder's hold on a key).
 func (s *Store) Recarry(ctx context.Context, route, dest string, h OldHead, now time.Time) error {
 	m, err := s.main.GetMsg(ctx, h.Seq)
 	if err != nil {
