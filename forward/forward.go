@@ -667,7 +667,8 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 		return nil, h, false
 	}
 	h = held{m: m, n: int(md.NumDelivered), seq: md.Sequence.Stream, first: md.Timestamp, queue: md.NumPending > 0}
-	h.n = max(h.n-d.f.returned.take(md.Stream, md.Consumer, md.Sequence.Stream), 1)
+	back := d.f.returned.take(md.Stream, md.Consumer, md.Sequence.Stream)
+	h.n = max(h.n-back, 1)
 	if store.IsDue(m) {
 		var p store.Parked
 		e, p, err = d.f.Store.LoadDue(ctx, m)
@@ -699,7 +700,11 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 		d.deadLetter(ctx, h, e, o, "permanent", d.eventLog(e, h.n))
 		return nil, h, false
 	}
-	if d.f.Store.Inherited(md.Sequence.Stream) && !d.resume(e, &h) {
+	// A due record of an ordered head given back here (it came while the
+	// head was in an attempt) may have been overtaken by that attempt's
+	// own parked record: checked against the attempt log as it is now.
+	copied := h.due && back > 0 && d.order != nil
+	if (d.f.Store.Inherited(md.Sequence.Stream) || copied) && !d.resume(ctx, e, &h, copied) {
 		return nil, h, false
 	}
 	if !h.due {
@@ -758,14 +763,29 @@ func (d *destination) renumber(ctx context.Context, e *store.Envelope, n int, fi
 // them, so that X-Webhook-Attempt repeats no logged attempt; that count, which
 // JetStream's count of deliveries does not know, then goes with the
 // event when it waits (h.local parks it).
-func (d *destination) resume(e *store.Envelope, h *held) bool {
-	last, ok, err := d.f.Store.LastAttempt(d.route.Name, d.dest.Name, e.EventID, h.first)
+//
+// With copied, h is a due record of an ordered head given back here while
+// the head was in an attempt, and the attempt log is read once it has
+// every attempt logged so far: a later attempt that parked the event
+// carries it on, and the copy is stale (a release published twice, a
+// record carried again) and settled here, not a second line of attempts.
+func (d *destination) resume(ctx context.Context, e *store.Envelope, h *held, copied bool) bool {
+	lastAttempt := d.f.Store.LastAttempt
+	if copied {
+		lastAttempt = func(route, dest, id string, since time.Time) (store.Attempt, bool, error) {
+			return d.f.Store.LoggedAttempt(ctx, route, dest, id, since)
+		}
+	}
+	last, ok, err := lastAttempt(d.route.Name, d.dest.Name, e.EventID, h.first)
 	if err != nil || !ok {
 		return true // not attempted since it was stored (or unknown): attempt it
 	}
 	if last.Outcome == Delivered.String() || last.Parked && (!h.due || last.Attempt >= h.n) {
-		d.eventLog(e, h.n).Info("settled before a restart (the settle was lost); not attempted again",
-			"logged_attempt", last.Attempt, "outcome", last.Outcome, "parked", last.Parked)
+		msg := "settled before a restart (the settle was lost); not attempted again"
+		if copied {
+			msg = "a copy of a key's head was overtaken by a later attempt; not attempted again"
+		}
+		d.eventLog(e, h.n).Info(msg, "logged_attempt", last.Attempt, "outcome", last.Outcome, "parked", last.Parked)
 		if om, ok := h.m.(*orderedMsg); ok && last.Outcome != Delivered.String() {
 			om.parked = true // the parked record carries the event on, and it keeps its key
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -433,6 +434,74 @@ func TestACopyOfAHeadThatArrivesDuringItsAttemptIsNotDropped(t *testing.T) {
 	c.check(t)
 	if dls := r.deadLetters(); len(dls) > 0 {
 		t.Errorf("%d dead letters, want none: %s", len(dls), dls[0].Reason)
+	}
+	r.awaitNoKeyBlocked(t)
+}
+
+// A copy of a key's head given back during the head's attempt that an
+// attempt made since has overtaken (here a release due record published
+// twice: the head's attempt 1 parked it again meanwhile) is settled when
+// it comes back, not attempted as a second line: the backend sees the
+// head's attempts numbered 1, then 2.
+func TestAnOvertakenCopyOfAHeadIsNotAttemptedAgain(t *testing.T) {
+	t.Parallel()
+	held, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	b := newBackend(t, func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			close(held)
+			<-release
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the backend closes: it waits for its handlers
+	// Attempt 1's retry is parked for 10 s, so the copy (back after 5 s)
+	// comes first; the attempt held in the backend must not time out.
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 1h}`), "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 10s, multiplier: 2, max_delay: 10s")
+	cfg = edit(t, cfg, "timeout: 2s", "timeout: 1m")
+	addr := testkit.FreeAddr(t)
+	logs := &testkit.LogBuffer{}
+	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr}, parkAfter(100*time.Millisecond),
+		func(o *app.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	r.post("/hooks/shop", nil, []byte(`{"key":"k","seq":1}`))
+	r.post("/hooks/shop", nil, []byte(`{"key":"k","seq":2}`))
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("k#1 not attempted")
+	}
+
+	js := newCrafted(t, addr).js // a NATS client of the rig's store
+	ctx := context.Background()
+	webhooks, err := js.Stream(ctx, store.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := webhooks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(store.Subject("shop")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := store.Parked{Seq: head.Sequence, Attempts: 0, FirstSeen: head.Time, Due: time.Now(), Key: store.KeyOf("k"), Ordered: true}
+	if err := r.store.Park(ctx, "shop", "app", head.Header.Get("Jethook-Event-Id"), stale); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the copy given back during k#1's attempt", func() bool {
+		return strings.Contains(logs.String(), "came while its attempt is in progress")
+	})
+	releaseOnce.Do(func() { close(release) })
+	testkit.Eventually(t, 60*time.Second, "k#1, then k#2 delivered", func() bool { return b.count() >= 3 })
+	var got []string
+	for _, h := range b.all() {
+		got = append(got, fmt.Sprintf("%s attempt %s", h.body, h.header.Get("X-Webhook-Attempt")))
+	}
+	want := []string{`{"key":"k","seq":1} attempt 1`, `{"key":"k","seq":1} attempt 2`, `{"key":"k","seq":2} attempt 1`}
+	if !slices.Equal(got, want) {
+		t.Errorf("the backend saw\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(logs.String(), "overtaken by a later attempt") {
+		t.Errorf("the stale copy's settling is not logged:\n%s", logs)
 	}
 	r.awaitNoKeyBlocked(t)
 }
