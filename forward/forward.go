@@ -703,8 +703,8 @@ func (d *destination) hold(ctx context.Context, m jetstream.Msg) (e *store.Envel
 	// A due record of an ordered head given back here (it came while the
 	// head was in an attempt) may have been overtaken by that attempt's
 	// own parked record: checked against the attempt log as it is now.
-	copied := h.due && back > 0 && d.order != nil
-	if (d.f.Store.Inherited(md.Sequence.Stream) || copied) && !d.resume(ctx, e, &h, copied) {
+	givenBack := h.due && back > 0 && d.order != nil
+	if (d.f.Store.Inherited(md.Sequence.Stream) || givenBack) && !d.resume(ctx, e, &h, givenBack) {
 		return nil, h, false
 	}
 	if !h.due {
@@ -764,25 +764,26 @@ func (d *destination) renumber(ctx context.Context, e *store.Envelope, n int, fi
 // JetStream's count of deliveries does not know, then goes with the
 // event when it waits (h.local parks it).
 //
-// With copied, h is a due record of an ordered head given back here while
+// With givenBack, h is a due record of an ordered head given back here while
 // the head was in an attempt, and the attempt log is read once it has
 // every attempt logged so far: a later attempt that parked the event
 // carries it on, and the copy is stale (a release published twice, a
 // record carried again) and settled here, not a second line of attempts.
-func (d *destination) resume(ctx context.Context, e *store.Envelope, h *held, copied bool) bool {
-	lastAttempt := d.f.Store.LastAttempt
-	if copied {
-		lastAttempt = func(route, dest, id string, since time.Time) (store.Attempt, bool, error) {
-			return d.f.Store.LoggedAttempt(ctx, route, dest, id, since)
-		}
+func (d *destination) resume(ctx context.Context, e *store.Envelope, h *held, givenBack bool) bool {
+	var last store.Attempt
+	var ok bool
+	var err error
+	if givenBack {
+		last, ok, err = d.f.Store.LoggedAttempt(ctx, d.route.Name, d.dest.Name, e.EventID, h.first)
+	} else {
+		last, ok, err = d.f.Store.LastAttempt(d.route.Name, d.dest.Name, e.EventID, h.first)
 	}
-	last, ok, err := lastAttempt(d.route.Name, d.dest.Name, e.EventID, h.first)
 	if err != nil || !ok {
 		return true // not attempted since it was stored (or unknown): attempt it
 	}
 	if last.Outcome == Delivered.String() || last.Parked && (!h.due || last.Attempt >= h.n) {
 		msg := "settled before a restart (the settle was lost); not attempted again"
-		if copied {
+		if givenBack {
 			msg = "a copy of a key's head was overtaken by a later attempt; not attempted again"
 		}
 		d.eventLog(e, h.n).Info(msg, "logged_attempt", last.Attempt, "outcome", last.Outcome, "parked", last.Parked)

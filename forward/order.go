@@ -116,8 +116,9 @@ func (m *orderedMsg) end() {
 	}
 }
 
-// Each settle ends the attempt's hold on the key here first (end): the
-// message may come back at once.
+// Each settle ends the attempt's hold on the key here (end) before it
+// settles the message, which may come back at once; Term ends it once the
+// key is passed on.
 
 // Ack, after a delivery (or a filter), passes the key on and acks the
 // message once that is on disk, in the background: the attempt ends at
