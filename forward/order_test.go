@@ -366,36 +366,44 @@ func TestAKeyWhoseHeadLostItsParkedRecordGoesOn(t *testing.T) {
 	r.awaitNoKeyBlocked(t)
 }
 
-// A copy of a key's head that arrives while the head's attempt is in
-// progress is given back, never dropped: the attempt may end trusting it.
-// Here the copy is a due record made from a parked record with the id the
-// attempt parks under (as a second copy of the head, numbered alike after
-// a restart, would have parked): the attempt's own park is then a
-// duplicate, and the copy is all that carries the event.
-func TestACopyOfAHeadThatArrivesDuringItsAttemptIsNotDropped(t *testing.T) {
-	t.Parallel()
+// heldHead is an ordered destination whose backend holds k#1's first
+// attempt, with k#2 queued behind it, and a copy of the head parked while
+// that attempt is held.
+type heldHead struct {
+	r        *rig
+	b        *backend
+	logs     *testkit.LogBuffer
+	webhooks jetstream.Stream
+	cons     jetstream.Consumer
+	release  func() // the held attempt answers 500; at cleanup too
+}
+
+// holdAHead starts it: a failed attempt's retry waits retry (parked), the
+// backend answers every other request 200, and once k#1's first attempt
+// is held, a record of k#1 with attempts made so far, due now, is parked
+// as a copy of the head would be.
+func holdAHead(t *testing.T, retry string, attempts int) *heldHead {
 	held, release := make(chan struct{}), make(chan struct{})
-	var releaseOnce sync.Once
-	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the backend closes: it waits for its handlers
-	var first atomic.Bool
-	c, b := newOrderChecker(t, func(key string, seq int) int {
-		if seq == 1 && first.CompareAndSwap(false, true) {
+	var once sync.Once
+	h := &heldHead{logs: &testkit.LogBuffer{}, release: func() { once.Do(func() { close(release) }) }}
+	h.b = newBackend(t, func(n int, w http.ResponseWriter) {
+		if n == 1 {
 			close(held)
 			<-release
-			return http.StatusInternalServerError
+			w.WriteHeader(http.StatusInternalServerError)
+			return
 		}
-		return http.StatusOK
+		w.WriteHeader(http.StatusOK)
 	})
-	// A failed attempt waits 300 ms, longer than ParkAfter: it parks. The
-	// attempt held in the backend must not time out first.
-	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 1h}`), "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 300ms, multiplier: 2, max_delay: 300ms")
+	t.Cleanup(h.release) // before the backend closes: it waits for its handlers
+	// The attempt held in the backend must not time out.
+	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 1h}`), "base: 20ms, multiplier: 2, max_delay: 200ms", "base: "+retry+", multiplier: 2, max_delay: "+retry)
 	cfg = edit(t, cfg, "timeout: 2s", "timeout: 1m")
 	addr := testkit.FreeAddr(t)
-	logs := &testkit.LogBuffer{}
-	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr}, parkAfter(100*time.Millisecond),
-		func(o *app.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
-	r.post("/hooks/shop", nil, []byte(`{"key":"k","seq":1}`))
-	r.post("/hooks/shop", nil, []byte(`{"key":"k","seq":2}`))
+	h.r = newRig(t, parseConfig(t, cfg, h.b.URL), store.Options{ClientListen: addr}, parkAfter(100*time.Millisecond),
+		func(o *app.Options) { o.Logger = slog.New(slog.NewTextHandler(h.logs, nil)) })
+	h.r.post("/hooks/shop", nil, []byte(`{"key":"k","seq":1}`))
+	h.r.post("/hooks/shop", nil, []byte(`{"key":"k","seq":2}`))
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):
@@ -404,38 +412,62 @@ func TestACopyOfAHeadThatArrivesDuringItsAttemptIsNotDropped(t *testing.T) {
 
 	js := newCrafted(t, addr).js // a NATS client of the rig's store
 	ctx := context.Background()
-	webhooks, err := js.Stream(ctx, store.StreamName)
+	var err error
+	if h.webhooks, err = js.Stream(ctx, store.StreamName); err != nil {
+		t.Fatal(err)
+	}
+	if h.cons, err = js.Consumer(ctx, store.StreamName, store.ConsumerName("shop", "app")); err != nil {
+		t.Fatal(err)
+	}
+	head, err := h.webhooks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(store.Subject("shop")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, err := webhooks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(store.Subject("shop")))
-	if err != nil {
+	p := store.Parked{Seq: head.Sequence, Attempts: attempts, FirstSeen: head.Time, Due: time.Now(), Key: store.KeyOf("k"), Ordered: true}
+	if err := h.r.store.Park(ctx, "shop", "app", head.Header.Get("Jethook-Event-Id"), p); err != nil {
 		t.Fatal(err)
 	}
-	p := store.Parked{Seq: head.Sequence, Attempts: 1, FirstSeen: head.Time, Due: time.Now(), Key: store.KeyOf("k"), Ordered: true}
-	if err := r.store.Park(ctx, "shop", "app", head.Header.Get("Jethook-Event-Id"), p); err != nil {
-		t.Fatal(err)
+	return h
+}
+
+// seen is what the backend saw: each body, and its attempt number.
+func (h *heldHead) seen() []string {
+	var out []string
+	for _, x := range h.b.all() {
+		out = append(out, fmt.Sprintf("%s attempt %s", x.body, x.header.Get("X-Webhook-Attempt")))
 	}
-	cons, err := js.Consumer(ctx, store.StreamName, store.ConsumerName("shop", "app"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	return out
+}
+
+// A copy of a key's head that arrives while the head's attempt is in
+// progress is given back, never dropped: the attempt may end trusting it.
+// Here the copy is a due record made from a parked record with the id the
+// attempt parks under (as a second copy of the head, numbered alike after
+// a restart, would have parked): the attempt's own park is then a
+// duplicate, and the copy is all that carries the event.
+func TestACopyOfAHeadThatArrivesDuringItsAttemptIsNotDropped(t *testing.T) {
+	t.Parallel()
+	h := holdAHead(t, "300ms", 1)
+	ctx := context.Background()
 	eventually(t, "the copy sent to jethook while k#1's attempt is in progress, and settled or given back", func() bool {
-		due, err := webhooks.GetLastMsgForSubject(ctx, store.DueSubject("shop", "app"))
+		due, err := h.webhooks.GetLastMsgForSubject(ctx, store.DueSubject("shop", "app"))
 		if err != nil {
 			return false
 		}
-		info, err := cons.Info(ctx)
+		info, err := h.cons.Info(ctx)
 		return err == nil && info.Delivered.Stream >= due.Sequence &&
-			(info.NumAckPending == 1 || strings.Contains(logs.String(), "came while its attempt is in progress"))
+			(info.NumAckPending == 1 || strings.Contains(h.logs.String(), "came while its attempt is in progress"))
 	})
-	releaseOnce.Do(func() { close(release) })
-	testkit.Eventually(t, 30*time.Second, "k#1, then k#2 delivered", func() bool { return c.deliveries() == 2 })
-	c.check(t)
-	if dls := r.deadLetters(); len(dls) > 0 {
+	h.release()
+	testkit.Eventually(t, 30*time.Second, "k#1, then k#2 delivered", func() bool { return h.b.count() >= 3 })
+	want := []string{`{"key":"k","seq":1} attempt 1`, `{"key":"k","seq":1} attempt 2`, `{"key":"k","seq":2} attempt 1`}
+	if got := h.seen(); !slices.Equal(got, want) {
+		t.Errorf("the backend saw\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if dls := h.r.deadLetters(); len(dls) > 0 {
 		t.Errorf("%d dead letters, want none: %s", len(dls), dls[0].Reason)
 	}
-	r.awaitNoKeyBlocked(t)
+	h.r.awaitNoKeyBlocked(t)
 }
 
 // A copy of a key's head given back during the head's attempt that an
@@ -445,65 +477,22 @@ func TestACopyOfAHeadThatArrivesDuringItsAttemptIsNotDropped(t *testing.T) {
 // head's attempts numbered 1, then 2.
 func TestAnOvertakenCopyOfAHeadIsNotAttemptedAgain(t *testing.T) {
 	t.Parallel()
-	held, release := make(chan struct{}), make(chan struct{})
-	var releaseOnce sync.Once
-	b := newBackend(t, func(n int, w http.ResponseWriter) {
-		if n == 1 {
-			close(held)
-			<-release
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	})
-	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the backend closes: it waits for its handlers
 	// Attempt 1's retry is parked for 10 s, so the copy (back after 5 s)
-	// comes first; the attempt held in the backend must not time out.
-	cfg := edit(t, orderedRetry(t, `{key: 'body.key', max_blocked: 1h}`), "base: 20ms, multiplier: 2, max_delay: 200ms", "base: 10s, multiplier: 2, max_delay: 10s")
-	cfg = edit(t, cfg, "timeout: 2s", "timeout: 1m")
-	addr := testkit.FreeAddr(t)
-	logs := &testkit.LogBuffer{}
-	r := newRig(t, parseConfig(t, cfg, b.URL), store.Options{ClientListen: addr}, parkAfter(100*time.Millisecond),
-		func(o *app.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
-	r.post("/hooks/shop", nil, []byte(`{"key":"k","seq":1}`))
-	r.post("/hooks/shop", nil, []byte(`{"key":"k","seq":2}`))
-	select {
-	case <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("k#1 not attempted")
-	}
-
-	js := newCrafted(t, addr).js // a NATS client of the rig's store
-	ctx := context.Background()
-	webhooks, err := js.Stream(ctx, store.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	head, err := webhooks.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(store.Subject("shop")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := store.Parked{Seq: head.Sequence, Attempts: 0, FirstSeen: head.Time, Due: time.Now(), Key: store.KeyOf("k"), Ordered: true}
-	if err := r.store.Park(ctx, "shop", "app", head.Header.Get("Jethook-Event-Id"), stale); err != nil {
-		t.Fatal(err)
-	}
+	// comes first.
+	h := holdAHead(t, "10s", 0)
 	eventually(t, "the copy given back during k#1's attempt", func() bool {
-		return strings.Contains(logs.String(), "came while its attempt is in progress")
+		return strings.Contains(h.logs.String(), "came while its attempt is in progress")
 	})
-	releaseOnce.Do(func() { close(release) })
-	testkit.Eventually(t, 60*time.Second, "k#1, then k#2 delivered", func() bool { return b.count() >= 3 })
-	var got []string
-	for _, h := range b.all() {
-		got = append(got, fmt.Sprintf("%s attempt %s", h.body, h.header.Get("X-Webhook-Attempt")))
-	}
+	h.release()
+	testkit.Eventually(t, 60*time.Second, "k#1, then k#2 delivered", func() bool { return h.b.count() >= 3 })
 	want := []string{`{"key":"k","seq":1} attempt 1`, `{"key":"k","seq":1} attempt 2`, `{"key":"k","seq":2} attempt 1`}
-	if !slices.Equal(got, want) {
+	if got := h.seen(); !slices.Equal(got, want) {
 		t.Errorf("the backend saw\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if !strings.Contains(logs.String(), "overtaken by a later attempt") {
-		t.Errorf("the stale copy's settling is not logged:\n%s", logs)
+	if !strings.Contains(h.logs.String(), "overtaken by a later attempt") {
+		t.Errorf("the stale copy's settling is not logged:\n%s", h.logs)
 	}
-	r.awaitNoKeyBlocked(t)
+	h.r.awaitNoKeyBlocked(t)
 }
 
 // An event that is away when a later event of its key takes the key (a
