@@ -83,8 +83,8 @@ func newOrderBackend(t *testing.T) (*orderBackend, *httptest.Server) {
 }
 
 // missing says which of events 1..perKey of keys keys were not delivered,
-// and what the backend saw of the first one's key.
-func (b *orderBackend) missing(keys, perKey int) (string, string) {
+// and what the backend saw of the first one's key, which it also returns.
+func (b *orderBackend) missing(keys, perKey int) (string, []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var gone []string
@@ -99,9 +99,10 @@ func (b *orderBackend) missing(keys, perKey int) (string, string) {
 		}
 	}
 	if first == "" {
-		return "none missing", ""
+		return "none missing", nil
 	}
-	return fmt.Sprintf("missing %s; the attempts of %s:\n%s", strings.Join(gone, " "), first, strings.Join(b.history[first], "\n")), first
+	history := slices.Clone(b.history[first])
+	return fmt.Sprintf("missing %s; the attempts of %s:\n%s", strings.Join(gone, " "), first, strings.Join(history, "\n")), history
 }
 
 func (b *orderBackend) count() int {
@@ -379,10 +380,7 @@ func (b *orderBackend) awaitInOrder(t *testing.T, p *process, keys, perKey int, 
 	for b.count() < n {
 		p.checkAlive()
 		if time.Now().After(deadline) {
-			missing, key := b.missing(keys, perKey)
-			b.mu.Lock()
-			history := slices.Clone(b.history[key])
-			b.mu.Unlock()
+			missing, history := b.missing(keys, perKey)
 			explain(t, p, history)
 			t.Fatalf("%d of %d events delivered two minutes after posting ended; %s", b.count(), n, missing)
 		}
