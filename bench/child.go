@@ -134,6 +134,26 @@ func (c *child) fetch(ctx context.Context, url string, auth bool) (int, []byte, 
 	return resp.StatusCode, b, err
 }
 
+// post sends an empty POST to an admin API url with the admin token and
+// wants a 2xx.
+func (c *child) post(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, b)
+	}
+	return nil
+}
+
 // settled reports whether every destination in GET /v1/status has nothing
 // pending and nothing unacknowledged.
 func (c *child) settled(ctx context.Context) (bool, error) {

@@ -107,6 +107,71 @@ func runFrom(ctx context.Context, url string, concurrency, limit int, duration t
 	return l
 }
 
+// runAt posts JSON bodies of bodySize bytes to url at a constant rate a
+// second, each post on its own, whether or not earlier ones were answered
+// (an open loop, as a provider sends), until duration has passed (0: no
+// limit) or ctx ends; sequence numbers run from first on. A post's
+// latency runs from when it is sent, as vegeta times it: the load
+// generator shares the process and the cores with what it measures, and
+// a post it sends late is its own delay, not jethook's. At most
+// maxInFlight posts are in flight; a post due while that many are waits
+// for one to end.
+func runAt(ctx context.Context, url string, rate float64, duration time.Duration, bodySize int, first int64) Measurement {
+	const maxInFlight = 256
+	client := &http.Client{Transport: transport(maxInFlight), Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	var (
+		mu       sync.Mutex
+		all      []time.Duration
+		failed   int
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, maxInFlight)
+		interval = time.Duration(float64(time.Second) / rate)
+		start    = time.Now()
+		cpu0     = procs.CPUTime()
+	)
+	for i := int64(0); ctx.Err() == nil; i++ {
+		due := start.Add(time.Duration(i) * interval)
+		if duration > 0 && !due.Before(start.Add(duration)) {
+			break
+		}
+		if d := time.Until(due); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			t0 := time.Now()
+			ok := post(ctx, client, url, first+i, bodySize)
+			lat := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case ok:
+				all = append(all, lat)
+			case ctx.Err() == nil:
+				failed++
+			}
+		})
+	}
+	wg.Wait()
+	l := Measurement{Requests: len(all), Failed: failed, Elapsed: time.Since(start), CPU: procs.CPUTime() - cpu0}
+	slices.Sort(all)
+	l.P50, l.P99 = percentile(all, 50), percentile(all, 99)
+	return l
+}
+
 // post sends one webhook and reports whether it was answered 200.
 func post(ctx context.Context, client *http.Client, url string, seq int64, bodySize int) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body(seq, bodySize)))

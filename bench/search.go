@@ -1,9 +1,15 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -24,6 +30,16 @@ type SearchOptions struct {
 	// Load is how many clients post webhooks, one after the other, while
 	// ingest's latency is measured, idle and during each search (default 4).
 	Load int
+	// Rate, when above 0, replaces Load: webhooks are posted at this
+	// constant rate a second while ingest's latency is measured, each
+	// whether or not the ones before it were answered, as providers send.
+	Rate float64
+	// Apart runs jethook as a separate process (`jethook serve` from this
+	// executable), as it runs in production: the load generator and the
+	// searches then share the machine's cores with it, not its Go
+	// scheduler, and each search goes through the admin API (GET
+	// /v1/events, streamed), as `jethook events search` runs it.
+	Apart bool
 	// Idle is how long ingest's idle latency is measured (default 10s).
 	Idle time.Duration
 	// Dir holds the run's temporary data directory.
@@ -58,6 +74,8 @@ func (o *SearchOptions) applyDefaults() {
 // API's Search, as GET /v1/events and the dashboard run it.
 type SearchResult struct {
 	Retained int
+	Rate     float64     // the constant rate of the ingest beside the searches; 0: Idle.Concurrency clients
+	Apart    bool        // jethook ran as a separate process
 	Fill     Measurement // the posts that filled the store
 	Idle     Measurement // ingest with no search running
 	// Selective looks, newest first, for the one webhook that matches in
@@ -96,17 +114,33 @@ const searchMeasured = 5 * time.Second
 // idle, then runs each search with the same ingest load beside it.
 func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 	o.applyDefaults()
-	r := SearchResult{Retained: o.Retained}
-	cfg, err := config("http://127.0.0.1:9/unused", 64)
-	if err != nil {
-		return r, err
+	r := SearchResult{Retained: o.Retained, Rate: o.Rate, Apart: o.Apart}
+	var (
+		url    string
+		search searcher
+	)
+	if o.Apart {
+		c, stop, err := startSearchChild(ctx, o)
+		if err != nil {
+			return r, err
+		}
+		defer stop()
+		url, search = "http://"+c.public+hookPath, c.search
+	} else {
+		cfg, err := config("http://127.0.0.1:9/unused", 64)
+		if err != nil {
+			return r, err
+		}
+		st, err := startStack(ctx, Options{Dir: o.Dir}, cfg, false, false)
+		if err != nil {
+			return r, fmt.Errorf("start jethook: %w", err)
+		}
+		defer st.close()
+		url = st.ingress.URL + hookPath
+		search = func(ctx context.Context, s admin.Search, found func()) (admin.SearchEnd, error) {
+			return st.app.Service.Search(ctx, s, func(admin.EventSummary) bool { found(); return true }, nil)
+		}
 	}
-	st, err := startStack(ctx, Options{Dir: o.Dir}, cfg, false, false)
-	if err != nil {
-		return r, fmt.Errorf("start jethook: %w", err)
-	}
-	defer st.close()
-	url := st.ingress.URL + hookPath
 	fmt.Fprintf(o.Progress, "search: storing %d webhooks of %d bytes\n", o.Retained, o.BodySize)
 	// The store is filled in minutes, not in a day: the last hour of a
 	// day's steady traffic is its last twenty-fourth, stored from hour on.
@@ -119,7 +153,7 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 	}
 	next := int64(o.Retained)
 	fmt.Fprintf(o.Progress, "search: stored %d in %s; ingest idle for %s\n", day.Requests, day.Elapsed.Round(time.Second), o.Idle)
-	r.Idle = runFrom(ctx, url, o.Load, 0, o.Idle, o.BodySize, next)
+	r.Idle = o.ingest(ctx, url, o.Idle, next)
 	next += int64(r.Idle.Requests + r.Idle.Failed + o.Load)
 	hour := time.Now().UTC()
 	r.Fill = runFrom(ctx, url, o.Clients, lastHour, 0, o.BodySize, int64(o.Retained-lastHour))
@@ -141,7 +175,8 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 		{&r.Unindexed, "24 h", admin.Search{Route: "bench", Since: "24h", Expr: `body.id.endsWith("_none")`}},
 	} {
 		fmt.Fprintf(o.Progress, "search: %s: %s\n", run.window, run.s.Expr)
-		*run.out, err = searchBeside(ctx, st, run.s, url, o, next)
+		var err error
+		*run.out, err = searchBeside(ctx, search, run.s, url, o, next)
 		if err != nil {
 			return r, err
 		}
@@ -151,26 +186,35 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 	return r, ctx.Err()
 }
 
+// ingest is the load whose latency the scenario measures, for duration
+// (0: until ctx ends), numbered from first on: o.Rate a second, or else
+// o.Load clients posting one after the other.
+func (o *SearchOptions) ingest(ctx context.Context, url string, duration time.Duration, first int64) Measurement {
+	if o.Rate > 0 {
+		return runAt(ctx, url, o.Rate, duration, o.BodySize, first)
+	}
+	return runFrom(ctx, url, o.Load, 0, duration, o.BodySize, first)
+}
+
 // searchBeside runs s while o.Load clients post webhooks numbered from
 // first on, again and again until searchMeasured has passed, and stops
 // the clients when the last search ends. The first run is the one
 // reported.
-func searchBeside(ctx context.Context, st *stack, s admin.Search, url string, o SearchOptions, first int64) (SearchRun, error) {
+func searchBeside(ctx context.Context, search searcher, s admin.Search, url string, o SearchOptions, first int64) (SearchRun, error) {
 	out := SearchRun{Search: s}
 	loadCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	wg.Go(func() { out.Ingest = runFrom(loadCtx, url, o.Load, 0, 0, o.BodySize, first) })
+	wg.Go(func() { out.Ingest = o.ingest(loadCtx, url, 0, first) })
 	begin := time.Now()
 	for out.Runs == 0 || time.Since(begin) < searchMeasured {
 		start, found := time.Now(), 0
-		end, err := st.app.Service.Search(ctx, s, func(admin.EventSummary) bool {
+		end, err := search(ctx, s, func() {
 			if found == 0 && out.Runs == 0 {
 				out.First = time.Since(start)
 			}
 			found++
-			return true
-		}, nil)
+		})
 		if err != nil {
 			return out, err
 		}
@@ -182,4 +226,99 @@ func searchBeside(ctx context.Context, st *stack, s admin.Search, url string, o 
 	stop()
 	wg.Wait()
 	return out, nil
+}
+
+// searcher runs one page of search s and calls found for each event it
+// finds, as it finds it.
+type searcher func(ctx context.Context, s admin.Search, found func()) (admin.SearchEnd, error)
+
+// startSearchChild starts `jethook serve` from this executable on a fresh
+// data directory, with the scenario's route, and pauses its destination;
+// stop stops it and removes the directory.
+func startSearchChild(ctx context.Context, o SearchOptions) (_ *child, stop func(), err error) {
+	bin, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp(o.Dir, "jethook-bench-*")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	config := filepath.Join(dir, "policies.yaml")
+	yaml := fmt.Sprintf("routes:\n  - name: bench\n    path: %s\n    destinations:\n      - {name: backend, url: \"http://127.0.0.1:9/unused\"}\n", hookPath)
+	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
+		return nil, nil, err
+	}
+	c, err := newChild(bin, config, filepath.Join(dir, "data"), filepath.Join(dir, "jethook.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.start(); err != nil {
+		return nil, nil, err
+	}
+	stop = func() {
+		_, _ = c.Stop(30 * time.Second)
+		_ = os.RemoveAll(dir)
+	}
+	if _, _, err := c.waitReady(ctx, time.Now(), time.Minute); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	if err := c.post(ctx, "http://"+c.admin+"/v1/destinations/bench/backend/pause"); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("pause the destination: %w", err)
+	}
+	return c, stop, nil
+}
+
+// search runs one page of s through the admin API, streamed (GET
+// /v1/events, application/x-ndjson), calling found for each event line.
+func (c *child) search(ctx context.Context, s admin.Search, found func()) (admin.SearchEnd, error) {
+	var end admin.SearchEnd
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.admin+"/v1/events?"+s.Values().Encode(), nil)
+	if err != nil {
+		return end, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", admin.NDJSON)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return end, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return end, fmt.Errorf("GET /v1/events: %s: %s", resp.Status, b)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 64<<10), 1<<20)
+	for lines.Scan() {
+		var l struct {
+			Event *json.RawMessage `json:"event"`
+			End   *admin.SearchEnd `json:"end"`
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(lines.Bytes(), &l); err != nil {
+			return end, fmt.Errorf("GET /v1/events: %w", err)
+		}
+		switch {
+		case l.Event != nil:
+			found()
+		case l.Error != nil:
+			return end, fmt.Errorf("GET /v1/events: %s", l.Error.Message)
+		case l.End != nil:
+			return *l.End, nil
+		}
+	}
+	if err := lines.Err(); err != nil {
+		return end, err
+	}
+	return end, errors.New("GET /v1/events: the stream ended without its end line")
 }

@@ -355,6 +355,8 @@ type searchBench struct{ o bench.SearchOptions }
 func (b *searchBench) flags(fs *flag.FlagSet) {
 	fs.IntVar(&b.o.Retained, "searched", 1_000_000, "search: webhooks retained when the searches run")
 	fs.IntVar(&b.o.Load, "search-load", 4, "search: clients posting webhooks one after the other while ingest latency is measured")
+	fs.BoolVar(&b.o.Apart, "search-apart", false, "search: run jethook as a separate process (jethook serve from this binary), searched through its admin API")
+	fs.Float64Var(&b.o.Rate, "search-rate", 0, "search: instead of -search-load, post webhooks at this constant rate a second while ingest latency is measured")
 }
 
 func (b *searchBench) check() error {
@@ -363,6 +365,9 @@ func (b *searchBench) check() error {
 	}
 	if b.o.Load <= 0 {
 		return fmt.Errorf("%w: -search-load must be positive", errUsage)
+	}
+	if b.o.Rate < 0 {
+		return fmt.Errorf("%w: -search-rate must not be negative", errUsage)
 	}
 	return nil
 }
@@ -540,8 +545,15 @@ func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) 
 // benchSearchReport prints the search scenario: each search's time and
 // rate, and ingest's p99 and rate beside it against its idle ones.
 func benchSearchReport(out io.Writer, r bench.SearchResult) {
-	fmt.Fprintf(out, "\nSearch: %d webhooks retained (stored in %s, %.0f/s); ingest beside each search from %d clients\n",
-		r.Retained, r.Fill.Elapsed.Round(time.Second), r.Fill.PerSecond(), r.Idle.Concurrency)
+	load := fmt.Sprintf("from %d clients", r.Idle.Concurrency)
+	if r.Rate > 0 {
+		load = fmt.Sprintf("posted at a constant %g/s", r.Rate)
+	}
+	if r.Apart {
+		load += ", to jethook in a process of its own"
+	}
+	fmt.Fprintf(out, "\nSearch: %d webhooks retained (stored in %s, %.0f/s); ingest beside each search %s\n",
+		r.Retained, r.Fill.Elapsed.Round(time.Second), r.Fill.PerSecond(), load)
 	const row = "%-44s %9s %9s %10s %10s %10s %9s %5s %9s %7s %9s %7s\n"
 	fmt.Fprintf(out, row, "SEARCH", "FIRST", "PAGE", "SCANNED", "SKIPPED", "SCANNED/S", "MIB/S", "RUNS", "P99", "÷ IDLE", "INGEST/S", "÷ IDLE")
 	fmt.Fprintf(out, row, "(idle)", "-", "-", "-", "-", "-", "-", "-", brief(r.Idle.P99), "1.00", fmt.Sprintf("%.0f", r.Idle.PerSecond()), "1.00")
