@@ -40,6 +40,11 @@ type SearchOptions struct {
 	// scheduler, and each search goes through the admin API (GET
 	// /v1/events, streamed), as `jethook events search` runs it.
 	Apart bool
+	// Binary is the jethook executable Apart runs (default this one).
+	Binary string
+	// Measured is the least time ingest is measured beside each search
+	// (default 5s): a search is run again until it has passed.
+	Measured time.Duration
 	// Idle is how long ingest's idle latency is measured (default 10s).
 	Idle time.Duration
 	// Dir holds the run's temporary data directory.
@@ -63,6 +68,9 @@ func (o *SearchOptions) applyDefaults() {
 	}
 	if o.Idle <= 0 {
 		o.Idle = 10 * time.Second
+	}
+	if o.Measured <= 0 {
+		o.Measured = 5 * time.Second
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -99,15 +107,12 @@ type SearchRun struct {
 	Found   int
 	End     admin.SearchEnd
 	// Runs is how many times the search ran, one after the other, while
-	// Ingest was measured: a search is run again until searchMeasured has
+	// Ingest was measured: a search is run again until Measured has
 	// passed, so that ingest's p99 is read from thousands of posts, not
 	// the few beside a search of a few milliseconds.
 	Runs   int
 	Ingest Measurement // ingest while the searches ran
 }
-
-// searchMeasured is the least time ingest is measured beside a search.
-const searchMeasured = 5 * time.Second
 
 // Search fills a store with Retained webhooks through the ingress (the
 // destination paused: nothing is delivered), measures ingest's latency
@@ -197,7 +202,7 @@ func (o *SearchOptions) ingest(ctx context.Context, url string, duration time.Du
 }
 
 // searchBeside runs s while o.Load clients post webhooks numbered from
-// first on, again and again until searchMeasured has passed, and stops
+// first on, again and again until o.Measured has passed, and stops
 // the clients when the last search ends. The first run is the one
 // reported.
 func searchBeside(ctx context.Context, search searcher, s admin.Search, url string, o SearchOptions, first int64) (SearchRun, error) {
@@ -207,7 +212,7 @@ func searchBeside(ctx context.Context, search searcher, s admin.Search, url stri
 	var wg sync.WaitGroup
 	wg.Go(func() { out.Ingest = o.ingest(loadCtx, url, 0, first) })
 	begin := time.Now()
-	for out.Runs == 0 || time.Since(begin) < searchMeasured {
+	for out.Runs == 0 || time.Since(begin) < o.Measured {
 		start, found := time.Now(), 0
 		end, err := search(ctx, s, func() {
 			if found == 0 && out.Runs == 0 {
@@ -236,9 +241,11 @@ type searcher func(ctx context.Context, s admin.Search, found func()) (admin.Sea
 // data directory, with the scenario's route, and pauses its destination;
 // stop stops it and removes the directory.
 func startSearchChild(ctx context.Context, o SearchOptions) (_ *child, stop func(), err error) {
-	bin, err := os.Executable()
-	if err != nil {
-		return nil, nil, err
+	bin := o.Binary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return nil, nil, err
+		}
 	}
 	dir, err := os.MkdirTemp(o.Dir, "jethook-bench-*")
 	if err != nil {
