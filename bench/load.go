@@ -114,18 +114,17 @@ func runFrom(ctx context.Context, url string, concurrency, limit int, duration t
 // latency runs from when it is sent, as vegeta times it: the load
 // generator shares the process and the cores with what it measures, and
 // a post it sends late is its own delay, not jethook's. At most
-// maxInFlight posts are in flight; a post due while that many are waits
+// maxAtOnce posts are in flight; a post due while that many are waits
 // for one to end.
 func runAt(ctx context.Context, url string, rate float64, duration time.Duration, bodySize int, first int64) Measurement {
-	const maxInFlight = 256
-	client := &http.Client{Transport: transport(maxInFlight), Timeout: 30 * time.Second}
+	client := &http.Client{Transport: transport(maxAtOnce), Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	var (
 		mu       sync.Mutex
 		all      []time.Duration
 		failed   int
 		wg       sync.WaitGroup
-		slots    = make(chan struct{}, maxInFlight)
+		slots    = make(chan struct{}, maxAtOnce)
 		interval = time.Duration(float64(time.Second) / rate)
 		start    = time.Now()
 		cpu0     = procs.CPUTime()
@@ -171,6 +170,9 @@ func runAt(ctx context.Context, url string, rate float64, duration time.Duration
 	l.P50, l.P99 = percentile(all, 50), percentile(all, 99)
 	return l
 }
+
+// maxAtOnce is the most posts runAt has in flight.
+const maxAtOnce = 256
 
 // post sends one webhook and reports whether it was answered 200.
 func post(ctx context.Context, client *http.Client, url string, seq int64, bodySize int) bool {

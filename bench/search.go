@@ -159,7 +159,7 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 	next := int64(o.Retained)
 	fmt.Fprintf(o.Progress, "search: stored %d in %s; ingest idle for %s\n", day.Requests, day.Elapsed.Round(time.Second), o.Idle)
 	r.Idle = o.ingest(ctx, url, o.Idle, next)
-	next += int64(r.Idle.Requests + r.Idle.Failed + o.Load)
+	next += o.used(r.Idle)
 	hour := time.Now().UTC()
 	r.Fill = runFrom(ctx, url, o.Clients, lastHour, 0, o.BodySize, int64(o.Retained-lastHour))
 	r.Fill.Requests += day.Requests
@@ -186,7 +186,7 @@ func Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
 			return r, err
 		}
 		run.out.Window = run.window
-		next += int64(run.out.Ingest.Requests + run.out.Ingest.Failed + o.Load)
+		next += o.used(run.out.Ingest)
 	}
 	return r, ctx.Err()
 }
@@ -201,9 +201,20 @@ func (o *SearchOptions) ingest(ctx context.Context, url string, duration time.Du
 	return runFrom(ctx, url, o.Load, 0, duration, o.BodySize, first)
 }
 
-// searchBeside runs s while o.Load clients post webhooks numbered from
-// first on, again and again until o.Measured has passed, and stops
-// the clients when the last search ends. The first run is the one
+// used is how many sequence numbers a run of the load may have taken:
+// those it counted, and those of the posts in flight when it was stopped,
+// which it does not count, but may have been stored.
+func (o *SearchOptions) used(m Measurement) int64 {
+	inFlight := o.Load
+	if o.Rate > 0 {
+		inFlight = maxAtOnce
+	}
+	return int64(m.Requests + m.Failed + inFlight)
+}
+
+// searchBeside runs s while the scenario's load (o.ingest) posts
+// webhooks numbered from first on, again and again until o.Measured has
+// passed, and stops the load when the last search ends. The first run is the one
 // reported.
 func searchBeside(ctx context.Context, search searcher, s admin.Search, url string, o SearchOptions, first int64) (SearchRun, error) {
 	out := SearchRun{Search: s}
