@@ -101,6 +101,13 @@ func runFrom(ctx context.Context, url string, concurrency, limit int, duration t
 		})
 	}
 	wg.Wait()
+	return measured(concurrency, all, failed, start, cpu0)
+}
+
+// measured is what a run that began at start, with the process's CPU
+// time at cpu0, measured by now: all, the latencies of the requests
+// answered 200 (sorted here), and failed, the rest.
+func measured(concurrency int, all []time.Duration, failed int, start time.Time, cpu0 time.Duration) Measurement {
 	l := Measurement{Concurrency: concurrency, Requests: len(all), Failed: failed, Elapsed: time.Since(start), CPU: procs.CPUTime() - cpu0}
 	slices.Sort(all)
 	l.P50, l.P99 = percentile(all, 50), percentile(all, 99)
@@ -165,10 +172,7 @@ func runAt(ctx context.Context, url string, rate float64, duration time.Duration
 		})
 	}
 	wg.Wait()
-	l := Measurement{Requests: len(all), Failed: failed, Elapsed: time.Since(start), CPU: procs.CPUTime() - cpu0}
-	slices.Sort(all)
-	l.P50, l.P99 = percentile(all, 50), percentile(all, 99)
-	return l
+	return measured(0, all, failed, start, cpu0)
 }
 
 // maxAtOnce is the most posts runAt has in flight.
