@@ -248,9 +248,9 @@ func searchBeside(ctx context.Context, search searcher, s admin.Search, url stri
 // finds, as it finds it.
 type searcher func(ctx context.Context, s admin.Search, found func()) (admin.SearchEnd, error)
 
-// startSearchChild starts `jethook serve` from this executable on a fresh
-// data directory, with the scenario's route, and pauses its destination;
-// stop stops it and removes the directory.
+// startSearchChild starts `jethook serve` from o.Binary (default this
+// executable) on a fresh data directory, with the scenario's route, and
+// pauses its destination; stop stops it and removes the directory.
 func startSearchChild(ctx context.Context, o SearchOptions) (_ *child, stop func(), err error) {
 	bin := o.Binary
 	if bin == "" {
@@ -262,8 +262,13 @@ func startSearchChild(ctx context.Context, o SearchOptions) (_ *child, stop func
 	if err != nil {
 		return nil, nil, err
 	}
+	var halt func() // once the child runs: stop it, then remove dir
 	defer func() {
-		if err != nil {
+		switch {
+		case err == nil:
+		case halt != nil:
+			halt()
+		default:
 			_ = os.RemoveAll(dir)
 		}
 	}()
@@ -279,19 +284,17 @@ func startSearchChild(ctx context.Context, o SearchOptions) (_ *child, stop func
 	if err := c.start(); err != nil {
 		return nil, nil, err
 	}
-	stop = func() {
+	halt = func() {
 		_, _ = c.Stop(30 * time.Second)
 		_ = os.RemoveAll(dir)
 	}
 	if _, _, err := c.waitReady(ctx, time.Now(), time.Minute); err != nil {
-		stop()
 		return nil, nil, err
 	}
 	if err := c.post(ctx, "http://"+c.admin+"/v1/destinations/bench/backend/pause"); err != nil {
-		stop()
 		return nil, nil, fmt.Errorf("pause the destination: %w", err)
 	}
-	return c, stop, nil
+	return c, halt, nil
 }
 
 // search runs one page of s through the admin API, streamed (GET
