@@ -126,6 +126,17 @@ func newServer(h http.Handler) *http.Server {
 
 func (s *server) close() { _ = s.srv.Close() }
 
+// shutdown stops s as `jethook serve` stops its listeners: it waits up to
+// grace for the requests in flight to be answered, then closes what is
+// left. Close alone leaves their handlers running.
+func (s *server) shutdown(grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.close()
+	}
+}
+
 // bare is the ceiling: a handler that reads the body and answers 200,
 // storing nothing.
 var bare = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -192,10 +203,13 @@ func (s *stack) eachDestination(do func(route, destination string) error) error 
 	return nil
 }
 
-// close stops the stack and deletes its data.
+// close stops the stack and deletes its data. The ingress's handlers
+// end before the store closes: a load stopped mid-request (the search
+// scenario's) leaves handlers that still publish, and the store takes no
+// publish once it closes.
 func (s *stack) close() {
 	if s.ingress != nil {
-		s.ingress.close()
+		s.ingress.shutdown(5 * time.Second)
 	}
 	if s.app != nil {
 		s.app.Close(5 * time.Second)
